@@ -1,0 +1,289 @@
+"""The ``crawlplan`` command line (Typer): wiring only; each command builds objects and calls them.
+
+Exit codes: 0 success; 1 done, but some input was rejected (listed on stderr); 2 a user error
+(bad option, configuration, database URL or input file), printed as one ``error:`` line;
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, ParamSpec, TextIO, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy import exc as sa_exc
+
+from crawler.seeds import RejectedURL, SeedReader
+from planner.config import SETTINGS, Settings, load_settings
+from planner.errors import USER_ERRORS, InputFileError
+from store import add_pages, check_schema, open_database, read_status, upgrade_schema
+from store.database import Database
+
+__all__ = ["app", "main"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+app = typer.Typer(
+    name="crawlplan",
+    help=(
+        "Optimization-driven crawl planner: estimates change rates, solves the WebFountain "
+        "plan, and hands crawler workers polite, prioritized leases.\n\n"
+        "Start with `crawlplan init`, then `crawlplan seed URL...`, then `crawlplan status`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Database URL: sqlite:///PATH (default sqlite:///crawlplan.db) or "
+        "postgresql://USER@HOST:PORT/DBNAME. Also $CRAWLPLAN_DB_URL or [store] db in "
+        "crawlplan.toml.",
+        show_default=False,
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Configuration file (default: $CRAWLPLAN_CONFIG, else ./crawlplan.toml if present).",
+        show_default=False,
+    ),
+]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn the user's mistakes into one ``error:`` line and exit code 2, not a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except USER_ERRORS as error:
+            raise _fail(str(error)) from None
+        except sa_exc.OperationalError as error:
+            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+            raise _fail(f"database error: {reason}") from None
+
+    return wrapper
+
+
+def _settings(db: str | None, config: Path | None) -> Settings:
+    return load_settings({"store.db": db}, config_file=config)
+
+
+def _open_checked(settings: Settings) -> Database:
+    db = open_database(settings.db_url)
+    check_schema(db)
+    return db
+
+
+@app.command()
+@user_errors
+def init(db: DbOption = None, config: ConfigOption = None) -> None:
+    """Create the database schema, or migrate an existing database to this version."""
+    settings = _settings(db, config)
+    database = open_database(settings.db_url, create=True)
+    before, after = upgrade_schema(database)
+    if before is None:
+        out.print(f"initialized {database.display_url} (schema revision {after})")
+    elif before == after:
+        out.print(f"{database.display_url} is up to date (schema revision {after})")
+    else:
+        out.print(f"migrated {database.display_url} from schema revision {before} to {after}")
+
+
+def _located(label: str, lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    for number, line in enumerate(lines, start=1):
+        yield f"{label} {number}", line
+
+
+def _open_seed_file(stack: ExitStack, path: Path) -> TextIO:
+    if str(path) == "-":
+        return sys.stdin
+    try:
+        return stack.enter_context(path.open(encoding="utf-8", errors="replace"))
+    except FileNotFoundError:
+        raise InputFileError(f"seed file {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputFileError(f"seed file {path} is a directory; pass a file") from None
+    except OSError as error:
+        raise InputFileError(f"cannot read seed file {path}: {error.strerror}") from None
+
+
+@app.command()
+@user_errors
+def seed(
+    urls: Annotated[
+        list[str] | None, typer.Argument(help="URLs to add.", show_default=False)
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="File of URLs, one per line ('#' comments and blank lines are skipped; "
+            "'-' reads standard input).",
+            show_default=False,
+        ),
+    ] = None,
+    rejects: Annotated[
+        Path | None,
+        typer.Option(
+            "--rejects",
+            help="Write every rejected line (line number, text, reason) to this TSV file.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Add URLs to crawl. Each URL is normalized and stored once; malformed ones are listed.
+
+    Exits 1 when some lines were rejected (the good ones are stored all the same).
+    """
+    if not urls and file is None:
+        raise _fail("nothing to seed: pass URLs as arguments or --file FILE")
+    settings = _settings(db, config)
+    database = _open_checked(settings)
+    with ExitStack() as stack:
+        reject_out: TextIO | None = None
+        if rejects is not None:
+            try:
+                reject_out = stack.enter_context(rejects.open("w", encoding="utf-8"))
+            except OSError as error:
+                raise InputFileError(f"cannot write {rejects}: {error.strerror}") from None
+            reject_out.write("where\ttext\treason\n")
+
+        def on_reject(r: RejectedURL) -> None:
+            if reject_out is not None:
+                reject_out.write(f"{r.where}\t{r.text}\t{r.reason}\n")
+
+        reader = SeedReader(on_reject=on_reject)
+        lines = _located("argument", urls or [])
+        if file is not None:
+            lines = itertools.chain(lines, _located("line", _open_seed_file(stack, file)))
+        progress = stack.enter_context(
+            Progress(
+                TextColumn("seeding"),
+                BarColumn(bar_width=None),
+                TextColumn("{task.completed:,} URLs"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal,
+            )
+        )
+        task = progress.add_task("seed", total=None)
+
+        def counted(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+            for i, pair in enumerate(pairs, start=1):
+                if i % 10_000 == 0:
+                    progress.update(task, completed=i)
+                yield pair
+
+        outcome = add_pages(database, counted(reader.pairs(lines)))
+    out.print(
+        f"seeded {outcome.added:,} new pages on {outcome.hosts_added:,} new hosts "
+        f"({outcome.known:,} already known)"
+    )
+    if reader.rejected_count:
+        for r in reader.rejected:
+            err.print(f"  rejected {r.where}: {r.reason}", markup=False)
+        more = reader.rejected_count - len(reader.rejected)
+        if more:
+            hint = f" (all in {rejects})" if rejects else "; pass --rejects FILE to list them all"
+            err.print(f"  ... and {more:,} more{hint}", markup=False)
+        err.print(
+            f"error: {reader.rejected_count:,} malformed URLs were not seeded (listed above); "
+            "fix them and seed again",
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Show pages by status and by change-rate bucket, hosts, leases and the current plan."""
+    settings = _settings(db, config)
+    database = _open_checked(settings)
+    st = read_status(database)
+    if as_json:
+        out.print_json(json.dumps(asdict(st), default=str))
+        return
+    out.print(f"store    {database.display_url}")
+    out.print(
+        f"pages    {st.pages:,} on {st.hosts:,} hosts; {st.due_now:,} due now, "
+        f"{st.leased_now:,} leased in {st.active_leases:,} active leases"
+    )
+    out.print(f"fetches  {st.observations:,} observations recorded")
+    table = Table(title="pages by status", title_justify="left", show_edge=False)
+    table.add_column("status")
+    table.add_column("pages", justify="right")
+    for name, count in sorted(st.by_status.items()):
+        table.add_row(name, f"{count:,}")
+    out.print(table)
+    buckets = Table(title="pages by change-rate bucket", title_justify="left", show_edge=False)
+    buckets.add_column("bucket")
+    buckets.add_column("pages", justify="right")
+    for bucket, count in st.by_bucket.items():
+        buckets.add_row("0 (no estimate yet)" if bucket == 0 else str(bucket), f"{count:,}")
+    out.print(buckets)
+    if st.plan is None:
+        out.print("plan     none published yet")
+    else:
+        p = st.plan
+        out.print(
+            f"plan     version {p.version}, published {p.published_at:%Y-%m-%d %H:%M}Z, "
+            f"strategy {p.strategy}, {p.periods} periods of {p.period_days:g} days, "
+            f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
+        )
+
+
+@app.command("config")
+@user_errors
+def show_config(db: DbOption = None, config: ConfigOption = None) -> None:
+    """Print every setting, its value and where it came from (option, environment, file)."""
+    settings = _settings(db, config)
+    table = Table(show_edge=False)
+    for column in ("setting", "value", "from", "environment variable", "meaning"):
+        table.add_column(column)
+    for s in SETTINGS:
+        table.add_row(s.key, str(settings.values[s.key]), settings.origins[s.key], s.env, s.help)
+    out.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        sys.exit(130)

@@ -1,0 +1,204 @@
+"""Configuration: command-line options, then environment, then ``crawlplan.toml``, then defaults.
+
+Every setting is declared once in :data:`SETTINGS` with its TOML key, environment variable,
+type, unit, bounds and default; ``crawlplan config`` prints the resolved values and where each
+came from. The configuration file is ``--config FILE``, else ``$CRAWLPLAN_CONFIG``, else
+``./crawlplan.toml`` when it exists. Example::
+
+    [store]
+    db = "postgresql://postgres@127.0.0.1:5432/crawlplan"
+
+    [lease]
+    seconds = 300          # a worker holds a host this long before its pages return
+    max_urls = 100         # largest batch one lease call hands out
+    max_urls_per_host = 20
+    max_hosts = 20
+    revisit_after_days = 1.0
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from planner.errors import ConfigError
+from store.database import DEFAULT_DB_URL
+from store.leases import LeasePolicy
+
+__all__ = ["SETTINGS", "Setting", "Settings", "load_settings"]
+
+DEFAULT_CONFIG_FILE = Path("crawlplan.toml")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration value: ``key`` is ``section.name`` in crawlplan.toml."""
+
+    key: str
+    env: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+
+    def parse(self, raw: Any, origin: str) -> Any:
+        """Convert ``raw`` (a TOML value or an environment string) or raise ConfigError."""
+        value: Any = raw
+        try:
+            if self.kind is int:
+                if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                    raise ValueError
+                value = int(raw)
+            elif self.kind is float:
+                if isinstance(raw, bool):
+                    raise ValueError
+                value = float(raw)
+            elif not isinstance(raw, str):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{origin}: {self.key} must be {self.kind.__name__}, got {raw!r}"
+            ) from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{origin}: {self.key} must be >= {self.minimum}, got {value!r}")
+        return value
+
+
+_defaults = LeasePolicy()
+SETTINGS: tuple[Setting, ...] = (
+    Setting("store.db", "CRAWLPLAN_DB_URL", str, DEFAULT_DB_URL, "database URL"),
+    Setting(
+        "lease.seconds",
+        "CRAWLPLAN_LEASE_SECONDS",
+        float,
+        _defaults.lease_seconds,
+        "seconds a worker may hold a host",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_urls",
+        "CRAWLPLAN_LEASE_MAX_URLS",
+        int,
+        _defaults.max_urls,
+        "most URLs per lease call",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_urls_per_host",
+        "CRAWLPLAN_LEASE_MAX_URLS_PER_HOST",
+        int,
+        _defaults.max_urls_per_host,
+        "most URLs of one host per lease",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_hosts",
+        "CRAWLPLAN_LEASE_MAX_HOSTS",
+        int,
+        _defaults.max_hosts,
+        "most hosts per lease call",
+        minimum=1,
+    ),
+    Setting(
+        "lease.revisit_after_days",
+        "CRAWLPLAN_REVISIT_AFTER_DAYS",
+        float,
+        _defaults.revisit_after / timedelta(days=1),
+        "days until a page is due again when no plan scheduled it",
+        minimum=0,
+    ),
+)
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved configuration; ``origins`` says where each value came from."""
+
+    values: Mapping[str, Any]
+    origins: Mapping[str, str]
+
+    @property
+    def db_url(self) -> str:
+        """The database URL."""
+        return str(self.values["store.db"])
+
+    @property
+    def lease_policy(self) -> LeasePolicy:
+        """The lease queue's policy."""
+        return LeasePolicy(
+            lease_seconds=self.values["lease.seconds"],
+            max_urls=self.values["lease.max_urls"],
+            max_urls_per_host=self.values["lease.max_urls_per_host"],
+            max_hosts=self.values["lease.max_hosts"],
+            revisit_after=timedelta(days=self.values["lease.revisit_after_days"]),
+        )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration file {path}: {error.strerror}") from None
+    flat: dict[str, Any] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {section!r} must be a [section], e.g. [store]")
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            if key not in _BY_KEY:
+                known = ", ".join(sorted(_BY_KEY))
+                raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")
+            flat[key] = value
+    return flat
+
+
+def load_settings(
+    options: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every setting: ``options`` (non-None values) > environment > file > default.
+
+    ``config_file`` None means ``$CRAWLPLAN_CONFIG`` or ``./crawlplan.toml`` if present.
+    """
+    env = os.environ if environ is None else environ
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    unknown = set(options) - set(_BY_KEY)
+    if unknown:
+        raise ConfigError(f"unknown settings {sorted(unknown)}")
+    if config_file is None and env.get("CRAWLPLAN_CONFIG"):
+        config_file = Path(env["CRAWLPLAN_CONFIG"])
+    if config_file is None and DEFAULT_CONFIG_FILE.exists():
+        config_file = DEFAULT_CONFIG_FILE
+    from_file = _read_toml(config_file) if config_file is not None else {}
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    sources: list[tuple[str, Callable[[Setting], Any]]] = [
+        ("option", lambda s: options.get(s.key)),
+        ("environment", lambda s: env.get(s.env) or None),
+        (str(config_file), lambda s: from_file.get(s.key)),
+    ]
+    for setting in SETTINGS:
+        for origin, lookup in sources:
+            raw = lookup(setting)
+            if raw is not None:
+                where = f"${setting.env}" if origin == "environment" else origin
+                values[setting.key] = setting.parse(raw, where)
+                origins[setting.key] = where
+                break
+        else:
+            values[setting.key] = setting.default
+            origins[setting.key] = "default"
+    return Settings(values=values, origins=origins)

@@ -1,0 +1,206 @@
+"""Opening a database: URL checks, engine settings per backend, transactions, error mapping.
+
+Supported URLs::
+
+    sqlite:///crawlplan.db            a file (relative to the working directory), WAL mode
+    sqlite:////abs/path/crawlplan.db
+    postgresql://user@host:port/dbname    (also postgres://, postgresql+psycopg://)
+
+SQLite: the Python driver's implicit transactions are turned off so that a write transaction
+can start with ``BEGIN IMMEDIATE`` (take the write lock first, then read: the lease query and
+its update are one atomic step even with many processes on one file); ``busy_timeout`` makes
+writers queue instead of failing. PostgreSQL: psycopg 3, READ COMMITTED, row locks with
+``SKIP LOCKED`` in the lease queue.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc, text
+from sqlalchemy.engine import URL, make_url
+
+from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
+
+__all__ = ["DEFAULT_DB_URL", "Database", "open_database", "parse_database_url"]
+
+DEFAULT_DB_URL = "sqlite:///crawlplan.db"
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+_RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock detected
+
+T = TypeVar("T")
+
+
+def parse_database_url(raw: str) -> URL:
+    """Parse and normalize a database URL, or raise :class:`InvalidDatabaseURLError`."""
+    raw = raw.strip()
+    if not raw:
+        raise InvalidDatabaseURLError(
+            "empty database URL: pass --db sqlite:///crawlplan.db or a postgresql:// URL"
+        )
+    try:
+        url = make_url(raw)
+    except exc.ArgumentError:
+        raise InvalidDatabaseURLError(
+            f"malformed database URL {raw!r}: expected sqlite:///PATH or "
+            "postgresql://USER@HOST:PORT/DBNAME"
+        ) from None
+    backend = url.get_backend_name()
+    if backend in ("postgres", "postgresql"):
+        # One driver, psycopg 3, whatever the URL asked for (psycopg2 is not installed).
+        url = url.set(drivername="postgresql+psycopg")
+        if not url.database:
+            raise InvalidDatabaseURLError(
+                f"database URL {url.render_as_string(hide_password=True)!r} names no database: "
+                "add /DBNAME at the end"
+            )
+    elif backend == "sqlite":
+        if url.get_driver_name() not in ("pysqlite", ""):
+            url = url.set(drivername="sqlite")
+    else:
+        raise InvalidDatabaseURLError(
+            f"unsupported database {backend!r} in {raw!r}: crawlplan runs on sqlite:///PATH "
+            "or postgresql://USER@HOST:PORT/DBNAME"
+        )
+    return url
+
+
+def _sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL, or None for an in-memory database."""
+    if not url.database or url.database == ":memory:" or url.database.startswith("file:"):
+        return None
+    return Path(url.database)
+
+
+class Database:
+    """An engine plus the transaction discipline the store relies on.
+
+    Use :meth:`write` for anything that changes data (it retries on deadlocks and
+    serialization failures) and :meth:`read` for queries.
+    """
+
+    def __init__(self, engine: Engine, url: URL) -> None:
+        self.engine = engine
+        self.url = url
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.engine.dialect.name
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password hidden, for messages."""
+        return self.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection in a transaction that is rolled back at the end (read only)."""
+        with self.engine.connect() as conn, conn.begin() as tx:
+            yield conn
+            tx.rollback()
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A connection in a write transaction, committed when the block ends without error.
+
+        On SQLite the transaction starts with ``BEGIN IMMEDIATE``: it holds the file's write
+        lock from its first statement, so a read-then-update in it cannot interleave with
+        another writer.
+        """
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(crawlplan_immediate=True)
+            with conn.begin():
+                yield conn
+
+    def run_write(self, work: Callable[[Connection], T], *, attempts: int = 8) -> T:
+        """Run ``work(conn)`` in :meth:`write`, retrying on deadlock or serialization failure."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.write() as conn:
+                    return work(conn)
+            except exc.OperationalError as error:
+                if attempt == attempts or not _is_retryable(error):
+                    raise
+                time.sleep(random.uniform(0.0, 0.02 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def dispose(self) -> None:
+        """Close every pooled connection (call before forking worker processes)."""
+        self.engine.dispose()
+
+
+def _is_retryable(error: exc.OperationalError) -> bool:
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate in _RETRYABLE_SQLSTATES:
+        return True
+    return "database is locked" in str(error.orig)
+
+
+def _install_sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("crawlplan_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> Database:
+    """Open the database at ``raw_url`` and check that it answers.
+
+    With ``create=False`` a SQLite file that does not exist is an error (commands that read
+    must not leave empty files behind); ``crawlplan init`` passes ``create=True``.
+
+    Raises
+    ------
+    InvalidDatabaseURLError, DatabaseUnreachableError, SchemaMissingError
+    """
+    url = parse_database_url(raw_url)
+    shown = url.render_as_string(hide_password=True)
+    kwargs: dict[str, Any] = {"echo": echo, "future": True}
+    if url.get_backend_name() == "sqlite":
+        path = _sqlite_path(url)
+        if path is not None:
+            if not path.exists() and not create:
+                raise SchemaMissingError(
+                    f"no database at {path}: run `crawlplan init --db {shown}` first"
+                )
+            if create and not path.parent.exists():
+                raise DatabaseUnreachableError(
+                    f"cannot create {path}: directory {path.parent} does not exist"
+                )
+        engine = create_engine(url, **kwargs)
+        _install_sqlite_hooks(engine)
+    else:
+        kwargs.update(pool_pre_ping=True, pool_size=4, max_overflow=4)
+        kwargs["connect_args"] = {"connect_timeout": 10, "application_name": "crawlplan"}
+        engine = create_engine(url, **kwargs)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except exc.OperationalError as error:
+        engine.dispose()
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        if url.get_backend_name() == "postgresql" and "does not exist" in reason:
+            raise DatabaseUnreachableError(
+                f"cannot open {shown}: {reason}; create it with "
+                f"`createdb -h {url.host or 'localhost'} {url.database}`"
+            ) from None
+        raise DatabaseUnreachableError(
+            f"cannot open {shown}: {reason}; check the URL, and that the server is running"
+        ) from None
+    return Database(engine, url)

@@ -1,0 +1,275 @@
+"""SQLAlchemy 2.0 models: hosts, pages, observations, leases, plans, plan periods, quotas.
+
+Units: times are aware UTC datetimes; durations and delays are seconds; change rates are
+changes per day (``rate``, ``rate_low``, ``rate_high``); ``bucket`` is 0..255 with 0 meaning
+"no change-rate estimate yet" (WebFountain: one byte per page).
+
+Who writes what: workers write observations and the fetch-state columns of pages and hosts
+(through :mod:`store.leases`); the nightly estimators write the estimate columns of pages; the
+planner writes plans. Observations are append-only: one row per fetch (or pushed change
+notification), never updated.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from store.types import UTCDateTime
+
+__all__ = [
+    "HOSTS",
+    "LEASES",
+    "OBSERVATIONS",
+    "OBSERVATION_KINDS",
+    "PAGES",
+    "PAGE_STATUSES",
+    "PLANS",
+    "PLAN_PERIODS",
+    "QUOTAS",
+    "Base",
+    "Host",
+    "Lease",
+    "Observation",
+    "Page",
+    "Plan",
+    "PlanPeriod",
+    "Quota",
+]
+
+#: Integer primary keys: BIGINT on PostgreSQL, the rowid alias INTEGER on SQLite.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+#: Page statuses. ``new``: known, never fetched. ``ok``: last fetch succeeded (2xx or 304).
+#: ``gone``: 404/410. ``redirect``: the URL redirects elsewhere (the target is its own page).
+#: ``blocked``: robots.txt disallows it. ``error``: the last fetch failed (5xx, timeout, ...).
+PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error")
+
+#: Observation kinds. ``fetch``: a worker fetched the page. ``notification``: the site pushed a
+#: change notification (API call or sitemap lastmod) without us fetching.
+OBSERVATION_KINDS = ("fetch", "notification")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{v}'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base; ``type_annotation_map`` maps ``datetime`` to aware UTC timestamps."""
+
+    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime()}  # noqa: RUF012
+
+
+class Host(Base):
+    """A host: the unit of politeness and of robots.txt (scheme, name and port: an origin).
+
+    ``origin`` is ``scheme://host[:port]`` with default ports removed, as RFC 9309 scopes
+    robots.txt. A host is leased to at most one worker at a time (``lease_id``/``leased_until``);
+    ``next_fetch_at`` is the earliest time its next request is polite.
+    """
+
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    origin: Mapped[str] = mapped_column(String(300), unique=True)
+    first_seen: Mapped[datetime]
+    robots_txt: Mapped[str | None] = mapped_column(Text)
+    robots_status: Mapped[int | None] = mapped_column(SmallInteger)
+    robots_fetched_at: Mapped[datetime | None]
+    robots_expires_at: Mapped[datetime | None]
+    crawl_delay: Mapped[float | None] = mapped_column(Float, doc="seconds, from robots.txt")
+    next_fetch_at: Mapped[datetime] = mapped_column(doc="earliest polite time of next request")
+    backoff_until: Mapped[datetime | None]
+    consecutive_errors: Mapped[int] = mapped_column(Integer, default=0)
+    lease_id: Mapped[int | None] = mapped_column(BigId)
+    leased_until: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_hosts_next_fetch_at", "next_fetch_at"),)
+
+
+class Page(Base):
+    """A page: one normalized URL, its fetch state, change-rate estimate, bucket and importance.
+
+    ``next_due_at`` is when the page should next be fetched (NULL: never, e.g. gone or
+    blocked); due-URL selection reads it through the ``(host_id, next_due_at)`` index.
+    ``lease_id``/``leased_until`` mark a page handed to a worker and not yet reported.
+    """
+
+    __tablename__ = "pages"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url: Mapped[str] = mapped_column(String(2048), unique=True)
+    host_id: Mapped[int] = mapped_column(BigId, ForeignKey("hosts.id"))
+    status: Mapped[str] = mapped_column(String(16), default="new")
+    first_seen: Mapped[datetime]
+    next_due_at: Mapped[datetime | None]
+    last_fetch_at: Mapped[datetime | None]
+    last_change_at: Mapped[datetime | None]
+    http_status: Mapped[int | None] = mapped_column(SmallInteger)
+    etag: Mapped[str | None] = mapped_column(String(512))
+    last_modified: Mapped[datetime | None]
+    signature: Mapped[str | None] = mapped_column(String(64))
+    fetches: Mapped[int] = mapped_column(Integer, default=0)
+    changes: Mapped[int] = mapped_column(Integer, default=0)
+    rate: Mapped[float | None] = mapped_column(Float, doc="estimated changes per day")
+    rate_low: Mapped[float | None] = mapped_column(Float)
+    rate_high: Mapped[float | None] = mapped_column(Float)
+    estimator: Mapped[str | None] = mapped_column(String(32))
+    estimated_at: Mapped[datetime | None]
+    bucket: Mapped[int] = mapped_column(SmallInteger, default=0)
+    importance: Mapped[float | None] = mapped_column(Float)
+    cash: Mapped[float] = mapped_column(Float, default=0.0, doc="OPIC cash")
+    history: Mapped[float] = mapped_column(Float, default=0.0, doc="OPIC history")
+    lease_id: Mapped[int | None] = mapped_column(BigId)
+    leased_until: Mapped[datetime | None]
+
+    __table_args__ = (
+        CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_pages_bucket"),
+        CheckConstraint(_in("status", PAGE_STATUSES), name="ck_pages_status"),
+        Index("ix_pages_host_due", "host_id", "next_due_at"),
+        Index("ix_pages_bucket_due", "bucket", "next_due_at"),
+        Index("ix_pages_lease", "lease_id"),
+    )
+
+
+class Observation(Base):
+    """Append-only evidence of one fetch (or one pushed change notification) of a page.
+
+    ``changed`` is True/False when the content signature was compared with the previous
+    fetch's, NULL when unknown (first fetch, error). ``previous_fetch_at`` is the page's
+    latest earlier fetch known when this row was recorded, so that change/no-change intervals
+    usually come from one row; reports that arrive out of order can leave it short, so
+    estimators that need exact intervals order a page's rows by ``fetched_at``. A fetch made under a
+    lease is recorded once per ``(lease_id, page_id)``, however often it is reported.
+    """
+
+    __tablename__ = "observations"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    page_id: Mapped[int] = mapped_column(BigId, ForeignKey("pages.id"))
+    lease_id: Mapped[int | None] = mapped_column(BigId)
+    worker: Mapped[str | None] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16), default="fetch")
+    fetched_at: Mapped[datetime]
+    previous_fetch_at: Mapped[datetime | None]
+    recorded_at: Mapped[datetime]
+    http_status: Mapped[int | None] = mapped_column(SmallInteger)
+    changed: Mapped[bool | None] = mapped_column(Boolean)
+    last_modified: Mapped[datetime | None]
+    etag: Mapped[str | None] = mapped_column(String(512))
+    signature: Mapped[str | None] = mapped_column(String(64))
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    duration: Mapped[float | None] = mapped_column(Float, doc="seconds")
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("lease_id", "page_id", name="uq_observations_lease_page"),
+        CheckConstraint(_in("kind", OBSERVATION_KINDS), name="ck_observations_kind"),
+        Index("ix_observations_page_time", "page_id", "fetched_at"),
+        Index("ix_observations_fetched_at", "fetched_at"),
+    )
+
+
+class Lease(Base):
+    """One host handed to one worker until ``expires_at`` (politeness lives with the lease)."""
+
+    __tablename__ = "leases"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    worker: Mapped[str] = mapped_column(String(128))
+    host_id: Mapped[int] = mapped_column(BigId, ForeignKey("hosts.id"))
+    plan_id: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    released_at: Mapped[datetime | None]
+    pages: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ix_leases_host", "host_id", "created_at"),)
+
+
+class Plan(Base):
+    """A plan version. Immutable once published (``published_at`` set): publish a new one.
+
+    ``inputs`` holds what the planner was given (bucket aggregates, capacity, weights) and
+    ``solver`` the solver's statistics, so that an audit or a what-if run can replay it.
+    """
+
+    __tablename__ = "plans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime]
+    published_at: Mapped[datetime | None]
+    starts_at: Mapped[datetime]
+    period_days: Mapped[float] = mapped_column(Float)
+    periods: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(String(64))
+    objective: Mapped[float | None] = mapped_column(Float)
+    solver_status: Mapped[str | None] = mapped_column(String(64))
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    solver: Mapped[dict[str, Any]] = mapped_column(JSON)
+    note: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        CheckConstraint("periods >= 1", name="ck_plans_periods"),
+        CheckConstraint("period_days > 0", name="ck_plans_period_days"),
+    )
+
+
+class PlanPeriod(Base):
+    """Period t of a plan: its time window, crawl capacity and quota of new pages (z_t)."""
+
+    __tablename__ = "plan_periods"
+
+    plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
+    period: Mapped[int] = mapped_column(Integer, primary_key=True)
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime]
+    capacity: Mapped[float] = mapped_column(Float, doc="crawls this period")
+    new_pages: Mapped[int] = mapped_column(Integer, doc="quota of never-fetched pages")
+
+    __table_args__ = (CheckConstraint("new_pages >= 0", name="ck_plan_periods_new"),)
+
+
+class Quota(Base):
+    """How many pages of bucket i to re-crawl in period t of a plan (x_it), and x_it/b_i,t-1."""
+
+    __tablename__ = "quotas"
+
+    plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
+    period: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    pages: Mapped[int] = mapped_column(Integer)
+    fraction: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_quotas_bucket"),
+        CheckConstraint("pages >= 0", name="ck_quotas_pages"),
+    )
+
+
+#: The tables as Core ``Table`` objects, for bulk statements (typed for mypy).
+HOSTS = cast(Table, Host.__table__)
+PAGES = cast(Table, Page.__table__)
+OBSERVATIONS = cast(Table, Observation.__table__)
+LEASES = cast(Table, Lease.__table__)
+PLANS = cast(Table, Plan.__table__)
+PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
+QUOTAS = cast(Table, Quota.__table__)

@@ -1,0 +1,126 @@
+"""Adding pages (seeds and discovered outlinks) in bulk, once per normalized URL.
+
+The caller normalizes URLs and computes their host origin (``crawler.urls`` does both); the
+store only persists them. Inserts are chunked and conflict-tolerant, so two workers that
+discover the same URL at once, or a seed file given twice, add it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Insert, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from store.database import Database
+from store.models import HOSTS, PAGES, Host
+from store.types import utcnow
+
+__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
+
+CHUNK = 5_000
+
+
+@dataclass(frozen=True)
+class SeedOutcome:
+    """What :func:`add_pages` did: pages and hosts it added, and URLs that were known already."""
+
+    added: int
+    known: int
+    hosts_added: int
+
+
+def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
+    """``INSERT ... ON CONFLICT DO NOTHING`` for this database's dialect."""
+    if db.dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()
+
+
+def _host_ids(
+    db: Database, conn: Connection, origins: set[str], now: datetime
+) -> tuple[dict[str, int], int]:
+    found: dict[str, int] = dict(
+        conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(origins))).tuples().all()
+    )
+    missing = sorted(origins - found.keys())
+    added = 0
+    if missing:
+        rows = [
+            {"origin": o, "first_seen": now, "next_fetch_at": now, "consecutive_errors": 0}
+            for o in missing
+        ]
+        stmt = insert_ignoring_conflicts(db, HOSTS).returning(HOSTS.c.origin, HOSTS.c.id)
+        new = dict(conn.execute(stmt, rows).tuples().all())
+        added = len(new)
+        found.update(new)
+        still = [o for o in missing if o not in found]
+        if still:  # added concurrently by another writer
+            found.update(
+                conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(still))).tuples()
+            )
+    return found, added
+
+
+def _add_chunk(
+    db: Database, conn: Connection, chunk: Sequence[tuple[str, str]], now: datetime, due: bool
+) -> tuple[int, int, int]:
+    host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now)
+    seen: set[str] = set()
+    rows = []
+    for url, origin in chunk:
+        if url in seen:
+            continue
+        seen.add(url)
+        rows.append(
+            {
+                "url": url,
+                "host_id": host_ids[origin],
+                "status": "new",
+                "first_seen": now,
+                "next_due_at": now if due else None,
+                "fetches": 0,
+                "changes": 0,
+                "bucket": 0,
+                "cash": 0.0,
+                "history": 0.0,
+            }
+        )
+    stmt = insert_ignoring_conflicts(db, PAGES).returning(PAGES.c.id)
+    added = len(conn.execute(stmt, rows).all())
+    return added, len(chunk) - added, hosts_added
+
+
+def add_pages(
+    db: Database,
+    pages: Iterable[tuple[str, str]],
+    *,
+    now: datetime | None = None,
+    due: bool = True,
+    chunk_size: int = CHUNK,
+) -> SeedOutcome:
+    """Add ``(normalized_url, origin)`` pairs as new pages; known URLs are left untouched.
+
+    Each chunk of ``chunk_size`` pairs is one transaction, so memory stays bounded for any
+    input size and an interrupted seed keeps what it committed (seeding again is harmless).
+    ``due=True`` makes the pages due for their first fetch at ``now``.
+    """
+    now = now or utcnow()
+    added = known = hosts_added = 0
+    chunk: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        nonlocal added, known, hosts_added
+        a, k, h = db.run_write(lambda conn: _add_chunk(db, conn, chunk, now, due))
+        added, known, hosts_added = added + a, known + k, hosts_added + h
+        chunk.clear()
+
+    for pair in pages:
+        chunk.append(pair)
+        if len(chunk) >= chunk_size:
+            flush()
+    if chunk:
+        flush()
+    return SeedOutcome(added=added, known=known, hosts_added=hosts_added)

@@ -1,0 +1,208 @@
+"""Plan versions: published atomically, immutable afterwards, read back for leasing and audit.
+
+A plan is written and published in one transaction, so workers see either the previous plan or
+the whole new one, never a half-written one. The schema forbids UPDATE on ``plans``,
+``plan_periods`` and ``quotas`` (triggers in the initial migration): a change is a new version.
+Old versions may be deleted to save space; the latest published version is the current plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from store.database import Database
+from store.errors import InvalidPlanError
+from store.models import PLAN_PERIODS, PLANS, QUOTAS, Plan, PlanPeriod, Quota
+from store.types import utcnow
+
+__all__ = [
+    "PlanDraft",
+    "PlanPeriodDraft",
+    "PlanSummary",
+    "latest_plan",
+    "plan_quotas",
+    "publish_plan",
+]
+
+
+@dataclass(frozen=True)
+class PlanPeriodDraft:
+    """Period ``period`` (1..T) of a plan.
+
+    ``quotas`` maps bucket (0..255) to pages of that bucket to re-crawl this period (x_it);
+    ``fractions`` maps bucket to x_it / b_i,t-1; ``new_pages`` is the quota of never-fetched
+    pages (z_t); ``capacity`` is the crawls the period allows.
+    """
+
+    period: int
+    starts_at: datetime
+    ends_at: datetime
+    capacity: float
+    new_pages: int
+    quotas: Mapping[int, int]
+    fractions: Mapping[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlanDraft:
+    """A solved plan, ready to publish."""
+
+    starts_at: datetime
+    period_days: float
+    strategy: str
+    periods: Sequence[PlanPeriodDraft]
+    inputs: Mapping[str, Any]
+    solver: Mapping[str, Any]
+    objective: float | None = None
+    solver_status: str | None = None
+    note: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """A published plan version without its quota rows."""
+
+    version: int
+    published_at: datetime
+    starts_at: datetime
+    period_days: float
+    periods: int
+    strategy: str
+    objective: float | None
+    solver_status: str | None
+    total_quota: int
+    total_new_pages: int
+
+
+def _validate(draft: PlanDraft) -> None:
+    numbers = [p.period for p in draft.periods]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise InvalidPlanError(f"plan periods must be numbered 1..T in order, got {numbers}")
+    if draft.period_days <= 0:
+        raise InvalidPlanError(f"period_days must be > 0, got {draft.period_days}")
+    for p in draft.periods:
+        if p.ends_at <= p.starts_at:
+            raise InvalidPlanError(f"period {p.period} ends before it starts")
+        if p.new_pages < 0:
+            raise InvalidPlanError(f"period {p.period}: negative new-page quota {p.new_pages}")
+        bad = {b: q for b, q in p.quotas.items() if not 0 <= b <= 255 or q < 0}
+        if bad:
+            raise InvalidPlanError(
+                f"period {p.period}: quotas need buckets 0..255 and pages >= 0, got {bad}"
+            )
+
+
+def publish_plan(db: Database, draft: PlanDraft, *, now: datetime | None = None) -> int:
+    """Write and publish ``draft`` in one transaction; returns its version number."""
+    _validate(draft)
+    when = now or utcnow()
+
+    def work(conn: Connection) -> int:
+        version = int(conn.execute(select(func.coalesce(func.max(Plan.id), 0))).scalar_one()) + 1
+        conn.execute(
+            PLANS.insert(),
+            {
+                "id": version,
+                "created_at": draft.created_at or when,
+                "published_at": when,
+                "starts_at": draft.starts_at,
+                "period_days": draft.period_days,
+                "periods": len(draft.periods),
+                "strategy": draft.strategy,
+                "objective": draft.objective,
+                "solver_status": draft.solver_status,
+                "inputs": dict(draft.inputs),
+                "solver": dict(draft.solver),
+                "note": draft.note,
+            },
+        )
+        conn.execute(
+            PLAN_PERIODS.insert(),
+            [
+                {
+                    "plan_id": version,
+                    "period": p.period,
+                    "starts_at": p.starts_at,
+                    "ends_at": p.ends_at,
+                    "capacity": p.capacity,
+                    "new_pages": p.new_pages,
+                }
+                for p in draft.periods
+            ],
+        )
+        quota_rows = [
+            {
+                "plan_id": version,
+                "period": p.period,
+                "bucket": bucket,
+                "pages": pages,
+                "fraction": float(p.fractions.get(bucket, 0.0)),
+            }
+            for p in draft.periods
+            for bucket, pages in sorted(p.quotas.items())
+        ]
+        if quota_rows:
+            conn.execute(QUOTAS.insert(), quota_rows)
+        return version
+
+    return db.run_write(work)
+
+
+def latest_plan(db: Database, conn: Connection | None = None) -> PlanSummary | None:
+    """The current plan: the latest published version, or None when none was published."""
+    if conn is None:
+        with db.read() as own:
+            return latest_plan(db, own)
+    plan = conn.execute(
+        select(
+            Plan.id,
+            Plan.published_at,
+            Plan.starts_at,
+            Plan.period_days,
+            Plan.periods,
+            Plan.strategy,
+            Plan.objective,
+            Plan.solver_status,
+        )
+        .where(Plan.published_at.is_not(None))
+        .order_by(Plan.id.desc())
+        .limit(1)
+    ).one_or_none()
+    if plan is None:
+        return None
+    total_quota = conn.execute(
+        select(func.coalesce(func.sum(Quota.pages), 0)).where(Quota.plan_id == plan.id)
+    ).scalar_one()
+    total_new = conn.execute(
+        select(func.coalesce(func.sum(PlanPeriod.new_pages), 0)).where(
+            PlanPeriod.plan_id == plan.id
+        )
+    ).scalar_one()
+    assert plan.published_at is not None
+    return PlanSummary(
+        version=plan.id,
+        published_at=plan.published_at,
+        starts_at=plan.starts_at,
+        period_days=plan.period_days,
+        periods=plan.periods,
+        strategy=plan.strategy,
+        objective=plan.objective,
+        solver_status=plan.solver_status,
+        total_quota=int(total_quota),
+        total_new_pages=int(total_new),
+    )
+
+
+def plan_quotas(db: Database, version: int) -> dict[tuple[int, int], int]:
+    """Quotas of a plan version as ``{(period, bucket): pages}``."""
+    with db.read() as conn:
+        rows = conn.execute(
+            select(Quota.period, Quota.bucket, Quota.pages).where(Quota.plan_id == version)
+        ).all()
+    return {(r.period, r.bucket): r.pages for r in rows}

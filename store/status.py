@@ -1,0 +1,73 @@
+"""A summary of the store for ``crawlplan status``: pages by status and bucket, hosts, leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, or_, select
+
+from store.database import Database
+from store.models import Host, Observation, Page
+from store.models import Lease as LeaseRow
+from store.plans import PlanSummary, latest_plan
+from store.types import utcnow
+
+__all__ = ["StoreStatus", "read_status"]
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """Counts at one instant. ``by_bucket`` lists only non-empty buckets (0 = no estimate)."""
+
+    at: datetime
+    pages: int
+    hosts: int
+    by_status: dict[str, int]
+    by_bucket: dict[int, int]
+    due_now: int
+    leased_now: int
+    active_leases: int
+    observations: int
+    plan: PlanSummary | None
+
+
+def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
+    """Read the counts in one read transaction (a consistent snapshot on PostgreSQL)."""
+    when = now or utcnow()
+    with db.read() as conn:
+        by_status = dict(
+            conn.execute(select(Page.status, func.count()).group_by(Page.status)).tuples().all()
+        )
+        by_bucket = dict(
+            conn.execute(
+                select(Page.bucket, func.count()).group_by(Page.bucket).order_by(Page.bucket)
+            )
+            .tuples()
+            .all()
+        )
+        free = or_(Page.leased_until.is_(None), Page.leased_until < when)
+        due_now = conn.execute(
+            select(func.count()).where(Page.next_due_at <= when, free)
+        ).scalar_one()
+        leased_now = conn.execute(
+            select(func.count()).where(Page.leased_until >= when)
+        ).scalar_one()
+        active = conn.execute(
+            select(func.count()).where(LeaseRow.released_at.is_(None), LeaseRow.expires_at >= when)
+        ).scalar_one()
+        hosts = conn.execute(select(func.count()).select_from(Host)).scalar_one()
+        observations = conn.execute(select(func.count()).select_from(Observation)).scalar_one()
+        plan = latest_plan(db, conn)
+    return StoreStatus(
+        at=when,
+        pages=sum(by_status.values()),
+        hosts=int(hosts),
+        by_status={k: int(v) for k, v in by_status.items()},
+        by_bucket={int(k): int(v) for k, v in by_bucket.items()},
+        due_now=int(due_now),
+        leased_now=int(leased_now),
+        active_leases=int(active),
+        observations=int(observations),
+        plan=plan,
+    )

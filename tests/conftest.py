@@ -1,0 +1,121 @@
+"""Shared fixtures: one store contract suite run against SQLite and PostgreSQL.
+
+PostgreSQL: ``$CRAWLPLAN_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``)
+is an administrative connection; each test gets a database of its own, created and dropped
+here. When the server cannot be reached the PostgreSQL variants are skipped and the summary
+says why, except under CI (``$CI`` set) or ``$CRAWLPLAN_TEST_REQUIRE_PG=1``, where that is a
+failure: the suite must really run on both backends there.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from sqlalchemy.orm import Session
+
+from store import Database, open_database, upgrade_schema
+
+PG_ADMIN_URL = os.environ.get(
+    "CRAWLPLAN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REQUIRE_PG = bool(os.environ.get("CI")) or os.environ.get("CRAWLPLAN_TEST_REQUIRE_PG") == "1"
+
+#: A fixed instant for tests that pass ``now`` explicitly.
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def _pg_admin_conninfo() -> str:
+    return PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://")
+
+
+_pg_problem: str | None = None
+_pg_checked = False
+
+
+def pg_unavailable() -> str | None:
+    """None when PostgreSQL answers, else the reason (checked once per session)."""
+    global _pg_checked, _pg_problem
+    if not _pg_checked:
+        _pg_checked = True
+        try:
+            with psycopg.connect(_pg_admin_conninfo(), connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as error:
+            _pg_problem = f"PostgreSQL not reachable at {PG_ADMIN_URL}: {error}".strip()
+    return _pg_problem
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    problem = pg_unavailable()
+    if problem:
+        if REQUIRE_PG:
+            pytest.fail(problem + " (required under CI)")
+        pytest.skip(problem)
+    name = f"crawlplan_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file URL in the test's temporary directory (not created yet)."""
+    return f"sqlite:///{tmp_path / 'crawlplan.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request: pytest.FixtureRequest) -> str:
+    """The URL of an empty database on each backend in turn."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def db(backend_url: str) -> Iterator[Database]:
+    """An initialized store on each backend in turn."""
+    database = open_database(backend_url, create=True)
+    upgrade_schema(database)
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say plainly whether the PostgreSQL half of the store suite ran."""
+    if not _pg_checked:
+        return
+    if _pg_problem:
+        terminalreporter.write_line(f"PostgreSQL store tests SKIPPED: {_pg_problem}", yellow=True)
+    else:
+        terminalreporter.write_line(f"PostgreSQL store tests ran against {PG_ADMIN_URL}")
+
+
+def orm_all(db: Database, stmt: Any) -> list[Any]:
+    """ORM objects for ``stmt`` (e.g. ``select(Page)``), detached for reading in tests."""
+    with Session(db.engine, expire_on_commit=False) as session:
+        return list(session.scalars(stmt).all())
+
+
+def orm_one(db: Database, stmt: Any) -> Any:
+    """The single ORM object ``stmt`` selects."""
+    (only,) = orm_all(db, stmt)
+    return only

@@ -1,0 +1,62 @@
+"""Schema: migrations match the models, init is idempotent, missing/outdated schemas are named."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
+
+from store import (
+    Database,
+    SchemaMissingError,
+    SchemaOutdatedError,
+    check_schema,
+    open_database,
+    upgrade_schema,
+)
+from store.models import Base
+from store.schema import head_revision
+
+
+def test_migrations_create_exactly_the_models_schema(db: Database) -> None:
+    with db.read() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(ctx, Base.metadata)
+    assert diff == [], f"migrations and models differ: {diff}"
+
+
+def test_init_is_idempotent(db: Database) -> None:
+    assert upgrade_schema(db) == (head_revision(), head_revision())
+    check_schema(db)
+
+
+def test_status_of_an_empty_database_says_run_init(backend_url: str) -> None:
+    database = open_database(backend_url, create=True)
+    with pytest.raises(SchemaMissingError, match="crawlplan init"):
+        check_schema(database)
+    database.dispose()
+
+
+def test_outdated_schema_is_named(db: Database) -> None:
+    with db.write() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+    with pytest.raises(SchemaOutdatedError, match="ffff"):
+        check_schema(db)
+    with pytest.raises(SchemaOutdatedError, match="newer crawlplan"):
+        upgrade_schema(db)
+
+
+def test_migration_downgrade_and_upgrade_round_trip(db: Database) -> None:
+    from alembic import command
+
+    from store.schema import _config
+
+    cfg = _config()
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "base")
+    with db.read() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() is None
+    upgrade_schema(db)
+    check_schema(db)
