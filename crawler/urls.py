@@ -19,6 +19,7 @@ __all__ = ["MAX_URL_LENGTH", "InvalidURLError", "normalize_url", "origin_of"]
 #: index on pages.url cannot hold keys much longer than 2,700 bytes.
 MAX_URL_LENGTH = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_SPACE = re.compile(r"\s")
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[a-z0-9]([a-z0-9\-_.]*[a-z0-9])?)$")
 
 
@@ -31,7 +32,7 @@ def normalize_url(raw: str) -> str:
     text = raw.strip()
     if not text:
         raise InvalidURLError("empty URL")
-    if any(c.isspace() for c in text):
+    if _SPACE.search(text):
         raise InvalidURLError(f"{text!r} contains whitespace: percent-encode it as %20")
     parts = urlsplit(text)
     scheme = parts.scheme.lower()

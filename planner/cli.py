@@ -272,12 +272,12 @@ def status(
 def show_config(db: DbOption = None, config: ConfigOption = None) -> None:
     """Print every setting, its value and where it came from (option, environment, file)."""
     settings = _settings(db, config)
-    table = Table(show_edge=False)
-    for column in ("setting", "value", "from", "environment variable", "meaning"):
-        table.add_column(column)
+    width = max(len(s.key) for s in SETTINGS)
     for s in SETTINGS:
-        table.add_row(s.key, str(settings.values[s.key]), settings.origins[s.key], s.env, s.help)
-    out.print(table)
+        out.print(f"{s.key:<{width}} = {settings.values[s.key]}", markup=False)
+        out.print(
+            f"{'':<{width}}   from {settings.origins[s.key]}; ${s.env}; {s.help}", markup=False
+        )
 
 
 def main() -> None:

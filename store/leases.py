@@ -24,13 +24,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, bindparam, case, func, or_, select, update
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    Insert,
+    Row,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from store.database import Database
 from store.errors import InvalidReportError, LeaseNotFoundError
-from store.models import LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, Host, Observation, Page
-from store.models import Lease as LeaseRow
+from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
 from store.pages import insert_ignoring_conflicts
 from store.types import UTCDateTime, utcnow
 
@@ -152,11 +163,135 @@ class ReportOutcome:
     late: int
 
 
-def _free(
-    leased_until: InstrumentedAttribute[datetime | None], now: datetime
-) -> ColumnElement[bool]:
-    """The row is not held by a live lease."""
-    return or_(leased_until.is_(None), leased_until < now)
+def _free(leased_until: ColumnElement[datetime | None]) -> ColumnElement[bool]:
+    """The row is not held by a live lease at ``:now``."""
+    return or_(leased_until.is_(None), leased_until < _NOW)
+
+
+_NOW = bindparam("now", type_=UTCDateTime())
+_UNTIL = bindparam("until", type_=UTCDateTime())
+_LEASE: BindParameter[Any] = bindparam("lease")
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_PAGE_DUE = and_(PAGES.c.next_due_at <= _NOW, _free(PAGES.c.leased_until))
+
+
+class _Statements:
+    """Every statement the queue runs, built once per dialect with bind parameters.
+
+    Building SQLAlchemy statements and their cache keys costs more than SQLite takes to run
+    them; prebuilt statements keep the lease, report and release transactions short.
+    """
+
+    def __init__(self, dialect: str, insert_observation: Insert) -> None:
+        h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
+        postgres = dialect == "postgresql"
+        due_exists = select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE).exists()
+        self.hosts_due = (
+            select(h.c.id, h.c.origin, h.c.crawl_delay, h.c.robots_txt, h.c.robots_expires_at)
+            .where(
+                _free(h.c.leased_until),
+                h.c.next_fetch_at <= _NOW,
+                or_(h.c.backoff_until.is_(None), h.c.backoff_until <= _NOW),
+                due_exists,
+            )
+            .order_by(h.c.next_fetch_at, h.c.id)
+            .limit(bindparam("limit"))
+        )
+        if postgres:
+            # Concurrent workers skip each other's candidate hosts instead of queueing.
+            self.hosts_due = self.hosts_due.with_for_update(skip_locked=True, of=h)
+        self.pages_due = (
+            select(
+                p.c.id,
+                p.c.url,
+                p.c.status,
+                p.c.last_fetch_at,
+                p.c.etag,
+                p.c.last_modified,
+                p.c.signature,
+            )
+            .where(p.c.host_id == bindparam("host"), _PAGE_DUE)
+            .order_by(p.c.next_due_at, p.c.id)
+            .limit(bindparam("limit"))
+        )
+        self.insert_lease = le.insert().returning(le.c.id)
+        self.take_host = (
+            update(h)
+            .where(h.c.id == bindparam("host"))
+            .values(lease_id=_LEASE, leased_until=_UNTIL)
+        )
+        self.take_pages = (
+            update(p).where(p.c.id.in_(_IDS)).values(lease_id=_LEASE, leased_until=_UNTIL)
+        )
+        self.lease_row = select(
+            le.c.id, le.c.worker, le.c.host_id, le.c.expires_at, le.c.released_at
+        ).where(le.c.id == _LEASE)
+        self.pages_reported = (
+            select(
+                p.c.id,
+                p.c.host_id,
+                p.c.last_fetch_at,
+                p.c.last_change_at,
+                p.c.etag,
+                p.c.last_modified,
+                p.c.signature,
+            )
+            .where(p.c.id.in_(_IDS))
+            .order_by(p.c.id)
+        )
+        if postgres:
+            # Lock in id order: concurrent reports on the same pages serialize, never deadlock.
+            self.pages_reported = self.pages_reported.with_for_update(of=p)
+        self.recorded = select(o.c.page_id).where(o.c.lease_id == _LEASE, o.c.page_id.in_(_IDS))
+        self.previous_fetch = select(func.max(o.c.fetched_at)).where(
+            o.c.page_id == bindparam("page"),
+            o.c.fetched_at < bindparam("at", type_=UTCDateTime()),
+        )
+        self.insert_observation = insert_observation
+        self.extend_lease = update(le).where(le.c.id == _LEASE).values(expires_at=_UNTIL)
+        self.extend_host = (
+            update(h)
+            .where(h.c.id == bindparam("host"), h.c.lease_id == _LEASE)
+            .values(leased_until=_UNTIL)
+        )
+        self.extend_pages = update(p).where(p.c.lease_id == _LEASE).values(leased_until=_UNTIL)
+        ours = h.c.lease_id == _LEASE
+        next_fetch = bindparam("next_fetch_at", type_=UTCDateTime())
+        self.release_host = (
+            update(h)
+            .where(h.c.id == bindparam("host"))
+            .values(
+                lease_id=case((ours, None), else_=h.c.lease_id),
+                leased_until=case((ours, None), else_=h.c.leased_until),
+                next_fetch_at=case(
+                    (and_(next_fetch.is_not(None), next_fetch > h.c.next_fetch_at), next_fetch),
+                    else_=h.c.next_fetch_at,
+                ),
+                **{
+                    name: func.coalesce(bindparam(name, type_=h.c[name].type), h.c[name])
+                    for name in _HOST_FIELDS
+                },
+            )
+        )
+        self.return_pages = (
+            update(p).where(p.c.lease_id == _LEASE).values(lease_id=None, leased_until=None)
+        )
+        self.close_lease = (
+            update(le)
+            .where(le.c.id == _LEASE)
+            .values(released_at=bindparam("at", type_=UTCDateTime()))
+        )
+
+
+_HOST_FIELDS = (
+    "backoff_until",
+    "consecutive_errors",
+    "crawl_delay",
+    "robots_txt",
+    "robots_status",
+    "robots_fetched_at",
+    "robots_expires_at",
+)
 
 
 class LeaseQueue:
@@ -165,6 +300,7 @@ class LeaseQueue:
     def __init__(self, db: Database, policy: LeasePolicy | None = None) -> None:
         self.db = db
         self.policy = policy or LeasePolicy()
+        self._sql = _Statements(db.dialect, insert_ignoring_conflicts(db, OBSERVATIONS))
 
     # -- lease -------------------------------------------------------------------------------
     def lease(
@@ -175,56 +311,25 @@ class LeaseQueue:
         Returns an empty list when nothing is due on a host that is free and polite to fetch.
         """
         limit = min(max_urls or self.policy.max_urls, self.policy.max_urls)
-        when = now or utcnow()
-        return self.db.run_write(lambda conn: self._lease(conn, worker, limit, when))
+        return self.db.run_write(lambda conn: self._lease(conn, worker, limit, now or utcnow()))
 
     def _lease(self, conn: Connection, worker: str, limit: int, now: datetime) -> list[Lease]:
+        q = self._sql
         expires = now + timedelta(seconds=self.policy.lease_seconds)
-        due = (
-            select(Page.id)
-            .where(Page.host_id == Host.id, Page.next_due_at <= now, _free(Page.leased_until, now))
-            .exists()
-        )
-        hosts_q = (
-            select(Host.id, Host.origin, Host.crawl_delay, Host.robots_txt, Host.robots_expires_at)
-            .where(
-                _free(Host.leased_until, now),
-                Host.next_fetch_at <= now,
-                or_(Host.backoff_until.is_(None), Host.backoff_until <= now),
-                due,
-            )
-            .order_by(Host.next_fetch_at, Host.id)
-            .limit(min(self.policy.max_hosts, limit))
-        )
-        if self.db.dialect == "postgresql":
-            hosts_q = hosts_q.with_for_update(skip_locked=True, of=Host)
+        hosts = conn.execute(
+            q.hosts_due, {"now": now, "limit": min(self.policy.max_hosts, limit)}
+        ).all()
         leases: list[Lease] = []
         remaining = limit
-        for host in conn.execute(hosts_q).all():
+        for host in hosts:
             if remaining <= 0:
                 break
-            rows = conn.execute(
-                select(
-                    Page.id,
-                    Page.url,
-                    Page.status,
-                    Page.last_fetch_at,
-                    Page.etag,
-                    Page.last_modified,
-                    Page.signature,
-                )
-                .where(
-                    Page.host_id == host.id,
-                    Page.next_due_at <= now,
-                    _free(Page.leased_until, now),
-                )
-                .order_by(Page.next_due_at, Page.id)
-                .limit(min(self.policy.max_urls_per_host, remaining))
-            ).all()
+            per_host = min(self.policy.max_urls_per_host, remaining)
+            rows = conn.execute(q.pages_due, {"host": host.id, "now": now, "limit": per_host}).all()
             if not rows:
                 continue
             lease_id = conn.execute(
-                LEASES.insert().returning(LEASES.c.id),
+                q.insert_lease,
                 {
                     "worker": worker,
                     "host_id": host.id,
@@ -233,15 +338,9 @@ class LeaseQueue:
                     "pages": len(rows),
                 },
             ).scalar_one()
+            conn.execute(q.take_host, {"host": host.id, "lease": lease_id, "until": expires})
             conn.execute(
-                update(Host)
-                .where(Host.id == host.id)
-                .values(lease_id=lease_id, leased_until=expires)
-            )
-            conn.execute(
-                update(Page)
-                .where(Page.id.in_([r.id for r in rows]))
-                .values(lease_id=lease_id, leased_until=expires)
+                q.take_pages, {"ids": [r.id for r in rows], "lease": lease_id, "until": expires}
             )
             remaining -= len(rows)
             leases.append(
@@ -270,26 +369,41 @@ class LeaseQueue:
         do not touch a newer lease of the same page.
         """
         when = now or utcnow()
-        return self.db.run_write(lambda conn: self._report(conn, lease_id, results, when))
+        return self.db.run_write(
+            lambda conn: self._report(conn, self._lease_row(conn, lease_id), results, when)
+        )
+
+    def finish(
+        self,
+        lease_id: int,
+        results: Sequence[FetchResult],
+        host: HostUpdate | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> tuple[ReportOutcome, int]:
+        """:meth:`report` then :meth:`release` in one transaction (the usual end of a lease).
+
+        Returns the report's outcome and the number of pages returned unfetched.
+        """
+        when = now or utcnow()
+
+        def work(conn: Connection) -> tuple[ReportOutcome, int]:
+            lease = self._lease_row(conn, lease_id)
+            outcome = self._report(conn, lease, results, when)
+            return outcome, self._release(conn, lease, host, when)
+
+        return self.db.run_write(work)
 
     def _lease_row(self, conn: Connection, lease_id: int) -> Row[Any]:
-        row = conn.execute(
-            select(
-                LeaseRow.id,
-                LeaseRow.worker,
-                LeaseRow.host_id,
-                LeaseRow.expires_at,
-                LeaseRow.released_at,
-            ).where(LeaseRow.id == lease_id)
-        ).one_or_none()
+        row = conn.execute(self._sql.lease_row, {"lease": lease_id}).one_or_none()
         if row is None:
             raise LeaseNotFoundError(f"lease {lease_id} does not exist: lease a new batch")
         return row
 
     def _report(
-        self, conn: Connection, lease_id: int, results: Sequence[FetchResult], now: datetime
+        self, conn: Connection, lease: Row[Any], results: Sequence[FetchResult], now: datetime
     ) -> ReportOutcome:
-        lease = self._lease_row(conn, lease_id)
+        q = self._sql
         late = lease.released_at is not None or lease.expires_at < now
         unique: dict[int, FetchResult] = {}
         for result in results:
@@ -297,33 +411,14 @@ class LeaseQueue:
         ids = sorted(unique)
         if not ids:
             return ReportOutcome(0, len(results), 0)
-        pages_q = (
-            select(
-                Page.id,
-                Page.host_id,
-                Page.last_fetch_at,
-                Page.last_change_at,
-                Page.etag,
-                Page.last_modified,
-                Page.signature,
-                Page.lease_id,
-            )
-            .where(Page.id.in_(ids))
-            .order_by(Page.id)
-        )
-        if self.db.dialect == "postgresql":
-            pages_q = pages_q.with_for_update(of=Page)
-        pages = {row.id: row for row in conn.execute(pages_q).all()}
+        pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:
             raise InvalidReportError(
-                f"lease {lease_id} holds host {lease.host_id}; pages {strangers[:5]} are not "
+                f"lease {lease.id} holds host {lease.host_id}; pages {strangers[:5]} are not "
                 "pages of that host"
             )
-        recorded_q = select(Observation.page_id).where(
-            Observation.lease_id == lease_id, Observation.page_id.in_(ids)
-        )
-        already = set(conn.execute(recorded_q).scalars())
+        already = set(conn.execute(q.recorded, {"lease": lease.id, "ids": ids}).scalars())
         fresh = [pid for pid in ids if pid not in already]
         observations = []
         newer_updates: list[dict[str, object]] = []
@@ -331,11 +426,15 @@ class LeaseQueue:
         for pid in fresh:
             r, page = unique[pid], pages[pid]
             newer = page.last_fetch_at is None or r.fetched_at > page.last_fetch_at
-            previous = page.last_fetch_at if newer else self._previous_fetch(conn, pid, r)
+            previous = (
+                page.last_fetch_at
+                if newer
+                else conn.execute(q.previous_fetch, {"page": pid, "at": r.fetched_at}).scalar()
+            )
             observations.append(
                 {
                     "page_id": pid,
-                    "lease_id": lease_id,
+                    "lease_id": lease.id,
                     "worker": lease.worker,
                     "kind": "fetch",
                     "fetched_at": r.fetched_at,
@@ -352,10 +451,10 @@ class LeaseQueue:
                 }
             )
             (newer_updates if newer else older_updates).append(
-                self._page_update(page, r, lease_id, newer=newer)
+                self._page_update(page, r, lease.id, newer=newer)
             )
         if observations:
-            conn.execute(insert_ignoring_conflicts(self.db, OBSERVATIONS), observations)
+            conn.execute(q.insert_observation, observations)
         if newer_updates:
             conn.execute(_UPDATE_NEWER, newer_updates)
         if older_updates:
@@ -365,13 +464,6 @@ class LeaseQueue:
             duplicates=len(results) - len(fresh),
             late=len(fresh) if late else 0,
         )
-
-    def _previous_fetch(self, conn: Connection, page_id: int, r: FetchResult) -> datetime | None:
-        return conn.execute(
-            select(func.max(Observation.fetched_at)).where(
-                Observation.page_id == page_id, Observation.fetched_at < r.fetched_at
-            )
-        ).scalar_one_or_none()
 
     def _page_update(
         self, page: Row[Any], r: FetchResult, lease_id: int, *, newer: bool
@@ -404,15 +496,11 @@ class LeaseQueue:
             lease = self._lease_row(conn, lease_id)
             if lease.released_at is not None or lease.expires_at <= when:
                 return None
-            expires = when + timedelta(seconds=self.policy.lease_seconds)
-            conn.execute(update(LeaseRow).where(LeaseRow.id == lease_id).values(expires_at=expires))
-            conn.execute(
-                update(Host)
-                .where(Host.id == lease.host_id, Host.lease_id == lease_id)
-                .values(leased_until=expires)
-            )
-            conn.execute(update(Page).where(Page.lease_id == lease_id).values(leased_until=expires))
-            return expires
+            until = when + timedelta(seconds=self.policy.lease_seconds)
+            params = {"lease": lease_id, "host": lease.host_id, "until": until}
+            for stmt in (self._sql.extend_lease, self._sql.extend_host, self._sql.extend_pages):
+                conn.execute(stmt, params)
+            return until
 
         return self.db.run_write(work)
 
@@ -425,45 +513,28 @@ class LeaseQueue:
         number of pages returned unfetched. Releasing twice is harmless.
         """
         when = now or utcnow()
+        return self.db.run_write(
+            lambda conn: self._release(conn, self._lease_row(conn, lease_id), host, when)
+        )
 
-        def work(conn: Connection) -> int:
-            lease = self._lease_row(conn, lease_id)
-            if lease.released_at is not None:
-                return 0
-            host_q = select(Host.id, Host.lease_id, Host.next_fetch_at).where(
-                Host.id == lease.host_id
-            )
-            if self.db.dialect == "postgresql":
-                host_q = host_q.with_for_update()
-            row = conn.execute(host_q).one()
-            values: dict[str, object] = {}
-            if row.lease_id == lease_id:
-                values.update(lease_id=None, leased_until=None)
-            if host is not None:
-                for name in (
-                    "backoff_until",
-                    "consecutive_errors",
-                    "crawl_delay",
-                    "robots_txt",
-                    "robots_status",
-                    "robots_fetched_at",
-                    "robots_expires_at",
-                ):
-                    if getattr(host, name) is not None:
-                        values[name] = getattr(host, name)
-                if host.next_fetch_at is not None:
-                    values["next_fetch_at"] = max(row.next_fetch_at, host.next_fetch_at)
-            if values:
-                conn.execute(update(Host).where(Host.id == row.id).values(**values))
-            returned = conn.execute(
-                update(Page)
-                .where(Page.lease_id == lease_id)
-                .values(lease_id=None, leased_until=None)
-            ).rowcount
-            conn.execute(update(LeaseRow).where(LeaseRow.id == lease_id).values(released_at=when))
-            return int(returned or 0)
-
-        return self.db.run_write(work)
+    def _release(
+        self, conn: Connection, lease: Row[Any], host: HostUpdate | None, now: datetime
+    ) -> int:
+        if lease.released_at is not None:
+            return 0
+        q = self._sql
+        update_ = host or HostUpdate()
+        params: dict[str, object] = {
+            "host": lease.host_id,
+            "lease": lease.id,
+            "next_fetch_at": update_.next_fetch_at,
+        }
+        params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
+        # Host first, then pages: the same lock order as leasing.
+        conn.execute(q.release_host, params)
+        returned = conn.execute(q.return_pages, {"lease": lease.id}).rowcount
+        conn.execute(q.close_lease, {"lease": lease.id, "at": now})
+        return int(returned or 0)
 
 
 _pages = PAGES

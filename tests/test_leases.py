@@ -212,3 +212,16 @@ def test_host_backoff_blocks_leasing(db: Database) -> None:
     )
     assert queue.lease("w1", now=T0 + timedelta(minutes=4)) == []
     assert len(queue.lease("w1", now=T0 + timedelta(minutes=5))) == 1
+
+
+def test_finish_reports_and_releases_in_one_step(db: Database) -> None:
+    _seed(db, hosts=1, per_host=3)
+    queue = LeaseQueue(db)
+    (lease,) = queue.lease("w1", now=T0)
+    done = [_ok(p.page_id, T0) for p in lease.pages[:2]]
+    polite = T0 + timedelta(seconds=5)
+    outcome, returned = queue.finish(lease.lease_id, done, HostUpdate(next_fetch_at=polite), now=T0)
+    assert (outcome.recorded, returned) == (2, 1)
+    assert queue.finish(lease.lease_id, done, now=T0)[0].duplicates == 2
+    (again,) = queue.lease("w2", now=polite)
+    assert [p.page_id for p in again.pages] == [lease.pages[2].page_id]

@@ -1,0 +1,46 @@
+# crawlplan: two commands on a fresh machine.
+#   make demo   set up .venv and run the main job on the embedded default (SQLite)
+#   make test   set up .venv and run lint, type checks and the whole test suite
+#   make bench  performance figures, each beside a baseline measured in the same run
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.stamp-install
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint types unit bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "crawlplan needs Python >= 3.11"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint types unit
+
+demo: setup
+	rm -rf demo-out && mkdir -p demo-out
+	cd demo-out && ../$(BIN)/crawlplan init
+	cd demo-out && ../$(BIN)/crawlplan seed --file ../docs/examples/seeds.txt
+	cd demo-out && ../$(BIN)/crawlplan status
+	cd demo-out && ../$(BIN)/crawlplan config
+
+bench: setup
+	$(BIN)/python tests/benchmarks/bench_store.py
+
+clean:
+	rm -rf $(VENV) demo-out bench-results .mypy_cache .ruff_cache .pytest_cache

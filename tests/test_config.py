@@ -1,0 +1,66 @@
+"""Configuration precedence: option > environment > crawlplan.toml > default."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from planner.config import load_settings
+from planner.errors import ConfigError
+from store.database import DEFAULT_DB_URL
+from store.leases import LeasePolicy
+
+
+def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(environ={})
+    assert s.db_url == DEFAULT_DB_URL
+    assert s.lease_policy == LeasePolicy()
+    assert set(s.origins.values()) == {"default"}
+
+
+def test_precedence(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[store]\ndb = "sqlite:///from-file.db"\n[lease]\nseconds = 30\nmax_urls = 9\n'
+        "revisit_after_days = 0.5\n"
+    )
+    env = {"CRAWLPLAN_LEASE_SECONDS": "45", "CRAWLPLAN_DB_URL": "sqlite:///from-env.db"}
+    s = load_settings({"store.db": "sqlite:///from-option.db"}, config_file=cfg, environ=env)
+    assert s.db_url == "sqlite:///from-option.db"
+    assert s.lease_policy.lease_seconds == 45.0
+    assert s.lease_policy.max_urls == 9
+    assert s.lease_policy.revisit_after == timedelta(hours=12)
+    assert s.origins["lease.seconds"] == "$CRAWLPLAN_LEASE_SECONDS"
+    assert s.origins["lease.max_urls"] == str(cfg)
+
+
+def test_config_file_from_environment(tmp_path: Path) -> None:
+    cfg = tmp_path / "x.toml"
+    cfg.write_text("[lease]\nmax_hosts = 3\n")
+    assert load_settings(environ={"CRAWLPLAN_CONFIG": str(cfg)}).lease_policy.max_hosts == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[lease]\nmax_urls = 0\n", "lease.max_urls must be >= 1"),
+        ("[lease]\nmax_urls = 2.5\n", "lease.max_urls must be int"),
+        ("[lease]\nmax_urls = true\n", "lease.max_urls must be int"),
+        ("[lease]\nspeed = 1\n", "unknown setting 'lease.speed'"),
+        ("db = 'x'\n", "must be a [section]"),
+        ("[store]\ndb = 5\n", "store.db must be str"),
+    ],
+)
+def test_bad_values_are_named(tmp_path: Path, text: str, message: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_settings(config_file=cfg, environ={})
+
+
+def test_bad_environment_value_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"\$CRAWLPLAN_LEASE_SECONDS: lease.seconds"):
+        load_settings(environ={"CRAWLPLAN_LEASE_SECONDS": "soon"})
