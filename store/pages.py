@@ -88,8 +88,9 @@ def _add_chunk(
                 "history": 0.0,
             }
         )
-    stmt = insert_ignoring_conflicts(db, PAGES).returning(PAGES.c.id)
-    added = len(conn.execute(stmt, rows).all())
+    # rowcount of an executemany sums the rows each INSERT added: conflicts add none. (No
+    # RETURNING: psycopg would parse one huge multi-row statement per batch, 7x slower.)
+    added = conn.execute(insert_ignoring_conflicts(db, PAGES), rows).rowcount
     return added, len(chunk) - added, hosts_added
 
 
