@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
 
 from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
 
@@ -183,6 +184,8 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
                 raise DatabaseUnreachableError(
                     f"cannot create {path}: directory {path.parent} does not exist"
                 )
+        if path is None:
+            kwargs["poolclass"] = StaticPool  # one in-memory database, shared by the pool
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine)
     else:
@@ -192,7 +195,7 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-    except exc.OperationalError as error:
+    except exc.DBAPIError as error:  # OperationalError, or DatabaseError for a non-database file
         engine.dispose()
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
         if url.get_backend_name() == "postgresql" and "does not exist" in reason:
@@ -200,7 +203,10 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
                 f"cannot open {shown}: {reason}; create it with "
                 f"`createdb -h {url.host or 'localhost'} {url.database}`"
             ) from None
-        raise DatabaseUnreachableError(
-            f"cannot open {shown}: {reason}; check the URL, and that the server is running"
-        ) from None
+        hint = (
+            "point --db at a crawlplan SQLite file, or at a new path for `crawlplan init`"
+            if url.get_backend_name() == "sqlite"
+            else "check the URL, and that the server is running"
+        )
+        raise DatabaseUnreachableError(f"cannot open {shown}: {reason}; {hint}") from None
     return Database(engine, url)

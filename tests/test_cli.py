@@ -101,6 +101,7 @@ def test_seed_from_stdin(tmp_path: Path) -> None:
         (("seed",), ("nothing to seed",)),
         (("init", "--db", "sqlite:///no/such/dir/x.db"), ("directory no/such/dir does not exist",)),
         (("status", "--config", "nope.toml"), ("configuration file nope.toml does not exist",)),
+        (("status", "--db", "sqlite:///garbage.db"), ("file is not a database",)),
     ],
 )
 def test_user_mistakes_get_one_line_and_exit_2(
@@ -108,6 +109,7 @@ def test_user_mistakes_get_one_line_and_exit_2(
 ) -> None:
     if args[0] == "seed":
         run("init", cwd=tmp_path)
+    (tmp_path / "garbage.db").write_text("not a database")
     assert_one_line_error(run(*args, cwd=tmp_path), *needles)
     if args[0] == "status":
         assert not (tmp_path / "crawlplan.db").exists()
