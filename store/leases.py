@@ -176,7 +176,7 @@ _PAGE_DUE = and_(PAGES.c.next_due_at <= _NOW, _free(PAGES.c.leased_until))
 
 
 class _Statements:
-    """Every statement the queue runs, built once per dialect with bind parameters.
+    """Every statement the queue runs, built once per queue (per dialect), with bind parameters.
 
     Building SQLAlchemy statements and their cache keys costs more than SQLite takes to run
     them; prebuilt statements keep the lease, report and release transactions short.
