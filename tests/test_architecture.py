@@ -23,7 +23,16 @@ PURE_NUMERIC = {"numpy", "scipy", "pandas"}
 ALLOWED: dict[str, set[str]] = {
     "estimators": {"estimators", *PURE_NUMERIC},
     "store": {"store", "sqlalchemy", "alembic", "psycopg"},
-    "crawler": {"crawler", "store", "estimators", "requests", "w3lib", *PURE_NUMERIC},
+    "crawler": {
+        "crawler",
+        "store",
+        "estimators",
+        "requests",
+        "w3lib",
+        "protego",
+        "lxml",
+        *PURE_NUMERIC,
+    },
     "planner": {"planner", "estimators", "pyomo", "cyipopt", *PURE_NUMERIC},
     "scenarios": {"scenarios", "estimators", "planner", "matplotlib", *PURE_NUMERIC},
     "planner-edge": PROJECT | {"typer", "rich", "sqlalchemy", "requests", *PURE_NUMERIC},

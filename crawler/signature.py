@@ -1,0 +1,98 @@
+"""Content signatures that see real changes and ignore trivial ones.
+
+A page changed when its visible text changed, not its bytes: a timestamp, a visit counter or
+a rotating ad must not count, or every estimator downstream sees a page that "changes" on
+every fetch. The signature is a 64-bit SimHash (Charikar 2002; Manku et al., WWW 2007) of the
+page's word 3-shingles (Broder et al. 1997) after digit runs are masked, stored beside an
+exact hash of the same masked text: versions that differ only in digits, markup, scripts or
+whitespace (timestamps, counters) have equal exact hashes and are unchanged; versions whose
+SimHashes differ in at most ``threshold`` bits are near-duplicates (a rotating widget, a
+corrected typo) and also unchanged. Edits of about 1% of a long page fall under the
+threshold too: that is the price of ignoring boilerplate churn, and the reason the threshold
+is a setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import lxml.html
+import numpy as np
+from lxml import etree
+
+__all__ = [
+    "NEAR_DUPLICATE_BITS",
+    "content_changed",
+    "hamming",
+    "page_signature",
+    "simhash",
+    "visible_text",
+]
+
+#: Signatures at most this many bits apart are the same content (Manku et al. use 3 of 64).
+NEAR_DUPLICATE_BITS = 3
+_WORD = re.compile(r"\w+", re.UNICODE)
+_DIGITS = re.compile(r"\d+")
+_INVISIBLE = ("script", "style", "noscript", "template")
+_BIT_INDEX = np.arange(64, dtype=np.uint64)
+
+
+def visible_text(html: str | bytes) -> str:
+    """The text a reader sees: no markup, scripts, styles or comments; whitespace collapsed."""
+    try:
+        root = lxml.html.fromstring(html)
+    except (etree.ParserError, ValueError):
+        return ""
+    etree.strip_elements(root, *_INVISIBLE, etree.Comment, with_tail=False)
+    return " ".join(root.text_content().split())
+
+
+def _shingles(text: str, size: int) -> list[str]:
+    words = _WORD.findall(_DIGITS.sub("0", text.lower()))
+    if len(words) < size:
+        return [" ".join(words)] if words else []
+    return [" ".join(words[i : i + size]) for i in range(len(words) - size + 1)]
+
+
+def simhash(text: str, *, shingle: int = 3) -> int:
+    """64-bit SimHash of ``text``'s word shingles (digit runs masked); 0 for empty text."""
+    features = _shingles(text, shingle)
+    if not features:
+        return 0
+    hashes = np.array(
+        [
+            int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "big")
+            for f in features
+        ],
+        dtype=np.uint64,
+    )
+    bits = (hashes[:, None] >> _BIT_INDEX) & np.uint64(1)  # (features, 64)
+    votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(features)  # +1 per set bit, -1 per unset
+    return int(sum(1 << int(b) for b in np.flatnonzero(votes > 0)))
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits between two 64-bit signatures."""
+    return (a ^ b).bit_count()
+
+
+def page_signature(text: str) -> str:
+    """32 hex digits: the SimHash, then an exact hash of the digit-masked, normalized text."""
+    masked = " ".join(_WORD.findall(_DIGITS.sub("0", text.lower())))
+    exact = int.from_bytes(hashlib.blake2b(masked.encode(), digest_size=8).digest(), "big")
+    return f"{simhash(text):016x}{exact:016x}"
+
+
+def content_changed(
+    previous: str | None, current: str, threshold: int = NEAR_DUPLICATE_BITS
+) -> bool | None:
+    """Whether the content changed between two :func:`page_signature` values.
+
+    None when there is nothing to compare with (first fetch, or a signature of another form).
+    """
+    if previous is None or len(previous) != 32 or len(current) != 32:
+        return None
+    if previous[16:] == current[16:]:
+        return False
+    return hamming(int(previous[:16], 16), int(current[:16], 16)) > threshold

@@ -1,0 +1,191 @@
+"""The crawler's pure parts: politeness arithmetic, robots.txt rules, signatures, links."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawler.links import extract_links
+from crawler.politeness import (
+    PolitenessPolicy,
+    backoff_seconds,
+    parse_retry_after,
+    request_delay,
+)
+from crawler.robots import ROBOTS_TTL, RobotsRules, robots_url
+from crawler.signature import content_changed, hamming, page_signature, simhash, visible_text
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+POLICY = PolitenessPolicy(min_delay=1.0, max_delay=60.0, duration_factor=5.0)
+
+
+# -- politeness -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("crawl_delay", "duration", "expected"),
+    [
+        (None, None, 1.0),
+        (10.0, None, 10.0),
+        (3600.0, None, 60.0),  # clamped
+        (0.0, None, 1.0),
+        (None, 0.5, 2.5),  # 5 x response time
+        (2.0, 4.0, 20.0),
+        (None, 100.0, 60.0),
+    ],
+)
+def test_request_delay(crawl_delay: float | None, duration: float | None, expected: float) -> None:
+    assert request_delay(POLICY, crawl_delay, duration) == expected
+
+
+@given(k=st.integers(1, 60), seed=st.integers(0, 2**32 - 1))
+def test_backoff_is_bounded_and_jittered(k: int, seed: int) -> None:
+    delay = backoff_seconds(POLICY, k, random.Random(seed))
+    ceiling = min(POLICY.backoff_cap, POLICY.backoff_base * 2 ** (k - 1))
+    assert POLICY.min_delay <= delay <= max(POLICY.min_delay, ceiling)
+
+
+def test_backoff_grows_on_average() -> None:
+    rng = random.Random(7)
+    means = [sum(backoff_seconds(POLICY, k, rng) for _ in range(400)) / 400 for k in (1, 4, 8)]
+    assert means[0] < means[1] < means[2]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("120", 120.0),
+        ("Sun, 01 Mar 2026 12:01:00 GMT", 60.0),
+        ("Sun, 01 Mar 2026 11:00:00 GMT", 0.0),  # in the past
+        ("99999999", 86_400.0),  # clamped
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after(value: str | None, expected: float | None) -> None:
+    assert parse_retry_after(value, NOW) == expected
+
+
+# -- robots.txt -----------------------------------------------------------------------------
+ROBOTS = """
+User-agent: *
+Disallow: /private/
+Crawl-delay: 4
+
+User-agent: crawlplan
+Disallow: /drafts/
+Allow: /drafts/public
+Sitemap: http://a.test/sitemap.xml
+"""
+
+
+def test_robots_2xx_rules_apply_to_the_matching_group() -> None:
+    rules = RobotsRules.from_response(200, ROBOTS, NOW)
+    assert rules.allows("http://a.test/private/x", "crawlplan")  # its own group has no rule
+    assert not rules.allows("http://a.test/drafts/x", "crawlplan")
+    assert rules.allows("http://a.test/drafts/public", "crawlplan")
+    assert not rules.allows("http://a.test/private/x", "otherbot")
+    assert rules.crawl_delay("otherbot") == 4.0 and rules.crawl_delay("crawlplan") is None
+    assert rules.sitemaps() == ["http://a.test/sitemap.xml"]
+    assert rules.expires_at == NOW + ROBOTS_TTL and not rules.expired(NOW)
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 410])
+def test_robots_4xx_allows_everything(status: int) -> None:
+    rules = RobotsRules.from_response(status, "Disallow: /", NOW)
+    assert rules.allows("http://a.test/anything", "crawlplan") and not rules.unreachable
+
+
+@pytest.mark.parametrize("status", [500, 503, None])
+def test_robots_unreachable_disallows_for_now(status: int | None) -> None:
+    rules = RobotsRules.from_response(status, None, NOW)
+    assert rules.unreachable and not rules.allows("http://a.test/", "crawlplan")
+    assert rules.expires_at < NOW + ROBOTS_TTL  # asked again soon
+
+
+def test_robots_url() -> None:
+    assert robots_url("http://a.test:8080") == "http://a.test:8080/robots.txt"
+
+
+# -- signatures ------------------------------------------------------------------------------
+ARTICLE = (
+    "The city council met on Tuesday to discuss the new budget for public transport. "
+    "Several members argued that the bus network needs more frequent service in the evening, "
+    "while others wanted to invest in cycling lanes along the river. The mayor proposed a "
+    "compromise that would extend night buses on weekends and build two protected lanes "
+    "before the summer. Residents who attended the meeting asked about fares, accessibility "
+    "for wheelchair users and the timetable for construction work near the central station. "
+    "A final vote is expected next month after the finance committee reviews the costs."
+)
+
+
+def _page(body: str, stamp: str = "2026-03-01 12:00:00", visits: int = 1) -> str:
+    return (
+        f"<html><head><title>T</title><style>p{{color:red}}</style>"
+        f"<script>var t = '{stamp}';</script></head><body><!-- {stamp} -->"
+        f"<p>{body}</p><footer>Generated {stamp}; {visits} visits</footer></body></html>"
+    )
+
+
+def test_visible_text_drops_markup_scripts_and_comments() -> None:
+    text = visible_text(_page("hello <b>world</b>"))
+    assert "hello world" in text and "color" not in text and "var t" not in text
+    assert visible_text(b"") == "" and visible_text("not html at all") == "not html at all"
+
+
+def test_trivial_edits_are_not_changes_and_real_edits_are() -> None:
+    base = page_signature(visible_text(_page(ARTICLE)))
+    trivial = page_signature(visible_text(_page(ARTICLE, stamp="2026-03-02 08:13:59", visits=7)))
+    assert content_changed(base, trivial) is False
+    edited = ARTICLE.replace("Tuesday", "Friday").replace("two protected", "four painted")
+    update = " Update: the finance committee rejected the plan and asked for a new proposal."
+    real = page_signature(visible_text(_page(edited + update)))
+    assert content_changed(base, real) is True
+    assert content_changed(None, real) is None
+    assert content_changed("abc", real) is None
+
+
+def test_near_duplicates_within_the_threshold_are_unchanged() -> None:
+    sim, exact = 0x0F0F_0F0F_0F0F_0F0F, 0x1234
+    prev = f"{sim:016x}{exact:016x}"
+    assert content_changed(prev, f"{sim ^ 0b111:016x}{exact + 1:016x}") is False  # 3 bits
+    assert content_changed(prev, f"{sim ^ 0b1111:016x}{exact + 1:016x}") is True  # 4 bits
+    assert content_changed(prev, f"{sim ^ 0b1111:016x}{exact + 1:016x}", threshold=4) is False
+    assert content_changed(prev, f"{~sim & (2**64 - 1):016x}{exact:016x}") is False  # same text
+
+
+def test_simhash_basics() -> None:
+    assert simhash("") == 0
+    assert simhash("same text here") == simhash("same  text\nhere")
+    assert hamming(0b1011, 0b0001) == 2
+    assert 0 <= simhash(ARTICLE) < 2**64
+
+
+# -- links -----------------------------------------------------------------------------------
+def test_links_are_resolved_normalized_and_filtered() -> None:
+    html = """<html><head><base href="/docs/"></head><body>
+      <a href="a.html">a</a> <a href="a.html#part">again</a> <a href="#top">self</a>
+      <a href="HTTP://Other.test:80/x?b=2&a=1">x</a> <a href="mailto:me@a.test">mail</a>
+      <a href="javascript:void(0)">js</a> <a href="/ads" rel="sponsored nofollow">ad</a>
+      <area href="../map.html"> <a href="http://bad host/">bad</a> <a>no href</a>
+    </body></html>"""
+    assert extract_links(html, "http://a.test/index.html") == [
+        "http://a.test/docs/a.html",
+        "http://other.test/x?a=1&b=2",
+        "http://a.test/map.html",
+    ]
+
+
+def test_meta_robots_nofollow_and_broken_html() -> None:
+    html = '<html><head><meta name="robots" content="noindex, nofollow"></head>'
+    assert extract_links(html + '<a href="/x">x</a>', "http://a.test/") == []
+    assert extract_links("<a href='/x'>unclosed <div><p>", "http://a.test/") == ["http://a.test/x"]
+    assert extract_links(b"", "http://a.test/") == []
+
+
+def test_retry_after_uses_now() -> None:
+    later = NOW + timedelta(seconds=30)
+    assert parse_retry_after("Sun, 01 Mar 2026 12:01:00 GMT", later) == 30.0
