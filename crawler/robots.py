@@ -53,6 +53,14 @@ class RobotsRules:
         ttl = UNREACHABLE_RETRY if unreachable else ROBOTS_TTL
         return cls(status, text if ok else None, fetched_at, fetched_at + ttl, parser)
 
+    @classmethod
+    def restore(
+        cls, status: int | None, body: str | None, fetched_at: datetime, expires_at: datetime
+    ) -> RobotsRules:
+        """Rules as stored with a host (see :meth:`from_response`)."""
+        rules = cls.from_response(status, body, fetched_at)
+        return cls(rules.status, rules.body, fetched_at, expires_at, rules._parser)
+
     @property
     def unreachable(self) -> bool:
         """5xx or network error: crawl nothing on this host until the rules expire."""

@@ -108,6 +108,8 @@ class Lease:
     expires_at: datetime
     crawl_delay: float | None
     robots_txt: str | None
+    robots_status: int | None
+    robots_fetched_at: datetime | None
     robots_expires_at: datetime | None
     pages: tuple[LeasedPage, ...]
 
@@ -187,7 +189,15 @@ class _Statements:
         postgres = dialect == "postgresql"
         due_exists = select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE).exists()
         self.hosts_due = (
-            select(h.c.id, h.c.origin, h.c.crawl_delay, h.c.robots_txt, h.c.robots_expires_at)
+            select(
+                h.c.id,
+                h.c.origin,
+                h.c.crawl_delay,
+                h.c.robots_txt,
+                h.c.robots_status,
+                h.c.robots_fetched_at,
+                h.c.robots_expires_at,
+            )
             .where(
                 _free(h.c.leased_until),
                 h.c.next_fetch_at <= _NOW,
@@ -352,6 +362,8 @@ class LeaseQueue:
                     expires_at=expires,
                     crawl_delay=host.crawl_delay,
                     robots_txt=host.robots_txt,
+                    robots_status=host.robots_status,
+                    robots_fetched_at=host.robots_fetched_at,
                     robots_expires_at=host.robots_expires_at,
                     pages=tuple(LeasedPage(*r) for r in rows),
                 )

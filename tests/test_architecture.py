@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
         *PURE_NUMERIC,
     },
     "planner": {"planner", "estimators", "pyomo", "cyipopt", *PURE_NUMERIC},
-    "scenarios": {"scenarios", "estimators", "planner", "matplotlib", *PURE_NUMERIC},
+    "scenarios": {"scenarios", "estimators", "planner", "matplotlib", "aiohttp", *PURE_NUMERIC},
     "planner-edge": PROJECT | {"typer", "rich", "sqlalchemy", "requests", *PURE_NUMERIC},
 }
 

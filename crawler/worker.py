@@ -1,0 +1,326 @@
+"""Crawler workers: lease hosts from the store, fetch their pages politely, report, repeat.
+
+One :class:`CrawlWorker` runs in one thread with its own HTTP session; :func:`run_crawl`
+starts a pool of them. For each lease (one host, some of its due pages) a worker:
+
+1. makes sure it has the host's robots.txt (fetched again when the stored copy expired);
+   unreachable robots.txt (5xx) means the host is not crawled for now (RFC 9309);
+2. fetches each page no sooner than the host's delay after the previous request ended
+   (:func:`~crawler.politeness.request_delay`), conditionally when it has validators;
+3. turns what it saw into observations: changed or not by content signature, 304 as "not
+   changed", redirects, 404/410, errors; 429/503 with Retry-After or repeated errors end the
+   lease early with the host backed off, and unfetched pages go back to the pool;
+4. adds the outlinks and redirect targets it found as new pages, and hands the host back with
+   its politeness state, in one transaction with the observations (``LeaseQueue.finish``).
+
+A worker stops between two fetches when its stop event is set: in-flight fetches finish and
+are reported, leases are released.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
+from crawler.links import extract_links
+from crawler.politeness import (
+    PolitenessPolicy,
+    backoff_seconds,
+    parse_retry_after,
+    request_delay,
+)
+from crawler.robots import RobotsRules, robots_url
+from crawler.signature import content_changed, page_signature, visible_text
+from crawler.urls import origin_of
+from store import FetchResult, HostUpdate, Lease, LeaseQueue, add_pages, read_status
+from store.database import Database
+from store.types import utcnow
+
+__all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl"]
+
+log = logging.getLogger(__name__)
+
+#: Statuses after which the host is backed off and the rest of the lease given back.
+_BACK_OFF = {429, 503}
+
+
+@dataclass(frozen=True)
+class CrawlSettings:
+    """How workers crawl. ``agent`` is the robots.txt user-agent token."""
+
+    agent: str = "crawlplan"
+    user_agent: str = "crawlplan/0.1 (+https://example.invalid/crawlplan)"
+    politeness: PolitenessPolicy = field(default_factory=PolitenessPolicy)
+    limits: FetchLimits = field(default_factory=FetchLimits)
+    max_urls: int = 50
+    idle_sleep: float = 0.2
+    max_errors_per_lease: int = 3
+    error_retry: timedelta = timedelta(minutes=5)
+
+
+@dataclass
+class CrawlStats:
+    """Counters shared by the workers of one crawl (guarded by ``lock``)."""
+
+    fetched: int = 0
+    changed: int = 0
+    not_modified: int = 0
+    errors: int = 0
+    blocked: int = 0
+    discovered: int = 0
+    leases: int = 0
+    active_hosts: int = 0
+    started: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to counters atomically."""
+        with self.lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def pages_per_second(self) -> float:
+        """Fetches per second since the crawl started."""
+        return self.fetched / max(time.monotonic() - self.started, 1e-9)
+
+
+class CrawlWorker:
+    """One worker thread's loop over leases."""
+
+    def __init__(
+        self,
+        db: Database,
+        queue: LeaseQueue,
+        name: str,
+        settings: CrawlSettings,
+        *,
+        stop: threading.Event,
+        stats: CrawlStats,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.db = db
+        self.queue = queue
+        self.name = name
+        self.settings = settings
+        self.stop = stop
+        self.stats = stats
+        self.clock = clock
+        self.fetcher = Fetcher(settings.limits, user_agent=settings.user_agent, clock=clock)
+
+    def run(self, *, until_idle: bool = False, deadline: float | None = None) -> None:
+        """Lease and crawl until stopped, past ``deadline`` (monotonic), or, with
+        ``until_idle``, until nothing is due or leased anywhere."""
+        try:
+            while not self.stop.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
+                if not leases:
+                    if until_idle and self._idle():
+                        return
+                    self.stop.wait(self.settings.idle_sleep)
+                    continue
+                for lease in leases:
+                    if self.stop.is_set():
+                        self.queue.release(lease.lease_id)
+                        continue
+                    self.crawl_lease(lease)
+        finally:
+            self.fetcher.close()
+
+    def _idle(self) -> bool:
+        status = read_status(self.db)
+        return status.due_now == 0 and status.leased_now == 0
+
+    # -- one lease ---------------------------------------------------------------------------
+    def crawl_lease(self, lease: Lease) -> None:
+        """Fetch a lease's pages politely and report them with the host's new state."""
+        s = self.settings
+        self.stats.add(leases=1, active_hosts=1)
+        try:
+            host = HostUpdate()
+            next_request = time.monotonic()
+            rules = self._stored_rules(lease)
+            if rules is None or rules.expired(self.clock()):
+                outcome = self.fetcher.fetch(robots_url(lease.origin))
+                rules = RobotsRules.from_response(outcome.status, outcome.body, outcome.started_at)
+                delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
+                next_request = time.monotonic() + delay
+                host = HostUpdate(
+                    robots_txt=rules.body or "",
+                    robots_status=outcome.status if outcome.status is not None else 599,
+                    robots_fetched_at=rules.fetched_at,
+                    robots_expires_at=rules.expires_at,
+                    crawl_delay=rules.crawl_delay(s.agent) or 0.0,
+                )
+            if rules.unreachable:
+                host = replace(host, backoff_until=rules.expires_at)
+                self.queue.finish(lease.lease_id, [], host)
+                return
+            self._crawl_pages(lease, rules, host, next_request)
+        finally:
+            self.stats.add(active_hosts=-1)
+
+    def _stored_rules(self, lease: Lease) -> RobotsRules | None:
+        if lease.robots_fetched_at is None or lease.robots_expires_at is None:
+            return None
+        status = lease.robots_status if lease.robots_status != 599 else None
+        return RobotsRules.restore(
+            status, lease.robots_txt, lease.robots_fetched_at, lease.robots_expires_at
+        )
+
+    def _crawl_pages(
+        self, lease: Lease, rules: RobotsRules, host: HostUpdate, next_request: float
+    ) -> None:
+        s = self.settings
+        crawl_delay = rules.crawl_delay(s.agent)
+        results: list[FetchResult] = []
+        discovered: list[str] = []
+        errors = 0
+        backoff_until: datetime | None = None
+        renew_at = time.monotonic() + 0.5 * (lease.expires_at - self.clock()).total_seconds()
+        for page in lease.pages:
+            if self.stop.is_set():
+                break
+            if not rules.allows(page.url, s.agent):
+                results.append(
+                    FetchResult(
+                        page_id=page.page_id,
+                        fetched_at=self.clock(),
+                        status="blocked",
+                        error="disallowed by robots.txt",
+                        next_due_at=rules.expires_at,
+                    )
+                )
+                self.stats.add(blocked=1)
+                continue
+            wait = next_request - time.monotonic()
+            if wait > 0 and self.stop.wait(wait):
+                break
+            if time.monotonic() >= renew_at:
+                self.queue.renew(lease.lease_id)
+                renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
+            outcome = self.fetcher.fetch(
+                page.url,
+                etag=page.etag,
+                last_modified=page.last_modified,
+                allowed=lambda url: rules.allows(url, s.agent),
+            )
+            delay = request_delay(s.politeness, crawl_delay, outcome.duration)
+            result, links = self._observe(page.page_id, page.signature, outcome)
+            discovered.extend(links)
+            if result.status == "error":
+                errors += 1
+                retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
+                delay = max(delay, retry or backoff_seconds(s.politeness, errors))
+                result = replace(
+                    result,
+                    next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
+                )
+            results.append(result)
+            next_request = time.monotonic() + delay
+            if outcome.status in _BACK_OFF or errors >= s.max_errors_per_lease:
+                backoff_until = self.clock() + timedelta(seconds=delay)
+                break
+        if discovered:
+            outcome_pages = add_pages(self.db, ((u, origin_of(u)) for u in discovered))
+            self.stats.add(discovered=outcome_pages.added)
+        wait_left = max(0.0, next_request - time.monotonic())
+        host = replace(
+            host,
+            next_fetch_at=self.clock() + timedelta(seconds=wait_left),
+            backoff_until=backoff_until,
+            consecutive_errors=errors,
+        )
+        self.queue.finish(lease.lease_id, results, host)
+
+    def _observe(
+        self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
+    ) -> tuple[FetchResult, list[str]]:
+        """The observation of one fetch, and the URLs it points to."""
+        base: dict[str, Any] = {
+            "page_id": page_id,
+            "fetched_at": outcome.started_at,
+            "http_status": outcome.status,
+            "duration": outcome.duration,
+            "etag": outcome.etag,
+            "last_modified": outcome.last_modified,
+        }
+        status = outcome.status
+        if outcome.error is not None and (status is None or status == 200):
+            self.stats.add(errors=1)
+            return FetchResult(status="error", error=outcome.error, **base), []
+        if status == 304:
+            self.stats.add(fetched=1, not_modified=1)
+            return FetchResult(status="ok", changed=False, **base), []
+        if outcome.redirect_to is not None or (status is not None and 300 <= status < 400):
+            self.stats.add(fetched=1)
+            targets = [outcome.redirect_to] if outcome.redirect_to else []
+            return (
+                FetchResult(status="redirect", error=outcome.error, **base),
+                targets,
+            )
+        if status in (404, 410):
+            self.stats.add(fetched=1)
+            return FetchResult(status="gone", **base), []
+        if status != 200:
+            self.stats.add(errors=1)
+            return FetchResult(status="error", error=f"HTTP {status}", **base), []
+        self.stats.add(fetched=1)
+        error = f"truncated at {len(outcome.body):,} bytes" if outcome.truncated else None
+        if not outcome.is_html:
+            return FetchResult(status="ok", bytes=len(outcome.body), error=error, **base), []
+        text = outcome.text()
+        signature = page_signature(visible_text(text))
+        changed = content_changed(previous_signature, signature)
+        if changed:
+            self.stats.add(changed=1)
+        links = extract_links(text, outcome.final_url)
+        result = FetchResult(
+            status="ok",
+            changed=changed,
+            signature=signature,
+            bytes=len(outcome.body),
+            error=error,
+            **base,
+        )
+        return result, links
+
+
+def run_crawl(
+    db: Database,
+    queue_factory: Callable[[], LeaseQueue],
+    settings: CrawlSettings,
+    *,
+    workers: int = 4,
+    until_idle: bool = False,
+    seconds: float | None = None,
+    stop: threading.Event | None = None,
+    stats: CrawlStats | None = None,
+) -> CrawlStats:
+    """Run ``workers`` worker threads until stopped, idle (``until_idle``) or ``seconds``."""
+    stop = stop or threading.Event()
+    stats = stats or CrawlStats()
+    deadline = time.monotonic() + seconds if seconds is not None else None
+    threads = []
+    for number in range(workers):
+        worker = CrawlWorker(
+            db, queue_factory(), f"worker-{number}", settings, stop=stop, stats=stats
+        )
+        thread = threading.Thread(
+            target=worker.run,
+            kwargs={"until_idle": until_idle, "deadline": deadline},
+            name=f"crawl-{number}",
+            daemon=True,
+        )
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    return stats

@@ -1,0 +1,254 @@
+"""A synthetic web with ground truth: hosts, pages, links, and when each page really changed.
+
+Pure and seeded: the same :class:`WebConfig` gives the same web. Times are seconds since the
+web's epoch (the server maps them to wall-clock time); change rates are changes per second so
+that a test can watch pages change within seconds.
+
+What it models, because a crawler meets all of it on the real web:
+
+* change rates spread over orders of magnitude (log-uniform between ``rate_low`` and
+  ``rate_high``, or a two-cluster mixture of fast churners and near-static pages);
+* correlated changes: a section-wide event (a site redesign, a navigation change) changes
+  every page of the section at once;
+* trivial edits: every rendering carries the request time and a visit counter, which a change
+  detector must not count as changes;
+* births and deaths: a page exists in ``[born, dies)``; before it is 404, after it is 410;
+* power-law in-degrees: link targets are drawn with Zipf weights, mostly inside the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["HostBehavior", "SyntheticWeb", "WebConfig"]
+
+_WORDS = (
+    "city",
+    "council",
+    "budget",
+    "transport",
+    "river",
+    "station",
+    "market",
+    "weather",
+    "report",
+    "election",
+    "school",
+    "museum",
+    "concert",
+    "league",
+    "match",
+    "season",
+    "price",
+    "index",
+    "energy",
+    "water",
+    "housing",
+    "health",
+    "science",
+    "library",
+    "garden",
+    "bridge",
+    "harbour",
+    "airport",
+    "festival",
+    "review",
+    "update",
+    "notice",
+    "schedule",
+    "result",
+    "policy",
+    "court",
+    "trial",
+    "vote",
+    "survey",
+    "study",
+    "launch",
+    "release",
+    "storm",
+    "traffic",
+    "parking",
+    "ticket",
+)
+
+
+@dataclass(frozen=True)
+class HostBehavior:
+    """How one host's server behaves.
+
+    ``last_modified``: ``truthful`` (the real last change), ``now`` (the request time),
+    ``future`` (a day ahead), ``static`` (never moves), ``none`` (no header).
+    ``error_rate``: share of page requests answered 503 (or 429) with ``Retry-After``.
+    ``server_error_rate``: share answered 500. ``garbage_rate``: share answered with a
+    truncated body, a wrong length or a connection reset. ``latency``: seconds before each
+    answer. ``robots``: robots.txt body (None: 404); ``robots_status`` overrides its status.
+    """
+
+    last_modified: str = "truthful"
+    etag: bool = True
+    conditional: bool = True
+    robots: str | None = "User-agent: *\nDisallow: /private/\n"
+    robots_status: int = 200
+    error_rate: float = 0.0
+    error_status: int = 503
+    retry_after: float = 1.0
+    server_error_rate: float = 0.0
+    garbage_rate: float = 0.0
+    latency: float = 0.0
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """The shape of a synthetic web. Rates are changes per second."""
+
+    hosts: int = 4
+    pages_per_host: int = 30
+    sections_per_host: int = 3
+    links_per_page: int = 6
+    cross_host_share: float = 0.15
+    rate_low: float = 1e-3
+    rate_high: float = 1.0
+    static_share: float = 0.0
+    section_rate: float = 0.0
+    born_share: float = 0.0
+    dies_share: float = 0.0
+    horizon: float = 3600.0
+    words_per_page: int = 120
+    seed: int = 0
+    behaviors: dict[int, HostBehavior] = field(default_factory=dict)
+
+    def behavior(self, host: int) -> HostBehavior:
+        """The behavior of host ``host`` (default: a well-behaved server)."""
+        return self.behaviors.get(host, HostBehavior())
+
+
+class SyntheticWeb:
+    """The pages of a :class:`WebConfig` and their ground truth.
+
+    Attributes
+    ----------
+    host_of, section_of : int arrays (N,) -- host and section of each page.
+    rate : float array (N,) -- the page's own change rate (changes / s).
+    born, dies : float arrays (N,) -- when the page appears and disappears (s; inf = never).
+    links : list of int arrays -- outlinks of each page (page ids).
+    """
+
+    def __init__(self, config: WebConfig) -> None:
+        self.config = config
+        c = config
+        rng = np.random.default_rng(c.seed)
+        n = c.hosts * c.pages_per_host
+        self.n_pages = n
+        self.host_of = np.repeat(np.arange(c.hosts), c.pages_per_host)
+        self.index_in_host = np.tile(np.arange(c.pages_per_host), c.hosts)
+        self.section_of = self.index_in_host % c.sections_per_host
+        log_rate = rng.uniform(np.log(c.rate_low), np.log(c.rate_high), n)
+        self.rate = np.exp(log_rate)
+        static = rng.random(n) < c.static_share
+        self.rate[static] = 0.0
+        self.born = np.where(rng.random(n) < c.born_share, rng.uniform(0, c.horizon, n), 0.0)
+        # The first page of every host is its home page: always there, the crawl's way in.
+        self.born[self.index_in_host == 0] = 0.0
+        dies = rng.random(n) < c.dies_share
+        dies[self.index_in_host == 0] = False
+        self.dies = np.where(dies, self.born + rng.uniform(0, c.horizon, n), np.inf)
+        self._changes = [self._poisson(rng, r, c.horizon) for r in self.rate]
+        self._section_changes = {
+            (h, s): self._poisson(rng, c.section_rate, c.horizon)
+            for h in range(c.hosts)
+            for s in range(c.sections_per_host)
+        }
+        self.links = self._link_graph(rng)
+
+    @staticmethod
+    def _poisson(rng: np.random.Generator, rate: float, horizon: float) -> np.ndarray:
+        if rate <= 0:
+            return np.empty(0)
+        count = rng.poisson(rate * horizon)
+        return np.sort(rng.uniform(0.0, horizon, count))
+
+    def _link_graph(self, rng: np.random.Generator) -> list[np.ndarray]:
+        c = self.config
+        # Zipf weights over each host's pages: a few pages get most in-links.
+        weights = 1.0 / np.arange(1, c.pages_per_host + 1) ** 1.2
+        weights /= weights.sum()
+        links = []
+        for page in range(self.n_pages):
+            host = int(self.host_of[page])
+            k = c.links_per_page
+            local = rng.choice(c.pages_per_host, size=k, p=weights)
+            targets = host * c.pages_per_host + local
+            foreign = rng.random(k) < c.cross_host_share
+            if c.hosts > 1 and foreign.any():
+                other = rng.integers(0, c.hosts, foreign.sum())
+                targets[foreign] = other * c.pages_per_host + rng.choice(
+                    c.pages_per_host, size=int(foreign.sum()), p=weights
+                )
+            # Every page also links to the next one of its host, so that all are reachable.
+            nxt = host * c.pages_per_host + (int(self.index_in_host[page]) + 1) % c.pages_per_host
+            targets = np.unique(np.append(targets, nxt))
+            links.append(targets[targets != page])
+        return links
+
+    # -- addressing ------------------------------------------------------------------------
+    def path(self, page: int) -> str:
+        """URL path of a page."""
+        return f"/s{int(self.section_of[page])}/p{int(self.index_in_host[page])}.html"
+
+    def page_at(self, host: int, path: str) -> int | None:
+        """The page id a host serves at ``path``, or None."""
+        parts = path.strip("/").split("/")
+        if len(parts) != 2 or not parts[0].startswith("s") or not parts[1].startswith("p"):
+            return None
+        try:
+            index = int(parts[1][1:].removesuffix(".html"))
+            section = int(parts[0][1:])
+        except ValueError:
+            return None
+        if not 0 <= index < self.config.pages_per_host or section != index % (
+            self.config.sections_per_host
+        ):
+            return None
+        return host * self.config.pages_per_host + index
+
+    # -- ground truth ------------------------------------------------------------------------
+    def change_times(self, page: int) -> np.ndarray:
+        """Every time (s) the page's content really changed, sorted."""
+        own = self._changes[page]
+        key = (int(self.host_of[page]), int(self.section_of[page]))
+        merged = np.concatenate([own, self._section_changes[key]])
+        merged = merged[merged >= self.born[page]]
+        return np.sort(merged)
+
+    def version(self, page: int, t: float) -> int:
+        """Number of real changes of the page up to time ``t``."""
+        return int(np.searchsorted(self.change_times(page), t, side="right"))
+
+    def last_change(self, page: int, t: float) -> float:
+        """Time of the latest real change at or before ``t`` (its birth if none)."""
+        times = self.change_times(page)
+        k = int(np.searchsorted(times, t, side="right"))
+        return float(times[k - 1]) if k else float(self.born[page])
+
+    def changes_between(self, page: int, t0: float, t1: float) -> int:
+        """Real changes in ``(t0, t1]``."""
+        return self.version(page, t1) - self.version(page, t0)
+
+    def alive(self, page: int, t: float) -> bool:
+        """Whether the page exists at ``t``."""
+        return bool(self.born[page] <= t < self.dies[page])
+
+    # -- content -----------------------------------------------------------------------------
+    def body_text(self, page: int, version: int) -> str:
+        """The article text of a page version (deterministic)."""
+        digest = hashlib.blake2b(f"{self.config.seed}:{page}:{version}".encode(), digest_size=8)
+        rng = np.random.default_rng(int.from_bytes(digest.digest(), "big"))
+        words = rng.choice(_WORDS, size=self.config.words_per_page)
+        return " ".join(str(w) for w in words)
+
+    def title(self, page: int) -> str:
+        """The page's title."""
+        return f"Host {int(self.host_of[page])} page {int(self.index_in_host[page])}"
