@@ -33,11 +33,8 @@ unit: setup
 test: lint types unit
 
 demo: setup
-	rm -rf demo-out && mkdir -p demo-out
-	cd demo-out && ../$(BIN)/crawlplan init
-	cd demo-out && ../$(BIN)/crawlplan seed --file ../docs/examples/seeds.txt
-	cd demo-out && ../$(BIN)/crawlplan status
-	cd demo-out && ../$(BIN)/crawlplan config
+	$(BIN)/crawlplan demo --dir demo-out
+	$(BIN)/crawlplan status --db sqlite:///demo-out/crawlplan.db
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_store.py

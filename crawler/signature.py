@@ -35,7 +35,6 @@ NEAR_DUPLICATE_BITS = 3
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
 _INVISIBLE = ("script", "style", "noscript", "template")
-_BIT_INDEX = np.arange(64, dtype=np.uint64)
 
 
 def visible_text(html: str | bytes) -> str:
@@ -48,28 +47,53 @@ def visible_text(html: str | bytes) -> str:
     return " ".join(root.text_content().split())
 
 
-def _shingles(text: str, size: int) -> list[str]:
-    words = _WORD.findall(_DIGITS.sub("0", text.lower()))
+def _words(text: str) -> list[str]:
+    return _WORD.findall(_DIGITS.sub("0", text.lower()))
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer: a fast, well-spread 64-bit permutation (uint64, wraps)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
+    """One stable 64-bit hash per word ``size``-shingle, vectorized.
+
+    Each distinct word is hashed once (BLAKE2b, stable across processes, unlike ``hash``);
+    a shingle's hash mixes its words' hashes position by position, so a page of a million
+    words costs a few array operations, not a million digests.
+    """
+    ids: dict[str, int] = {}
+    index = np.fromiter((ids.setdefault(w, len(ids)) for w in words), np.int64, len(words))
+    word_hash = np.fromiter(
+        (int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "big") for w in ids),
+        dtype=np.uint64,
+        count=len(ids),
+    )[index]
     if len(words) < size:
-        return [" ".join(words)] if words else []
-    return [" ".join(words[i : i + size]) for i in range(len(words) - size + 1)]
+        size = len(words)
+    n = len(words) - size + 1
+    h = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for offset in range(size):
+            h = _mix(h ^ word_hash[offset : offset + n])
+    return h
 
 
 def simhash(text: str, *, shingle: int = 3) -> int:
     """64-bit SimHash of ``text``'s word shingles (digit runs masked); 0 for empty text."""
-    features = _shingles(text, shingle)
-    if not features:
+    words = _words(text)
+    if not words:
         return 0
-    hashes = np.array(
-        [
-            int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "big")
-            for f in features
-        ],
-        dtype=np.uint64,
-    )
-    bits = (hashes[:, None] >> _BIT_INDEX) & np.uint64(1)  # (features, 64)
-    votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(features)  # +1 per set bit, -1 per unset
-    return int(sum(1 << int(b) for b in np.flatnonzero(votes > 0)))
+    hashes = _shingle_hashes(words, shingle)
+    signature = 0
+    for bit in range(64):
+        ones = int(np.count_nonzero((hashes >> np.uint64(bit)) & np.uint64(1)))
+        if 2 * ones > len(hashes):  # more shingles vote 1 than 0 for this bit
+            signature |= 1 << bit
+    return signature
 
 
 def hamming(a: int, b: int) -> int:
@@ -79,7 +103,7 @@ def hamming(a: int, b: int) -> int:
 
 def page_signature(text: str) -> str:
     """32 hex digits: the SimHash, then an exact hash of the digit-masked, normalized text."""
-    masked = " ".join(_WORD.findall(_DIGITS.sub("0", text.lower())))
+    masked = " ".join(_words(text))
     exact = int.from_bytes(hashlib.blake2b(masked.encode(), digest_size=8).digest(), "big")
     return f"{simhash(text):016x}{exact:016x}"
 

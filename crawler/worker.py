@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -38,7 +39,15 @@ from crawler.politeness import (
 from crawler.robots import RobotsRules, robots_url
 from crawler.signature import content_changed, page_signature, visible_text
 from crawler.urls import origin_of
-from store import FetchResult, HostUpdate, Lease, LeaseQueue, add_pages, read_status
+from store import (
+    FetchResult,
+    HostUpdate,
+    Lease,
+    LeasedPage,
+    LeaseQueue,
+    add_pages,
+    work_remaining,
+)
 from store.database import Database
 from store.types import utcnow
 
@@ -90,6 +99,23 @@ class CrawlStats:
         return self.fetched / max(time.monotonic() - self.started, 1e-9)
 
 
+@dataclass
+class _HostCrawl:
+    """The state of one leased host while a worker crawls it."""
+
+    lease: Lease
+    rules: RobotsRules | None
+    pending: deque[LeasedPage]
+    next_request: float  # monotonic time of the earliest polite next request
+    renew_at: float
+    host: HostUpdate = field(default_factory=HostUpdate)
+    results: list[FetchResult] = field(default_factory=list)
+    discovered: list[str] = field(default_factory=list)
+    errors: int = 0
+    backoff_until: datetime | None = None
+    done: bool = False
+
+
 class CrawlWorker:
     """One worker thread's loop over leases."""
 
@@ -126,119 +152,144 @@ class CrawlWorker:
                         return
                     self.stop.wait(self.settings.idle_sleep)
                     continue
-                for lease in leases:
-                    if self.stop.is_set():
-                        self.queue.release(lease.lease_id)
-                        continue
-                    self.crawl_lease(lease)
+                self.crawl_batch(leases)
         finally:
             self.fetcher.close()
 
     def _idle(self) -> bool:
-        status = read_status(self.db)
-        return status.due_now == 0 and status.leased_now == 0
+        return not work_remaining(self.db)
 
-    # -- one lease ---------------------------------------------------------------------------
+    # -- a batch of leases -------------------------------------------------------------------
     def crawl_lease(self, lease: Lease) -> None:
-        """Fetch a lease's pages politely and report them with the host's new state."""
-        s = self.settings
-        self.stats.add(leases=1, active_hosts=1)
+        """Crawl one lease (see :meth:`crawl_batch`)."""
+        self.crawl_batch([lease])
+
+    def crawl_batch(self, leases: list[Lease]) -> None:
+        """Crawl several hosts at once, each at its own polite pace.
+
+        The worker always serves the host whose next request is due soonest, so the delay
+        one host asks for is spent fetching from the others. A host is reported and handed
+        back as soon as its pages are done; on stop, what was fetched is reported and the
+        rest given back.
+        """
+        active = [self._start(lease) for lease in leases]
+        self.stats.add(leases=len(active), active_hosts=len(active))
         try:
-            host = HostUpdate()
-            next_request = time.monotonic()
-            rules = self._stored_rules(lease)
-            if rules is None or rules.expired(self.clock()):
-                outcome = self.fetcher.fetch(robots_url(lease.origin))
-                rules = RobotsRules.from_response(outcome.status, outcome.body, outcome.started_at)
-                delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
-                next_request = time.monotonic() + delay
-                host = HostUpdate(
-                    robots_txt=rules.body or "",
-                    robots_status=outcome.status if outcome.status is not None else 599,
-                    robots_fetched_at=rules.fetched_at,
-                    robots_expires_at=rules.expires_at,
-                    crawl_delay=rules.crawl_delay(s.agent) or 0.0,
-                )
-            if rules.unreachable:
-                host = replace(host, backoff_until=rules.expires_at)
-                self.queue.finish(lease.lease_id, [], host)
-                return
-            self._crawl_pages(lease, rules, host, next_request)
+            while active and not self.stop.is_set():
+                crawl = min(active, key=lambda c: c.next_request)
+                wait = crawl.next_request - time.monotonic()
+                if wait > 0 and self.stop.wait(wait):
+                    break
+                self._step(crawl)
+                if crawl.done:
+                    active.remove(crawl)
+                    self._finish(crawl)
+                    self.stats.add(active_hosts=-1)
         finally:
-            self.stats.add(active_hosts=-1)
+            for crawl in active:
+                self._finish(crawl)
+                self.stats.add(active_hosts=-1)
+
+    def _start(self, lease: Lease) -> _HostCrawl:
+        now = time.monotonic()
+        seconds_left = (lease.expires_at - self.clock()).total_seconds()
+        return _HostCrawl(
+            lease=lease,
+            rules=self._stored_rules(lease),
+            pending=deque(lease.pages),
+            next_request=now,
+            renew_at=now + 0.5 * seconds_left,
+        )
 
     def _stored_rules(self, lease: Lease) -> RobotsRules | None:
         if lease.robots_fetched_at is None or lease.robots_expires_at is None:
             return None
         status = lease.robots_status if lease.robots_status != 599 else None
-        return RobotsRules.restore(
+        rules = RobotsRules.restore(
             status, lease.robots_txt, lease.robots_fetched_at, lease.robots_expires_at
         )
+        return None if rules.expired(self.clock()) else rules
 
-    def _crawl_pages(
-        self, lease: Lease, rules: RobotsRules, host: HostUpdate, next_request: float
-    ) -> None:
+    def _step(self, crawl: _HostCrawl) -> None:
+        """One request to the host: its robots.txt when needed, else its next page."""
         s = self.settings
-        crawl_delay = rules.crawl_delay(s.agent)
-        results: list[FetchResult] = []
-        discovered: list[str] = []
-        errors = 0
-        backoff_until: datetime | None = None
-        renew_at = time.monotonic() + 0.5 * (lease.expires_at - self.clock()).total_seconds()
-        for page in lease.pages:
-            if self.stop.is_set():
-                break
-            if not rules.allows(page.url, s.agent):
-                results.append(
-                    FetchResult(
-                        page_id=page.page_id,
-                        fetched_at=self.clock(),
-                        status="blocked",
-                        error="disallowed by robots.txt",
-                        next_due_at=rules.expires_at,
-                    )
-                )
-                self.stats.add(blocked=1)
-                continue
-            wait = next_request - time.monotonic()
-            if wait > 0 and self.stop.wait(wait):
-                break
-            if time.monotonic() >= renew_at:
-                self.queue.renew(lease.lease_id)
-                renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
-            outcome = self.fetcher.fetch(
-                page.url,
-                etag=page.etag,
-                last_modified=page.last_modified,
-                allowed=lambda url: rules.allows(url, s.agent),
+        if time.monotonic() >= crawl.renew_at:
+            self.queue.renew(crawl.lease.lease_id)
+            crawl.renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
+        if crawl.rules is None:
+            outcome = self.fetcher.fetch(robots_url(crawl.lease.origin))
+            rules = RobotsRules.from_response(outcome.status, outcome.body, outcome.started_at)
+            crawl.rules = rules
+            crawl.host = replace(
+                crawl.host,
+                robots_txt=rules.body or "",
+                robots_status=outcome.status if outcome.status is not None else 599,
+                robots_fetched_at=rules.fetched_at,
+                robots_expires_at=rules.expires_at,
+                crawl_delay=rules.crawl_delay(s.agent) or 0.0,
             )
-            delay = request_delay(s.politeness, crawl_delay, outcome.duration)
-            result, links = self._observe(page.page_id, page.signature, outcome)
-            discovered.extend(links)
-            if result.status == "error":
-                errors += 1
-                retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
-                delay = max(delay, retry or backoff_seconds(s.politeness, errors))
-                result = replace(
-                    result,
-                    next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
-                )
-            results.append(result)
-            next_request = time.monotonic() + delay
-            if outcome.status in _BACK_OFF or errors >= s.max_errors_per_lease:
-                backoff_until = self.clock() + timedelta(seconds=delay)
+            delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
+            crawl.next_request = time.monotonic() + delay
+            if rules.unreachable:  # RFC 9309: assume complete disallow, ask again later
+                crawl.backoff_until = rules.expires_at
+                crawl.done = True
+            return
+        rules = crawl.rules
+        while crawl.pending:
+            page = crawl.pending.popleft()
+            if rules.allows(page.url, s.agent):
                 break
-        if discovered:
-            outcome_pages = add_pages(self.db, ((u, origin_of(u)) for u in discovered))
-            self.stats.add(discovered=outcome_pages.added)
-        wait_left = max(0.0, next_request - time.monotonic())
-        host = replace(
-            host,
-            next_fetch_at=self.clock() + timedelta(seconds=wait_left),
-            backoff_until=backoff_until,
-            consecutive_errors=errors,
+            crawl.results.append(
+                FetchResult(
+                    page_id=page.page_id,
+                    fetched_at=self.clock(),
+                    status="blocked",
+                    error="disallowed by robots.txt",
+                    next_due_at=rules.expires_at,
+                )
+            )
+            self.stats.add(blocked=1)
+        else:
+            crawl.done = True
+            return
+        outcome = self.fetcher.fetch(
+            page.url,
+            etag=page.etag,
+            last_modified=page.last_modified,
+            allowed=lambda url: rules.allows(url, s.agent),
         )
-        self.queue.finish(lease.lease_id, results, host)
+        delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
+        result, links = self._observe(page.page_id, page.signature, outcome)
+        crawl.discovered.extend(links)
+        if result.status == "error":
+            crawl.errors += 1
+            retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
+            delay = max(delay, retry or backoff_seconds(s.politeness, crawl.errors))
+            result = replace(
+                result,
+                next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
+            )
+        crawl.results.append(result)
+        crawl.next_request = time.monotonic() + delay
+        if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
+            crawl.backoff_until = self.clock() + timedelta(seconds=delay)
+            crawl.done = True
+        elif not crawl.pending:
+            crawl.done = True
+
+    def _finish(self, crawl: _HostCrawl) -> None:
+        """Report the host's observations and new URLs, and hand the host back."""
+        if crawl.discovered:
+            added = add_pages(self.db, ((u, origin_of(u)) for u in crawl.discovered))
+            self.stats.add(discovered=added.added)
+        wait_left = max(0.0, crawl.next_request - time.monotonic())
+        host = replace(
+            crawl.host,
+            next_fetch_at=self.clock() + timedelta(seconds=wait_left),
+            backoff_until=crawl.backoff_until,
+            consecutive_errors=crawl.errors,
+        )
+        self.queue.finish(crawl.lease.lease_id, crawl.results, host)
 
     def _observe(
         self, page_id: int, previous_signature: str | None, outcome: FetchOutcome

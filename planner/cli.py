@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
@@ -19,14 +21,27 @@ from typing import Annotated, ParamSpec, TextIO, TypeVar
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy import exc as sa_exc
 
 from crawler.seeds import RejectedURL, SeedReader
+from crawler.urls import normalize_url, origin_of
+from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from planner.config import SETTINGS, Settings, load_settings
 from planner.errors import USER_ERRORS, InputFileError
-from store import add_pages, check_schema, open_database, read_status, upgrade_schema
+from scenarios.synthetic_web import SyntheticWeb, WebConfig
+from scenarios.web_server import WebServer
+from store import (
+    LeaseQueue,
+    add_pages,
+    check_schema,
+    open_database,
+    read_status,
+    upgrade_schema,
+)
 from store.database import Database
 
 __all__ = ["app", "main"]
@@ -265,6 +280,164 @@ def status(
             f"strategy {p.strategy}, {p.periods} periods of {p.period_days:g} days, "
             f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
         )
+
+
+def _progress_line(stats: CrawlStats) -> str:
+    return (
+        f"fetched {stats.fetched:,} ({stats.pages_per_second():.1f} pages/s), "
+        f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
+        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,}, "
+        f"hosts active {stats.active_hosts}"
+    )
+
+
+def _crawl_with_progress(
+    database: Database,
+    settings: Settings,
+    crawl: CrawlSettings,
+    *,
+    workers: int,
+    until_idle: bool,
+    seconds: float | None,
+) -> CrawlStats:
+    """Run the worker pool in the background; show progress; stop cleanly on SIGINT/SIGTERM."""
+    stop = threading.Event()
+    stats = CrawlStats()
+    policy = settings.lease_policy
+
+    def request_stop(signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            err.print(f"{signal.Signals(signum).name}: finishing in-flight fetches ...")
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runner = threading.Thread(
+        target=run_crawl,
+        args=(database, lambda: LeaseQueue(database, policy), crawl),
+        kwargs={
+            "workers": workers,
+            "until_idle": until_idle,
+            "seconds": seconds,
+            "stop": stop,
+            "stats": stats,
+        },
+        daemon=True,
+    )
+    try:
+        with Live(console=err, transient=True, auto_refresh=False, redirect_stdout=False) as live:
+            runner.start()
+            while runner.is_alive():
+                runner.join(timeout=0.5)
+                if err.is_terminal:
+                    live.update(Text(_progress_line(stats)), refresh=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return stats
+
+
+@app.command()
+@user_errors
+def crawl(
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
+    ] = None,
+    seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--seconds", min=0.1, help="Stop after this many seconds.", show_default=False
+        ),
+    ] = None,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Stop when no page is due or leased.")
+    ] = False,
+    allow_private: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private",
+            help="Allow private and loopback addresses (off by default: URLs come from "
+            "untrusted pages). The synthetic web on loopback needs it.",
+        ),
+    ] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Crawl: lease due URLs, fetch them politely, report what changed, discover new pages.
+
+    Runs until interrupted (Ctrl-C or SIGTERM: in-flight fetches finish and are reported,
+    leases are released), until --seconds, or with --until-idle until nothing is due.
+    """
+    settings = _settings(db, config)
+    database = _open_checked(settings)
+    crawl_settings = settings.crawl_settings(allow_private=allow_private)
+    stats = _crawl_with_progress(
+        database,
+        settings,
+        crawl_settings,
+        workers=workers or int(settings.values["crawl.workers"]),
+        until_idle=until_idle,
+        seconds=seconds,
+    )
+    out.print(_progress_line(stats).replace(", hosts active 0", ""))
+
+
+@app.command()
+@user_errors
+def demo(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where the demo database goes (recreated).")
+    ] = Path("demo-out"),
+    hosts: Annotated[int, typer.Option(min=1, max=200, help="Synthetic hosts.")] = 20,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 25,
+    seconds: Annotated[float, typer.Option(min=1, help="Longest crawl.")] = 60.0,
+    workers: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 8,
+) -> None:
+    """The whole loop on the embedded default: a synthetic web on loopback, crawled for real.
+
+    Starts the synthetic web (one port per host on 127.0.0.1, ground truth kept), seeds its
+    home pages into a fresh SQLite store, crawls it politely until nothing is due, and checks
+    politeness and change detection against the server's own log and the ground truth.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "crawlplan.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    url = f"sqlite:///{path}"
+    database = open_database(url, create=True)
+    upgrade_schema(database)
+    settings = load_settings({"store.db": url, "crawl.min_delay": 0.05}, environ={})
+    web = SyntheticWeb(
+        WebConfig(hosts=hosts, pages_per_host=pages, rate_low=1e-3, rate_high=0.5, seed=7)
+    )
+    with WebServer(web, seed=7) as server:
+        out.print(
+            f"synthetic web: {hosts} hosts x {pages} pages on 127.0.0.1, "
+            f"ports {server.origins[0].rsplit(':', 1)[1]}.."
+        )
+        seeds = [normalize_url(o + "/s0/p0.html") for o in server.origins]
+        add_pages(database, [(u, origin_of(u)) for u in seeds])
+        out.print(f"store: {database.display_url}; seeded {len(seeds)} home pages")
+        crawl_settings = settings.crawl_settings(allow_private=True)
+        stats = _crawl_with_progress(
+            database, settings, crawl_settings, workers=workers, until_idle=True, seconds=seconds
+        )
+        out.print("crawl: " + _progress_line(stats).replace(", hosts active 0", ""))
+        gaps = [
+            b.t - a.t for h in range(hosts) for a, b in itertools.pairwise(server.requests_to(h))
+        ]
+        if gaps:
+            out.print(
+                f"politeness (server's own log): {len(server.log):,} requests, smallest gap "
+                f"between two requests to one host {min(gaps):.3f} s "
+                f"(configured minimum {crawl_settings.politeness.min_delay:g} s)"
+            )
+    st = read_status(database)
+    out.print(
+        f"store: {st.pages:,} pages on {st.hosts:,} hosts, {st.observations:,} observations; "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(st.by_status.items()))
+    )
+    out.print(f"next: crawlplan status --db {database.display_url}")
 
 
 @app.command("config")

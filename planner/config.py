@@ -26,6 +26,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from crawler.fetch import FetchLimits
+from crawler.politeness import PolitenessPolicy
+from crawler.worker import CrawlSettings
 from planner.errors import ConfigError
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
@@ -70,6 +73,8 @@ class Setting:
 
 
 _defaults = LeasePolicy()
+_polite = PolitenessPolicy()
+_limits = FetchLimits()
 SETTINGS: tuple[Setting, ...] = (
     Setting("store.db", "CRAWLPLAN_DB_URL", str, DEFAULT_DB_URL, "database URL"),
     Setting(
@@ -112,6 +117,38 @@ SETTINGS: tuple[Setting, ...] = (
         "days until a page is due again when no plan scheduled it",
         minimum=0,
     ),
+    Setting("crawl.workers", "CRAWLPLAN_WORKERS", int, 4, "crawler worker threads", minimum=1),
+    Setting(
+        "crawl.min_delay",
+        "CRAWLPLAN_MIN_DELAY",
+        float,
+        _polite.min_delay,
+        "least seconds between two requests to one host",
+        minimum=0,
+    ),
+    Setting(
+        "crawl.max_delay",
+        "CRAWLPLAN_MAX_DELAY",
+        float,
+        _polite.max_delay,
+        "most seconds between requests; a longer robots.txt Crawl-delay is clamped",
+        minimum=0,
+    ),
+    Setting(
+        "crawl.max_bytes",
+        "CRAWLPLAN_MAX_BYTES",
+        int,
+        _limits.max_bytes,
+        "size cap of one page (bytes); the rest is not downloaded",
+        minimum=1,
+    ),
+    Setting(
+        "crawl.user_agent",
+        "CRAWLPLAN_USER_AGENT",
+        str,
+        CrawlSettings().user_agent,
+        "User-Agent header; its first word is the robots.txt token",
+    ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -137,6 +174,21 @@ class Settings:
             max_urls_per_host=self.values["lease.max_urls_per_host"],
             max_hosts=self.values["lease.max_hosts"],
             revisit_after=timedelta(days=self.values["lease.revisit_after_days"]),
+        )
+
+    def crawl_settings(self, *, allow_private: bool = False) -> CrawlSettings:
+        """The crawler's settings; ``allow_private`` lets it contact loopback (demo, tests)."""
+        agent = str(self.values["crawl.user_agent"])
+        return CrawlSettings(
+            agent=agent.split("/")[0].split()[0].lower(),
+            user_agent=agent,
+            politeness=PolitenessPolicy(
+                min_delay=self.values["crawl.min_delay"],
+                max_delay=max(self.values["crawl.max_delay"], self.values["crawl.min_delay"]),
+            ),
+            limits=FetchLimits(
+                max_bytes=self.values["crawl.max_bytes"], allow_private=allow_private
+            ),
         )
 
 

@@ -244,17 +244,9 @@ class WebServer:
                 href = self.origins[int(self.web.host_of[target])] + href
             links.append(f'<li><a href="{href}">{self.web.title(int(target))}</a></li>')
         if self.web.index_in_host[page] == 0:
-            links.extend(
-                f'<li><a href="{p}">{p}</a></li>'
-                for p in (
-                    "/private/secret.html",
-                    "/big.html",
-                    "/loop/a",
-                    "/moved/p1",
-                    "/image.png",
-                    "/malformed.html",
-                )
-            )
+            specials = ["/private/secret.html", "/loop/a", "/moved/p1", "/image.png"]
+            specials += ["/malformed.html"] + (["/big.html"] if host == 0 else [])
+            links.extend(f'<li><a href="{p}">{p}</a></li>' for p in specials)
         html = (
             f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{self.web.title(page)}"
             f"</title></head><body><p class='stamp'>Rendered at {t:.3f} for visitor "

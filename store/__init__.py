@@ -44,7 +44,7 @@ from store.plans import (
     publish_plan,
 )
 from store.schema import check_schema, upgrade_schema
-from store.status import StoreStatus, read_status
+from store.status import StoreStatus, read_status, work_remaining
 
 __all__ = [
     "PAGE_STATUSES",
@@ -82,4 +82,5 @@ __all__ = [
     "publish_plan",
     "read_status",
     "upgrade_schema",
+    "work_remaining",
 ]

@@ -13,7 +13,7 @@ from store.models import Lease as LeaseRow
 from store.plans import PlanSummary, latest_plan
 from store.types import utcnow
 
-__all__ = ["StoreStatus", "read_status"]
+__all__ = ["StoreStatus", "read_status", "work_remaining"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,15 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         observations=int(observations),
         plan=plan,
     )
+
+
+def work_remaining(db: Database, *, now: datetime | None = None) -> bool:
+    """Whether any page is due now or held by a live lease (two indexed probes, no counts)."""
+    when = now or utcnow()
+    free = or_(Page.leased_until.is_(None), Page.leased_until < when)
+    with db.read() as conn:
+        due = conn.execute(select(Page.id).where(Page.next_due_at <= when, free).limit(1)).first()
+        if due is not None:
+            return True
+        held = conn.execute(select(Page.id).where(Page.leased_until >= when).limit(1)).first()
+    return held is not None
