@@ -7,7 +7,8 @@ starts a pool of them. For each lease (one host, some of its due pages) a worker
    unreachable robots.txt (5xx) means the host is not crawled for now (RFC 9309);
 2. fetches each page no sooner than the host's delay after the previous request ended
    (:func:`~crawler.politeness.request_delay`), conditionally when it has validators;
-3. turns what it saw into observations: changed or not by content signature, 304 as "not
+3. turns what it saw into observations (reported every ``report_every`` fetches, so a
+   killed worker leaves little unrecorded): changed or not by content signature, 304 as "not
    changed", redirects, 404/410, errors; 429/503 with Retry-After or repeated errors end the
    lease early with the host backed off, and unfetched pages go back to the pool;
 4. adds the outlinks and redirect targets it found as new pages, and hands the host back with
@@ -71,6 +72,7 @@ class CrawlSettings:
     idle_sleep: float = 0.2
     max_errors_per_lease: int = 3
     error_retry: timedelta = timedelta(minutes=5)
+    report_every: int = 10
 
 
 @dataclass
@@ -270,6 +272,8 @@ class CrawlWorker:
                 next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
             )
         crawl.results.append(result)
+        if len(crawl.results) >= s.report_every:
+            self._report(crawl)  # bounds what a killed worker leaves unrecorded
         crawl.next_request = time.monotonic() + delay
         if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
             crawl.backoff_until = self.clock() + timedelta(seconds=delay)
@@ -277,11 +281,22 @@ class CrawlWorker:
         elif not crawl.pending:
             crawl.done = True
 
-    def _finish(self, crawl: _HostCrawl) -> None:
-        """Report the host's observations and new URLs, and hand the host back."""
+    def _report(self, crawl: _HostCrawl) -> None:
+        """Record what the host's lease has seen so far (observations, then new URLs)."""
+        if crawl.results:
+            self.queue.report(crawl.lease.lease_id, crawl.results)
+            crawl.results = []
+        self._add_discovered(crawl)
+
+    def _add_discovered(self, crawl: _HostCrawl) -> None:
         if crawl.discovered:
             added = add_pages(self.db, ((u, origin_of(u)) for u in crawl.discovered))
             self.stats.add(discovered=added.added)
+            crawl.discovered = []
+
+    def _finish(self, crawl: _HostCrawl) -> None:
+        """Report the host's observations and new URLs, and hand the host back."""
+        self._add_discovered(crawl)
         wait_left = max(0.0, crawl.next_request - time.monotonic())
         host = replace(
             crawl.host,
