@@ -38,6 +38,7 @@ demo: setup
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_store.py
+	$(BIN)/python tests/benchmarks/bench_crawl.py
 
 clean:
 	rm -rf $(VENV) demo-out bench-results .mypy_cache .ruff_cache .pytest_cache

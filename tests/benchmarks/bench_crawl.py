@@ -1,0 +1,92 @@
+"""Crawl throughput against the synthetic web on loopback (``make bench``).
+
+The server runs in a process of its own (the machine has two cores: one for the server, one
+for the crawler), with 200 hosts; politeness delay 0. Every page URL is seeded first, so the
+figure is fetch-and-record throughput, not discovery. Baseline, same run, same server: a plain
+single-threaded ``requests.Session`` loop over the same URLs, which stores and parses nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import requests
+
+from crawler.fetch import FetchLimits
+from crawler.politeness import PolitenessPolicy
+from crawler.urls import normalize_url, origin_of
+from crawler.worker import CrawlSettings, run_crawl
+from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
+from scenarios.web_server import WebServer
+from store import LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+
+
+def _config(hosts: int, pages: int) -> WebConfig:
+    no_robots = HostBehavior(robots=None)
+    return WebConfig(
+        hosts=hosts,
+        pages_per_host=pages,
+        rate_low=1e-4,
+        rate_high=1e-2,
+        behaviors=dict.fromkeys(range(hosts), no_robots),
+    )
+
+
+def _serve(hosts: int, pages: int, pipe: Connection) -> None:
+    with WebServer(SyntheticWeb(_config(hosts, pages))) as server:
+        pipe.send(server.origins)
+        pipe.recv()  # until the parent says stop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=25)
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+    web = SyntheticWeb(_config(args.hosts, args.pages))
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(args.hosts, args.pages, child), daemon=True)
+    proc.start()
+    origins: list[str] = parent.recv()
+    urls = [origins[int(web.host_of[p])] + web.path(p) for p in range(web.n_pages)]
+    try:
+        session = requests.Session()
+        t0 = time.perf_counter()
+        for u in urls:
+            session.get(u, timeout=10).content  # noqa: B018
+        baseline = len(urls) / (time.perf_counter() - t0)
+
+        path = Path(tempfile.mkdtemp()) / "bench.db"
+        db = open_database(f"sqlite:///{path}", create=True)
+        upgrade_schema(db)
+        add_pages(db, [(normalize_url(u), origin_of(u)) for u in urls])
+        settings = CrawlSettings(
+            politeness=PolitenessPolicy(min_delay=0.0, duration_factor=0.0),
+            limits=FetchLimits(allow_private=True),
+            max_urls=100,
+            idle_sleep=0.02,
+        )
+        policy = LeasePolicy(max_urls=100, max_urls_per_host=25, max_hosts=10)
+        t0 = time.perf_counter()
+        stats = run_crawl(
+            db, lambda: LeaseQueue(db, policy), settings, workers=args.workers, until_idle=True
+        )
+        crawl_rate = stats.fetched / (time.perf_counter() - t0)
+    finally:
+        parent.send("stop")
+        proc.join(timeout=30)
+    print(f"pages: {len(urls):,} on {args.hosts} hosts, politeness delay 0")
+    print(f"crawlplan crawl, {args.workers} workers (pages/s)   {crawl_rate:>8,.0f}")
+    print(f"baseline: plain requests loop (pages/s) {baseline:>8,.0f}")
+    print(f"ratio                                   {crawl_rate / baseline:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
