@@ -114,6 +114,9 @@ class Fetcher:
         self.limits = limits or FetchLimits()
         self.user_agent = user_agent
         self.session = session or requests.Session()
+        # No proxy or .netrc lookups from the environment on every request (a crawler's
+        # network path is configured, not inherited); they cost more than the request.
+        self.session.trust_env = False
         self.session.headers.update({"User-Agent": user_agent, "Accept-Encoding": "gzip"})
         self.clock = clock or utcnow
         self._safe_hosts: dict[str, bool] = {}

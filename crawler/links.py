@@ -14,7 +14,7 @@ from lxml import etree
 
 from crawler.urls import InvalidURLError, normalize_url
 
-__all__ = ["extract_links", "robots_meta"]
+__all__ = ["extract_links", "parse_html", "robots_meta"]
 
 
 def robots_meta(root: lxml.html.HtmlElement) -> set[str]:
@@ -27,11 +27,18 @@ def robots_meta(root: lxml.html.HtmlElement) -> set[str]:
     return found
 
 
-def extract_links(html: str | bytes, page_url: str) -> list[str]:
-    """Normalized absolute URLs the page links to, in document order, each once."""
+def parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
+    """The page's element tree (lxml's forgiving HTML parser), or None for no document."""
     try:
-        root = lxml.html.fromstring(html)
+        return lxml.html.fromstring(html)
     except (etree.ParserError, ValueError):
+        return None
+
+
+def extract_links(html: str | bytes | lxml.html.HtmlElement, page_url: str) -> list[str]:
+    """Normalized absolute URLs the page links to, in document order, each once."""
+    root = parse_html(html) if isinstance(html, str | bytes) else html
+    if root is None:
         return []
     if "nofollow" in robots_meta(root) or "none" in robots_meta(root):
         return []

@@ -37,12 +37,19 @@ _DIGITS = re.compile(r"\d+")
 _INVISIBLE = ("script", "style", "noscript", "template")
 
 
-def visible_text(html: str | bytes) -> str:
-    """The text a reader sees: no markup, scripts, styles or comments; whitespace collapsed."""
-    try:
-        root = lxml.html.fromstring(html)
-    except (etree.ParserError, ValueError):
-        return ""
+def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
+    """The text a reader sees: no markup, scripts, styles or comments; whitespace collapsed.
+
+    Given a parsed tree, strips the invisible elements from it in place (extract links
+    first).
+    """
+    if isinstance(html, str | bytes):
+        try:
+            root = lxml.html.fromstring(html)
+        except (etree.ParserError, ValueError):
+            return ""
+    else:
+        root = html
     etree.strip_elements(root, *_INVISIBLE, etree.Comment, with_tail=False)
     return " ".join(root.text_content().split())
 

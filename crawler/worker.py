@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
-from crawler.links import extract_links
+from crawler.links import extract_links, parse_html
 from crawler.politeness import (
     PolitenessPolicy,
     backoff_seconds,
@@ -342,12 +342,12 @@ class CrawlWorker:
         error = f"truncated at {len(outcome.body):,} bytes" if outcome.truncated else None
         if not outcome.is_html:
             return FetchResult(status="ok", bytes=len(outcome.body), error=error, **base), []
-        text = outcome.text()
-        signature = page_signature(visible_text(text))
+        root = parse_html(outcome.text())
+        links = extract_links(root, outcome.final_url) if root is not None else []
+        signature = page_signature(visible_text(root) if root is not None else "")
         changed = content_changed(previous_signature, signature)
         if changed:
             self.stats.add(changed=1)
-        links = extract_links(text, outcome.final_url)
         result = FetchResult(
             status="ok",
             changed=changed,
