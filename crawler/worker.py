@@ -73,6 +73,10 @@ class CrawlSettings:
     max_errors_per_lease: int = 3
     error_retry: timedelta = timedelta(minutes=5)
     report_every: int = 10
+    #: Send If-Modified-Since too. Off by default: servers whose Last-Modified never moves
+    #: answer 304 to every such request and hide real changes; ETags are trusted, and this
+    #: is meant to be enabled per host once Last-Modified is judged reliable there.
+    if_modified_since: bool = False
 
 
 @dataclass
@@ -257,7 +261,7 @@ class CrawlWorker:
         outcome = self.fetcher.fetch(
             page.url,
             etag=page.etag,
-            last_modified=page.last_modified,
+            last_modified=page.last_modified if s.if_modified_since else None,
             allowed=lambda url: rules.allows(url, s.agent),
         )
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)

@@ -26,14 +26,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
 
 from crawler.seeds import RejectedURL, SeedReader
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from planner.config import SETTINGS, Settings, load_settings
 from planner.errors import USER_ERRORS, InputFileError
-from scenarios.synthetic_web import SyntheticWeb, WebConfig
-from scenarios.web_server import WebServer
+from scenarios.ground_truth import score_change_detection, smallest_gaps
+from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
+from scenarios.web_server import LoggedRequest, WebServer
 from store import (
     LeaseQueue,
     add_pages,
@@ -43,6 +45,7 @@ from store import (
     upgrade_schema,
 )
 from store.database import Database
+from store.models import OBSERVATIONS, PAGES
 
 __all__ = ["app", "main"]
 
@@ -390,14 +393,18 @@ def demo(
     ] = Path("demo-out"),
     hosts: Annotated[int, typer.Option(min=1, max=200, help="Synthetic hosts.")] = 20,
     pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 25,
-    seconds: Annotated[float, typer.Option(min=1, help="Longest crawl.")] = 60.0,
+    seconds: Annotated[float, typer.Option(min=1, help="How long to crawl.")] = 25.0,
+    revisit: Annotated[
+        float, typer.Option(min=0.5, help="Seconds until a fetched page is due again.")
+    ] = 4.0,
     workers: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 8,
 ) -> None:
     """The whole loop on the embedded default: a synthetic web on loopback, crawled for real.
 
     Starts the synthetic web (one port per host on 127.0.0.1, ground truth kept), seeds its
-    home pages into a fresh SQLite store, crawls it politely until nothing is due, and checks
-    politeness and change detection against the server's own log and the ground truth.
+    home pages into a fresh SQLite store, crawls it politely for --seconds, revisiting pages
+    every --revisit seconds, and scores politeness and change detection against the server's
+    own log and the web's ground truth.
     """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "crawlplan.db"
@@ -406,38 +413,97 @@ def demo(
     url = f"sqlite:///{path}"
     database = open_database(url, create=True)
     upgrade_schema(database)
-    settings = load_settings({"store.db": url, "crawl.min_delay": 0.05}, environ={})
+    settings = load_settings(
+        {
+            "store.db": url,
+            "crawl.min_delay": 0.05,
+            "lease.revisit_after_days": revisit / 86_400,
+        },
+        environ={},
+    )
+    # A mixed web: most hosts honest; some lie about Last-Modified or send no ETag (change
+    # detection must then rest on content signatures), one sheds load with 503 + Retry-After.
+    behaviors = {
+        1: HostBehavior(last_modified="now", etag=False),
+        2: HostBehavior(last_modified="static", etag=False),
+        3: HostBehavior(error_rate=0.05, retry_after=1.0),
+        4: HostBehavior(robots="User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"),
+    }
     web = SyntheticWeb(
-        WebConfig(hosts=hosts, pages_per_host=pages, rate_low=1e-3, rate_high=0.5, seed=7)
+        WebConfig(
+            hosts=hosts,
+            pages_per_host=pages,
+            rate_low=1e-3,
+            rate_high=0.5,
+            seed=7,
+            behaviors={h: b for h, b in behaviors.items() if h < hosts},
+        )
     )
     with WebServer(web, seed=7) as server:
         out.print(
-            f"synthetic web: {hosts} hosts x {pages} pages on 127.0.0.1, "
-            f"ports {server.origins[0].rsplit(':', 1)[1]}.."
+            f"synthetic web: {hosts} hosts x {pages} pages on 127.0.0.1 (one port per host), "
+            "change rates 0.001-0.5 per second"
         )
         seeds = [normalize_url(o + "/s0/p0.html") for o in server.origins]
         add_pages(database, [(u, origin_of(u)) for u in seeds])
         out.print(f"store: {database.display_url}; seeded {len(seeds)} home pages")
         crawl_settings = settings.crawl_settings(allow_private=True)
         stats = _crawl_with_progress(
-            database, settings, crawl_settings, workers=workers, until_idle=True, seconds=seconds
+            database,
+            settings,
+            crawl_settings,
+            workers=workers,
+            until_idle=False,
+            seconds=seconds,
         )
         out.print("crawl: " + _progress_line(stats).replace(", hosts active 0", ""))
-        gaps = [
-            b.t - a.t for h in range(hosts) for a, b in itertools.pairwise(server.requests_to(h))
-        ]
-        if gaps:
-            out.print(
-                f"politeness (server's own log): {len(server.log):,} requests, smallest gap "
-                f"between two requests to one host {min(gaps):.3f} s "
-                f"(configured minimum {crawl_settings.politeness.min_delay:g} s)"
-            )
+        with server.lock:
+            log = list(server.log)
+    times_by_host: dict[int, list[float]] = {}
+    for r in log:
+        times_by_host.setdefault(r.host, []).append(r.t)
+    gaps = smallest_gaps(times_by_host)
+    out.print(
+        f"politeness (server's own log): {len(log):,} requests; smallest gap between two "
+        f"requests to one host {min(gaps.values()):.3f} s "
+        f"(configured minimum {crawl_settings.politeness.min_delay:g} s)"
+    )
+    score = score_change_detection(web, *_served_and_observed(database, server, log))
+    out.print(
+        f"change detection vs ground truth: {score.revisits:,} revisits, "
+        f"{score.real_changes:,} real changes, {score.detected:,} detected, "
+        f"{score.missed:,} missed, {score.false_alarms:,} false alarms "
+        "(every page shows a new timestamp and visitor number on each visit)"
+    )
     st = read_status(database)
     out.print(
         f"store: {st.pages:,} pages on {st.hosts:,} hosts, {st.observations:,} observations; "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(st.by_status.items()))
     )
-    out.print(f"next: crawlplan status --db {database.display_url}")
+
+
+def _served_and_observed(
+    database: Database, server: WebServer, log: list[LoggedRequest]
+) -> tuple[dict[int, list[float]], dict[int, list[bool | None]]]:
+    """Per synthetic page: when the server served it, and what the crawler flagged."""
+    served: dict[int, list[float]] = {}
+    for r in log:
+        page = server.web.page_at(r.host, r.path)
+        if page is not None and r.status in (200, 304):
+            served.setdefault(page, []).append(r.t)
+    by_url = {server.url(p): p for p in range(server.web.n_pages)}
+    observed: dict[int, list[bool | None]] = {}
+    with database.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.url, OBSERVATIONS.c.changed)
+            .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
+            .where(OBSERVATIONS.c.http_status.in_((200, 304)))
+            .order_by(OBSERVATIONS.c.page_id, OBSERVATIONS.c.fetched_at)
+        ).all()
+    for row in rows:
+        if row.url in by_url:
+            observed.setdefault(by_url[row.url], []).append(row.changed)
+    return served, observed
 
 
 @app.command("config")
