@@ -1,0 +1,128 @@
+"""Integer crawl quotas from a fractional plan, within capacity exactly.
+
+The model's x[i,t] (old pages of bucket i to crawl in period t) and z[t] (new pages) are
+real numbers; workers need whole pages. :func:`integer_quotas` rounds every period by the
+largest-remainder rule (Hamilton's method): each quota starts at the floor of its value, and
+the pages lost to rounding (the rounded total minus the sum of floors) go one each to the
+largest remainders. So quotas are non-negative, differ from the plan by less than one page each,
+sum to the period's total rounded to the nearest page, and -- when the rounded total would not
+fit -- the total is reduced until the crawl time ``sum_i c[i,t] q[i,t] + d[t] r[t]`` fits in
+C[t], taking pages back from the smallest remainders first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Quotas", "crawl_fractions", "integer_quotas", "largest_remainder"]
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Whole pages to crawl per period.
+
+    Attributes
+    ----------
+    old : ndarray of int64, shape (B, T)
+        Pages of bucket i to re-crawl in period t.
+    new : ndarray of int64, shape (T,)
+        New pages to crawl in period t.
+    """
+
+    old: np.ndarray
+    new: np.ndarray
+
+
+def largest_remainder(values: np.ndarray, total: int) -> np.ndarray:
+    """Round ``values`` (shape (k,), >= 0) to integers summing to ``total``.
+
+    ``total`` must lie between ``sum(floor(values))`` and ``sum(ceil(values))``. Ties between
+    equal remainders go to the lower index, so the result is deterministic.
+    """
+    values = np.asarray(values, dtype=float)
+    base = np.floor(values)
+    extra = int(total - base.sum())
+    if extra < 0 or extra > int(np.count_nonzero(values > base)):
+        raise ValueError(f"total {total} is not reachable by rounding {values.sum():.3f}")
+    order = np.argsort(-(values - base), kind="stable")
+    out = base.astype(np.int64)
+    out[order[:extra]] += 1
+    return out
+
+
+def integer_quotas(
+    x: np.ndarray,
+    z: np.ndarray,
+    crawl_cost: np.ndarray,
+    new_crawl_cost: np.ndarray,
+    capacity: np.ndarray,
+    *,
+    available: np.ndarray | None = None,
+    new_available: np.ndarray | None = None,
+) -> Quotas:
+    """Round the plan ``x`` [B, T], ``z`` [T] to whole pages that fit in ``capacity`` [T].
+
+    Parameters
+    ----------
+    x : ndarray, shape (B, T)
+        Old pages to crawl (values slightly below 0 from the solver are treated as 0).
+    z : ndarray, shape (T,)
+        New pages to crawl.
+    crawl_cost : ndarray, shape (B, T)
+        Seconds per old-page crawl, c[i,t].
+    new_crawl_cost : ndarray, shape (T,)
+        Seconds per new-page crawl, d[t].
+    capacity : ndarray, shape (T,)
+        Seconds available per period, C[t].
+    available, new_available : ndarray, shapes (B, T) and (T,), optional
+        Upper limits (b[i,t-1], n[t-1]); a quota never exceeds the floor of its limit.
+
+    Returns
+    -------
+    Quotas
+    """
+    x = np.clip(np.asarray(x, dtype=float), 0.0, None)
+    z = np.clip(np.asarray(z, dtype=float), 0.0, None)
+    if available is not None:
+        x = np.minimum(x, np.floor(np.asarray(available, dtype=float)))
+    if new_available is not None:
+        z = np.minimum(z, np.floor(np.asarray(new_available, dtype=float)))
+    B, T = x.shape
+    old = np.zeros((B, T), dtype=np.int64)
+    new = np.zeros(T, dtype=np.int64)
+    for t in range(T):
+        values = np.append(x[:, t], z[t])
+        cost = np.append(crawl_cost[:, t], new_crawl_cost[t])
+        base = np.floor(values)
+        total = int(np.clip(np.rint(values.sum()), base.sum(), np.ceil(values).sum()))
+        q = largest_remainder(values, total)
+        # Over capacity (the plan used all of it and rounding went up): give back the pages
+        # rounded up last, i.e. with the smallest remainders, until the period fits.
+        rounded_up = np.flatnonzero(q > base)
+        rounded_up = rounded_up[np.argsort(values[rounded_up] - base[rounded_up], kind="stable")]
+        k = 0
+        while float(cost @ q) > float(capacity[t]) and k < rounded_up.size:
+            q[rounded_up[k]] -= 1
+            k += 1
+        # Floors can still exceed C[t] only if the plan itself did; trim the costliest pages.
+        while float(cost @ q) > float(capacity[t]) and q.sum() > 0:
+            j = int(np.argmax(np.where(q > 0, cost, -np.inf)))
+            over = float(cost @ q) - float(capacity[t])
+            take = min(int(q[j]), max(1, int(np.ceil(over / cost[j]))) if cost[j] > 0 else 0)
+            if take == 0:
+                break
+            q[j] -= take
+        old[:, t], new[t] = q[:-1], q[-1]
+    return Quotas(old, new)
+
+
+def crawl_fractions(x: np.ndarray, b0: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x[i,t] / b[i,t-1], the share of bucket i to crawl in period t, shape (B, T).
+
+    ``b0`` [B] is the bucket size at the start of the cycle and ``b`` [B, T] at the end of
+    each period.
+    """
+    before = np.concatenate([np.asarray(b0, dtype=float)[:, None], b[:, :-1]], axis=1)
+    return np.asarray(x, dtype=float) / before

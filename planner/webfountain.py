@@ -1,0 +1,326 @@
+r"""The WebFountain crawl model (Edwards, McCurley, Tomlin 2001, sec. 4) in Pyomo.
+
+Pages are grouped into B buckets of similar change rate; a cycle has T periods. With
+``t - 1 = 0`` denoting the state at the start of the cycle, the symbols are defined once here:
+
+=====================  ===================================================================
+symbol                 meaning (units)
+=====================  ===================================================================
+x[i,t]                 pages of bucket i crawled in period t (variable, pages)
+y[i,t]                 obsolete pages of bucket i at the end of period t (variable, pages)
+b[i,t]                 pages in bucket i at the end of period t (variable, pages)
+n[t]                   new, never-crawled pages known at the end of period t (variable, pages)
+z[t]                   new pages crawled in period t (variable, pages)
+b0[i], y0[i], n0       b[i,0], y[i,0], n[0]: the state at the start of the cycle (pages)
+a[i,t]                 fraction of bucket i's pages that change during period t (in [0, 1])
+C[t]                   crawl time available in period t (seconds)
+c[i,t]                 time to crawl one old page of bucket i in period t (seconds)
+d[t]                   time to crawl one new page in period t (seconds)
+oldnwt[i,t]            new pages discovered per old page of bucket i crawled in period t
+newnwt[t]              new pages discovered per new page crawled in period t
+nconst                 new pages brought to the crawler's attention per period (pages)
+p[i]                   share of crawled new pages that join bucket i (sum_i p[i] = 1)
+oldwt[i,t], newwt[t]   objective weights of obsolete and of new uncrawled pages
+=====================  ===================================================================
+
+The model, for all t = 1..T and i = 1..B::
+
+    minimize  sum_t sum_i oldwt[i,t] y[i,t] + sum_t newwt[t] n[t]
+    (1)  sum_i c[i,t] x[i,t] + d[t] z[t] <= C[t]                           crawl time
+    (2)  y[i,t] = (1 - x[i,t] / b[i,t-1]) ((1 - a[i,t]) y[i,t-1] + a[i,t] b[i,t-1])
+                                                                           obsolete pages
+    (3)  n[t] = n[t-1] + sum_i oldnwt[i,t] x[i,t] + (newnwt[t] - 1) z[t] + nconst
+                                                                           new pages
+    (4)  b[i,t] = b[i,t-1] + p[i] z[t]                                     bucket growth
+    (5)  x[i,t] <= b[i,t-1]                                                old-crawl limit
+    (6)  z[t] <= n[t-1]                                                    new-crawl limit
+         x, y, n, z >= 0,  b[i,t] >= b0[i]
+
+Equation (2) is the paper's tree of alternatives: a crawled page (a fraction x/b of the
+bucket, obsolete or not alike) is fresh at the end of the period unless it changes in it --
+which the crawl detects -- and an uncrawled page is obsolete if it was already, or if it
+changes. The bound ``b[i,t] >= b0[i]`` is implied by (4) with ``z, p >= 0``; stating it keeps
+the division in (2) away from zero while Ipopt's iterates violate (4).
+
+Every datum is a mutable Param, so :func:`set_data` changes an instance (what-if runs,
+another strategy) without rebuilding; the compiled bridge (:mod:`planner.nlp_compiler`) reads
+the new values. Scaling factors live in the model's ``scaling_factor`` Suffix: pages of bucket
+i in units of ``b0[i]`` (so x/b0 is a crawl fraction), new pages in units of the mean bucket,
+crawl time in units of C[t], the objective in units of its value on the starting point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from planner.crawl_instance import CrawlInstance
+from planner.strategies import ObjectiveWeights
+
+__all__ = [
+    "Trajectory",
+    "build_model",
+    "initialize_model",
+    "read_trajectory",
+    "set_data",
+    "simulate",
+    "uniform_crawl",
+]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Values of the model's variables over one cycle.
+
+    Attributes
+    ----------
+    x, y, b : ndarray, shape (B, T)
+        Old pages crawled, obsolete pages and pages per bucket, per period.
+    n, z : ndarray, shape (T,)
+        New uncrawled pages at the end of each period and new pages crawled in it.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    b: np.ndarray
+    n: np.ndarray
+    z: np.ndarray
+
+
+# -- the constraint families, one rule each ------------------------------------------------
+
+
+def _previous_pages(m: Any, i: int, t: int) -> Any:
+    return m.b0[i] if t == 1 else m.b[i, t - 1]
+
+
+def _previous_obsolete(m: Any, i: int, t: int) -> Any:
+    return m.y0[i] if t == 1 else m.y[i, t - 1]
+
+
+def _previous_new(m: Any, t: int) -> Any:
+    return m.n0 if t == 1 else m.n[t - 1]
+
+
+def _crawl_time_rule(m: Any, t: int) -> Any:
+    """(1) Old and new crawls in period t fit in its crawl time."""
+    return sum(m.c[i, t] * m.x[i, t] for i in m.I) + m.d[t] * m.z[t] <= m.C[t]
+
+
+def _obsolete_pages_rule(m: Any, i: int, t: int) -> Any:
+    """(2) Obsolete pages of bucket i at the end of period t."""
+    b_prev = _previous_pages(m, i, t)
+    y_prev = _previous_obsolete(m, i, t)
+    return m.y[i, t] == (1 - m.x[i, t] / b_prev) * ((1 - m.a[i, t]) * y_prev + m.a[i, t] * b_prev)
+
+
+def _new_pages_rule(m: Any, t: int) -> Any:
+    """(3) New uncrawled pages: found by crawls and by outside sources, less those crawled."""
+    found = sum(m.oldnwt[i, t] * m.x[i, t] for i in m.I)
+    return m.n[t] == _previous_new(m, t) + found + (m.newnwt[t] - 1) * m.z[t] + m.nconst
+
+
+def _bucket_growth_rule(m: Any, i: int, t: int) -> Any:
+    """(4) Crawled new pages join the buckets in the shares p."""
+    return m.b[i, t] == _previous_pages(m, i, t) + m.p[i] * m.z[t]
+
+
+def _old_crawl_limit_rule(m: Any, i: int, t: int) -> Any:
+    """(5) A bucket cannot be crawled more than once per period."""
+    return m.x[i, t] <= _previous_pages(m, i, t)
+
+
+def _new_crawl_limit_rule(m: Any, t: int) -> Any:
+    """(6) Only new pages known at the start of the period can be crawled in it."""
+    return m.z[t] <= _previous_new(m, t)
+
+
+def _objective_rule(m: Any) -> Any:
+    """Weighted obsolete and new uncrawled pages over the cycle."""
+    old = sum(m.oldwt[i, t] * m.y[i, t] for i in m.I for t in m.T)
+    return old + sum(m.newwt[t] * m.n[t] for t in m.T)
+
+
+# -- build, data, start ----------------------------------------------------------------------
+
+
+def build_model(instance: CrawlInstance, weights: ObjectiveWeights) -> pyo.ConcreteModel:
+    """Build the model for ``instance`` with objective ``weights`` (data via :func:`set_data`).
+
+    Variables start at the forward simulation of :func:`uniform_crawl`.
+    """
+    B, T = instance.buckets, instance.periods
+    m = pyo.ConcreteModel(name="webfountain")
+    m.I = pyo.RangeSet(B, doc="buckets")
+    m.T = pyo.RangeSet(T, doc="periods")
+    mutable: dict[str, Any] = {"mutable": True, "initialize": 0.0}
+    m.b0 = pyo.Param(m.I, **mutable, doc="pages per bucket at the start")
+    m.y0 = pyo.Param(m.I, **mutable, doc="obsolete pages per bucket at the start")
+    m.n0 = pyo.Param(**mutable, doc="new uncrawled pages at the start")
+    m.a = pyo.Param(m.I, m.T, **mutable, doc="fraction of pages changing per period")
+    m.C = pyo.Param(m.T, **mutable, doc="crawl time per period (s)")
+    m.c = pyo.Param(m.I, m.T, **mutable, doc="time per old-page crawl (s)")
+    m.d = pyo.Param(m.T, **mutable, doc="time per new-page crawl (s)")
+    m.oldnwt = pyo.Param(m.I, m.T, **mutable, doc="new pages found per old-page crawl")
+    m.newnwt = pyo.Param(m.T, **mutable, doc="new pages found per new-page crawl")
+    m.nconst = pyo.Param(**mutable, doc="new pages from outside per period")
+    m.p = pyo.Param(m.I, **mutable, doc="share of crawled new pages per bucket")
+    m.oldwt = pyo.Param(m.I, m.T, **mutable, doc="weight of obsolete pages")
+    m.newwt = pyo.Param(m.T, **mutable, doc="weight of new uncrawled pages")
+
+    nonneg = pyo.NonNegativeReals
+    m.x = pyo.Var(m.I, m.T, within=nonneg, doc="old pages crawled")
+    m.y = pyo.Var(m.I, m.T, within=nonneg, doc="obsolete pages at the end of the period")
+    m.b = pyo.Var(m.I, m.T, within=nonneg, doc="pages at the end of the period")
+    m.n = pyo.Var(m.T, within=nonneg, doc="new uncrawled pages at the end of the period")
+    m.z = pyo.Var(m.T, within=nonneg, doc="new pages crawled")
+    for i in m.I:
+        for t in m.T:
+            m.b[i, t].setlb(m.b0[i])  # implied by (4); keeps x / b away from a zero divisor
+
+    m.crawl_time = pyo.Constraint(m.T, rule=_crawl_time_rule)
+    m.obsolete_pages = pyo.Constraint(m.I, m.T, rule=_obsolete_pages_rule)
+    m.new_pages = pyo.Constraint(m.T, rule=_new_pages_rule)
+    m.bucket_growth = pyo.Constraint(m.I, m.T, rule=_bucket_growth_rule)
+    m.old_crawl_limit = pyo.Constraint(m.I, m.T, rule=_old_crawl_limit_rule)
+    m.new_crawl_limit = pyo.Constraint(m.T, rule=_new_crawl_limit_rule)
+    m.obsolete_weighted = pyo.Objective(rule=_objective_rule, sense=pyo.minimize)
+    m.scaling_factor = pyo.Suffix(direction=pyo.Suffix.EXPORT)
+    set_data(m, instance, weights)
+    initialize_model(m, instance)
+    return m
+
+
+def _assign(param: Any, values: np.ndarray) -> None:
+    """Store an array into an indexed Param whose indices are 1-based (i,) / (t,) / (i, t)."""
+    if values.ndim == 1:
+        param.store_values({k + 1: float(v) for k, v in enumerate(values)})
+    else:
+        param.store_values(
+            {(i + 1, t + 1): float(values[i, t]) for i, t in np.ndindex(*values.shape)}
+        )
+
+
+def set_data(m: pyo.ConcreteModel, instance: CrawlInstance, weights: ObjectiveWeights) -> None:
+    """Load ``instance`` and ``weights`` into the model's Params and scaling factors.
+
+    The instance must have the model's B and T; the structure is not rebuilt.
+    """
+    B, T = len(m.I), len(m.T)
+    if (instance.buckets, instance.periods) != (B, T):
+        raise ValueError(
+            f"the model has B={B}, T={T}; the instance has "
+            f"B={instance.buckets}, T={instance.periods}: build a new model"
+        )
+    if weights.oldwt.shape != (B, T) or weights.newwt.shape != (T,):
+        raise ValueError("weights must have shapes oldwt [B, T] and newwt [T]")
+    for name in ("b0", "y0", "a", "crawl_cost", "new_crawl_cost", "oldnwt", "newnwt", "p"):
+        target = {"crawl_cost": "c", "new_crawl_cost": "d"}.get(name, name)
+        _assign(getattr(m, target), getattr(instance, name))
+    _assign(m.C, instance.capacity)
+    _assign(m.oldwt, np.asarray(weights.oldwt, dtype=float))
+    _assign(m.newwt, np.asarray(weights.newwt, dtype=float))
+    m.n0.set_value(instance.n0)
+    m.nconst.set_value(instance.nconst)
+    _set_scaling(m, instance, weights)
+
+
+def _set_scaling(m: Any, instance: CrawlInstance, weights: ObjectiveWeights) -> None:
+    sf = m.scaling_factor
+    unit = float(np.mean(instance.b0))
+    for i in m.I:
+        s = 1.0 / float(instance.b0[i - 1])
+        for t in m.T:
+            for comp in (m.x, m.y, m.b, m.obsolete_pages, m.bucket_growth, m.old_crawl_limit):
+                sf[comp[i, t]] = s
+    for t in m.T:
+        for comp in (m.n, m.z, m.new_pages, m.new_crawl_limit):
+            sf[comp[t]] = 1.0 / unit
+        sf[m.crawl_time[t]] = 1.0 / max(float(instance.capacity[t - 1]), 1.0)
+    # Objective in units of "every page weighted once": a value of order 1 for any strategy.
+    weighted = float(np.sum(weights.oldwt * instance.b0[:, None]) + np.sum(weights.newwt) * unit)
+    sf[m.obsolete_weighted] = 1.0 / max(weighted, 1.0) * instance.periods
+
+
+# -- forward simulation ------------------------------------------------------------------------
+
+
+def simulate(instance: CrawlInstance, x: np.ndarray, z: np.ndarray) -> Trajectory:
+    """Run the recursion (2)-(4) forward from the crawls ``x`` [B, T] and ``z`` [T].
+
+    The crawls are clipped to the limits (5)-(6) (not to capacity), so the result satisfies
+    every equation of the model and the bounds.
+    """
+    B, T = instance.buckets, instance.periods
+    xs = np.zeros((B, T))
+    ys = np.zeros((B, T))
+    bs = np.zeros((B, T))
+    ns = np.zeros(T)
+    zs = np.zeros(T)
+    b, y, n = instance.b0.copy(), instance.y0.copy(), instance.n0
+    for t in range(T):
+        xt = np.clip(x[:, t], 0.0, b)
+        zt = float(np.clip(z[t], 0.0, n))
+        a = instance.a[:, t]
+        y = (1.0 - xt / b) * ((1.0 - a) * y + a * b)
+        n = n + float(instance.oldnwt[:, t] @ xt) + (instance.newnwt[t] - 1.0) * zt
+        n = max(n + instance.nconst, 0.0)
+        b = b + instance.p * zt
+        xs[:, t], ys[:, t], bs[:, t], ns[t], zs[t] = xt, y, b, n, zt
+    return Trajectory(xs, ys, bs, ns, zs)
+
+
+def uniform_crawl(instance: CrawlInstance) -> Trajectory:
+    """Crawl every known page (old or new) with the same probability, filling capacity.
+
+    In period t the fraction ``f = min(1, C[t] / (sum_i c[i,t] b[i,t-1] + d[t] n[t-1]))``
+    of every bucket and of the new pages is crawled. The result is feasible for the model.
+    """
+    B, T = instance.buckets, instance.periods
+    x = np.zeros((B, T))
+    z = np.zeros(T)
+    b, n = instance.b0.copy(), instance.n0
+    for t in range(T):
+        work = float(instance.crawl_cost[:, t] @ b) + instance.new_crawl_cost[t] * n
+        f = 1.0 if work <= 0 else min(1.0, float(instance.capacity[t]) / work)
+        x[:, t], z[t] = f * b, f * n
+        n = n + float(instance.oldnwt[:, t] @ x[:, t]) + (instance.newnwt[t] - 1.0) * z[t]
+        n = max(n + instance.nconst, 0.0)
+        b = b + instance.p * z[t]
+    return simulate(instance, x, z)
+
+
+def initialize_model(
+    m: pyo.ConcreteModel, instance: CrawlInstance, start: Trajectory | None = None
+) -> None:
+    """Set the variables to ``start`` re-simulated forward (default :func:`uniform_crawl`).
+
+    Re-simulating makes a previous plan (a warm start) consistent with the current data.
+    """
+    traj = uniform_crawl(instance) if start is None else simulate(instance, start.x, start.z)
+    for (i, t), v in m.x.items():
+        v.set_value(float(traj.x[i - 1, t - 1]), skip_validation=True)
+        m.y[i, t].set_value(float(traj.y[i - 1, t - 1]), skip_validation=True)
+        m.b[i, t].set_value(float(traj.b[i - 1, t - 1]), skip_validation=True)
+    for t in m.T:
+        m.n[t].set_value(float(traj.n[t - 1]), skip_validation=True)
+        m.z[t].set_value(float(traj.z[t - 1]), skip_validation=True)
+
+
+def read_trajectory(m: pyo.ConcreteModel) -> Trajectory:
+    """The variables' current values as arrays."""
+    B, T = len(m.I), len(m.T)
+
+    def grid(var: Any) -> np.ndarray:
+        out = np.zeros((B, T))
+        for (i, t), v in var.items():
+            out[i - 1, t - 1] = 0.0 if v.value is None else v.value
+        return out
+
+    def row(var: Any) -> np.ndarray:
+        return np.array([0.0 if var[t].value is None else var[t].value for t in m.T])
+
+    return Trajectory(grid(m.x), grid(m.y), grid(m.b), row(m.n), row(m.z))
