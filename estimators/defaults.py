@@ -1,0 +1,70 @@
+"""Default settings of the estimators, in one place so that tests and callers import them.
+
+Units: rates are changes per day, times and durations are days.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "CLOCK_TOLERANCE_DAYS",
+    "CONFIDENCE",
+    "LOG_RATE_MAX",
+    "LOG_RATE_MIN",
+    "MAX_HOST_VIOLATION_SHARE",
+    "MAX_PAGE_VIOLATION_SHARE",
+    "MAX_RATE",
+    "MIN_CHANGES",
+    "MIN_HOST_CHECKS",
+    "MIN_LAST_MODIFIED_CHANGES",
+    "MIN_RATE",
+    "MIN_UNCHANGED",
+    "N_BUCKETS",
+    "PRIOR_MAX_PAGES",
+    "SOLVER_MAX_ITER",
+    "SOLVER_TOL",
+]
+
+#: Coverage of every confidence or credible interval.
+CONFIDENCE = 0.95
+
+#: Number of change-rate buckets (1..255); bucket 0 means "no estimate yet" (one byte per page).
+N_BUCKETS = 255
+#: Lower edge of bucket 1 and upper edge of bucket 255, changes per day: once in about three
+#: years to every fifteen minutes. Slower or faster rates saturate into the end buckets.
+MIN_RATE = 1e-3
+MAX_RATE = 1e2
+
+#: Range of the natural log of the rate (per day) that the solvers search: 1e-12 to 1e12 per
+#: day, far outside any rate a crawl can resolve, so that it never binds on real evidence.
+LOG_RATE_MIN = math.log(1e-12)
+LOG_RATE_MAX = math.log(1e12)
+#: Newton's method on the log rate stops once a Newton step is below this (a relative change
+#: of rate); the step is taken, and Newton's quadratic convergence leaves an error of about its
+#: square (1e-12 here), as the tests against scipy's brentq check.
+SOLVER_TOL = 1e-6
+SOLVER_MAX_ITER = 100
+
+#: A page needs at least this many change intervals and this many no-change intervals before
+#: its plain maximum-likelihood estimate is used; with less evidence it is shrunk toward the
+#: population prior.
+MIN_CHANGES = 3
+MIN_UNCHANGED = 3
+#: Changes seen through Last-Modified before Cho & Garcia-Molina's bias-corrected estimator is
+#: used unshrunk (with one change it returns 0).
+MIN_LAST_MODIFIED_CHANGES = 2
+
+#: Pages sampled to fit the population prior: two parameters need far fewer.
+PRIOR_MAX_PAGES = 5000
+
+#: Last-Modified within this of the fetch time counts as "the fetch time" (a server stamping
+#: responses with now); later than the fetch by more than this is "in the future". One minute
+#: of clock skew between crawler and server is tolerated.
+CLOCK_TOLERANCE_DAYS = 60.0 / 86400.0
+#: Largest share of a page's fetches with Last-Modified that may fail a consistency check
+#: before the page's Last-Modified is judged unreliable.
+MAX_PAGE_VIOLATION_SHARE = 0.1
+#: The same for all pages of a host, once the host has at least MIN_HOST_CHECKS such fetches.
+MAX_HOST_VIOLATION_SHARE = 0.2
+MIN_HOST_CHECKS = 10

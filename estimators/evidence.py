@@ -1,0 +1,311 @@
+"""Evidence of many pages as flat (ragged) arrays, built from a log of fetches.
+
+A page is fetched at times ``t_0 < t_1 < ... < t_N``. Each fetch after the first says whether
+the content changed since the previous fetch, so a page contributes ``N`` *intervals*
+``(t_{i-1}, t_i]``, each a change interval or a no-change interval. Intervals of all pages are
+stored in flat arrays with a page index per interval (:class:`ChangeIntervals`), so that every
+estimator works on all pages at once with ``np.bincount``.
+
+Last-Modified gives more: in an interval where it moved, the time ``l_i = t_i - d_i`` since the
+last change, during which the page is known not to have changed. :class:`LastModifiedEvidence`
+holds the per-page sums that the Last-Modified estimators need.
+
+Fetch logs given to the builders here are sorted by page, then by fetch time, with strictly
+increasing times within a page; :mod:`estimators.fetch_table` turns an untidy file into that
+form and reports what it had to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from estimators.defaults import CLOCK_TOLERANCE_DAYS
+
+__all__ = [
+    "ChangeIntervals",
+    "LastModifiedEvidence",
+    "change_intervals_from_fetches",
+    "check_fetch_log",
+    "last_fetch_times",
+    "last_modified_evidence_from_fetches",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+BoolArray = NDArray[np.bool_]
+
+
+def _weighted_sum(page: IntArray, weights: FloatArray, n_pages: int) -> FloatArray:
+    """Per-page sum of ``weights``, shape (n_pages,)."""
+    return np.bincount(page, weights=weights, minlength=n_pages).astype(np.float64, copy=False)
+
+
+@dataclass(frozen=True)
+class ChangeIntervals:
+    """Change/no-change intervals of ``n_pages`` pages, one array element per interval.
+
+    Parameters
+    ----------
+    page : ndarray of int, shape (m,)
+        Page index of each interval, in ``[0, n_pages)``; any order.
+    length : ndarray of float, shape (m,)
+        Length of each interval, days, finite and > 0.
+    changed : ndarray of bool, shape (m,)
+        Whether the page changed during the interval (at least once: a fetch cannot count).
+    n_pages : int
+        Number of pages; pages without any interval are allowed (no evidence yet).
+    """
+
+    page: IntArray
+    length: FloatArray
+    changed: BoolArray
+    n_pages: int
+
+    def __post_init__(self) -> None:
+        page = np.asarray(self.page, dtype=np.intp)
+        length = np.asarray(self.length, dtype=np.float64)
+        changed = np.asarray(self.changed, dtype=np.bool_)
+        if not (page.ndim == length.ndim == changed.ndim == 1):
+            raise ValueError("page, length and changed must be one-dimensional")
+        if not (page.shape == length.shape == changed.shape):
+            raise ValueError(
+                f"page, length and changed must have one element per interval, got shapes "
+                f"{page.shape}, {length.shape}, {changed.shape}"
+            )
+        if self.n_pages < 0:
+            raise ValueError(f"n_pages must be >= 0, got {self.n_pages}")
+        if page.size and (page.min() < 0 or page.max() >= self.n_pages):
+            raise ValueError(f"page indices must lie in [0, {self.n_pages})")
+        if not np.all(np.isfinite(length) & (length > 0)):
+            bad = int(np.flatnonzero(~(np.isfinite(length) & (length > 0)))[0])
+            raise ValueError(
+                f"interval lengths must be finite and > 0 days; interval {bad} is {length[bad]}"
+            )
+        object.__setattr__(self, "page", page)
+        object.__setattr__(self, "length", length)
+        object.__setattr__(self, "changed", changed)
+
+    @classmethod
+    def from_lists(
+        cls, lengths: list[list[float]], changed: list[list[bool] | list[int]]
+    ) -> ChangeIntervals:
+        """Build from one list of interval lengths (days) and one of outcomes per page."""
+        if len(lengths) != len(changed):
+            raise ValueError("lengths and changed must have one list per page")
+        counts = [len(x) for x in lengths]
+        if counts != [len(x) for x in changed]:
+            raise ValueError("each page needs one outcome per interval")
+        page = np.repeat(np.arange(len(lengths), dtype=np.intp), counts)
+        flat_len = np.array([v for x in lengths for v in x], dtype=np.float64)
+        flat_changed = np.array([bool(v) for x in changed for v in x], dtype=np.bool_)
+        return cls(page, flat_len, flat_changed, len(lengths))
+
+    # Per-page sums are cached: the instance is frozen, and estimators ask for them repeatedly.
+
+    @cached_property
+    def n_intervals(self) -> IntArray:
+        """Intervals per page, shape (n_pages,)."""
+        return np.bincount(self.page, minlength=self.n_pages).astype(np.intp)
+
+    @cached_property
+    def n_changes(self) -> IntArray:
+        """Change intervals per page, shape (n_pages,)."""
+        counts = np.bincount(self.page, weights=self.changed, minlength=self.n_pages)
+        return counts.astype(np.intp)
+
+    @cached_property
+    def total_time(self) -> FloatArray:
+        """Observed time per page (sum of interval lengths), days, shape (n_pages,)."""
+        return _weighted_sum(self.page, self.length, self.n_pages)
+
+    @cached_property
+    def changed_time(self) -> FloatArray:
+        """Sum of change interval lengths per page, days, shape (n_pages,)."""
+        weights = np.where(self.changed, self.length, 0.0)
+        return _weighted_sum(self.page, weights, self.n_pages)
+
+    @cached_property
+    def unchanged_time(self) -> FloatArray:
+        """Sum of no-change interval lengths per page, days, shape (n_pages,)."""
+        weights = np.where(self.changed, 0.0, self.length)
+        return _weighted_sum(self.page, weights, self.n_pages)
+
+    def take(self, pages: ArrayLike) -> ChangeIntervals:
+        """The evidence of the given pages only, renumbered ``0..len(pages)-1`` in that order."""
+        index = np.asarray(pages, dtype=np.intp)
+        new_id = np.full(self.n_pages, -1, dtype=np.intp)
+        new_id[index] = np.arange(index.size, dtype=np.intp)
+        mapped = new_id[self.page]
+        keep = mapped >= 0
+        return ChangeIntervals(mapped[keep], self.length[keep], self.changed[keep], index.size)
+
+
+@dataclass(frozen=True)
+class LastModifiedEvidence:
+    """Per-page sums from Last-Modified dates, shape (n_pages,) each.
+
+    Attributes
+    ----------
+    intervals : ndarray of int
+        Intervals with Last-Modified known at both ends (Cho & Garcia-Molina's n).
+    changes : ndarray of int
+        Intervals in which Last-Modified moved: a change was seen (X, Xyleme's C).
+    exposure : ndarray of float
+        Days the page is known not to have changed: ``t_i - d_i`` of each change interval plus
+        the whole length of each no-change interval (Cho & Garcia-Molina's T), days.
+    age_sum : ndarray of float
+        Sum of ``l_i = t_i - d_i`` over change intervals only (Xyleme's denominator), days.
+    """
+
+    intervals: IntArray
+    changes: IntArray
+    exposure: FloatArray
+    age_sum: FloatArray
+
+    @property
+    def n_pages(self) -> int:
+        """Number of pages."""
+        return int(self.intervals.shape[0])
+
+
+def check_fetch_log(page: ArrayLike, fetched_at: ArrayLike) -> tuple[IntArray, FloatArray]:
+    """Validate a fetch log's order and return it as arrays.
+
+    Parameters
+    ----------
+    page : array_like of int, shape (m,)
+        Page index of each fetch, non-decreasing.
+    fetched_at : array_like of float, shape (m,)
+        Fetch time, days, finite and strictly increasing within a page.
+
+    Returns
+    -------
+    page, fetched_at : ndarray
+        The same values as ``intp`` and ``float64`` arrays.
+
+    Raises
+    ------
+    ValueError
+        Naming the first fetch that is out of order: sort the log (or use
+        :func:`estimators.fetch_table.estimate_fetch_table`, which sorts and reports).
+    """
+    pages = np.asarray(page, dtype=np.intp)
+    times = np.asarray(fetched_at, dtype=np.float64)
+    if pages.shape != times.shape or pages.ndim != 1:
+        raise ValueError("page and fetched_at must be one-dimensional and of equal length")
+    if not np.all(np.isfinite(times)):
+        raise ValueError(f"fetched_at must be finite; fetch {int(np.argmin(np.isfinite(times)))}")
+    if pages.size > 1:
+        step = np.diff(pages)
+        bad = (step < 0) | ((step == 0) & (np.diff(times) <= 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0]) + 1
+            raise ValueError(
+                f"fetch log must be sorted by page, then strictly by time; fetch {i} "
+                f"(page {pages[i]}, t={times[i]}) follows page {pages[i - 1]}, t={times[i - 1]}"
+            )
+    return pages, times
+
+
+def change_intervals_from_fetches(
+    page: ArrayLike, fetched_at: ArrayLike, changed: ArrayLike, *, n_pages: int | None = None
+) -> ChangeIntervals:
+    """Change/no-change intervals from a sorted fetch log.
+
+    Parameters
+    ----------
+    page : array_like of int, shape (m,)
+        Page index of each fetch, non-decreasing.
+    fetched_at : array_like of float, shape (m,)
+        Fetch time, days, strictly increasing within a page.
+    changed : array_like of float, shape (m,)
+        1 if the content changed since the page's previous fetch, 0 if not, NaN if unknown
+        (always for a page's first fetch, which is ignored; an unknown outcome later drops the
+        interval that ends at that fetch, and the next interval starts there).
+    n_pages : int, optional
+        Number of pages; default ``max(page) + 1``.
+
+    Returns
+    -------
+    ChangeIntervals
+    """
+    pages, times = check_fetch_log(page, fetched_at)
+    outcome = np.asarray(changed, dtype=np.float64)
+    if outcome.shape != pages.shape:
+        raise ValueError("changed must have one value per fetch")
+    known = ~np.isnan(outcome)
+    if not np.all((outcome[known] == 0) | (outcome[known] == 1)):
+        raise ValueError("changed must be 0, 1 or NaN")
+    n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
+    if pages.size == 0:
+        return ChangeIntervals(np.empty(0, np.intp), np.empty(0), np.empty(0, np.bool_), n)
+    same = pages[1:] == pages[:-1]
+    keep = same & known[1:]
+    return ChangeIntervals(pages[1:][keep], np.diff(times)[keep], outcome[1:][keep] == 1, n)
+
+
+def last_modified_evidence_from_fetches(
+    page: ArrayLike,
+    fetched_at: ArrayLike,
+    last_modified: ArrayLike,
+    *,
+    n_pages: int | None = None,
+    tolerance: float = CLOCK_TOLERANCE_DAYS,
+) -> LastModifiedEvidence:
+    """Per-page Last-Modified sums from a sorted fetch log.
+
+    An interval ``(t_{i-1}, t_i]`` counts when Last-Modified is known at both of its fetches.
+    It is a change interval when Last-Modified moved by more than ``tolerance``; then
+    ``l_i = t_i - d_i`` (clipped at 0 for a date up to ``tolerance`` after the fetch).
+    Whether these dates can be believed is :func:`estimators.reliability.assess_last_modified`'s
+    question, not this function's.
+
+    Parameters
+    ----------
+    page, fetched_at : array_like, shape (m,)
+        As for :func:`change_intervals_from_fetches`.
+    last_modified : array_like of float, shape (m,)
+        Last-Modified reported at each fetch, days on the same clock, NaN when absent.
+    n_pages : int, optional
+        Number of pages; default ``max(page) + 1``.
+    tolerance : float
+        Days within which two Last-Modified dates count as equal.
+
+    Returns
+    -------
+    LastModifiedEvidence
+    """
+    pages, times = check_fetch_log(page, fetched_at)
+    dates = np.asarray(last_modified, dtype=np.float64)
+    if dates.shape != pages.shape:
+        raise ValueError("last_modified must have one value per fetch")
+    n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
+    if pages.size < 2:
+        zeros = np.zeros(n)
+        return LastModifiedEvidence(np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros)
+    usable = (pages[1:] == pages[:-1]) & ~np.isnan(dates[1:]) & ~np.isnan(dates[:-1])
+    p = pages[1:][usable]
+    moved = (dates[1:] - dates[:-1])[usable] > tolerance
+    length = np.diff(times)[usable]
+    age = np.maximum(times[1:] - dates[1:], 0.0)[usable]
+    known_free = np.where(moved, np.minimum(age, length), length)
+    return LastModifiedEvidence(
+        intervals=np.bincount(p, minlength=n).astype(np.intp),
+        changes=np.bincount(p[moved], minlength=n).astype(np.intp),
+        exposure=_weighted_sum(p, known_free, n),
+        age_sum=_weighted_sum(p[moved], age[moved], n),
+    )
+
+
+def last_fetch_times(page: ArrayLike, fetched_at: ArrayLike, *, n_pages: int) -> FloatArray:
+    """Latest fetch time per page (NaN for a page never fetched), days, shape (n_pages,)."""
+    pages = np.asarray(page, dtype=np.intp)
+    times = np.asarray(fetched_at, dtype=np.float64)
+    out = np.full(n_pages, -np.inf)
+    np.maximum.at(out, pages, times)
+    out[np.isneginf(out)] = np.nan
+    return out

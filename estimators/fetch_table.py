@@ -1,0 +1,385 @@
+"""Change rates from a table of fetches (the file interface of ``crawlplan estimate``), no I/O.
+
+Input: a DataFrame with one row per fetch, as read from a CSV or Parquet file:
+
+==================  ========================================================================
+``page``            the page (URL or id); rows without one are reported and not used
+``fetched_at``      ISO-8601 timestamp (UTC when it has no offset) or a number of days; both
+                    are placed on one axis, days since 1970-01-01T00:00Z
+``changed``         1 or 0: the content changed since the page's previous fetch; empty when
+                    unknown (always for a page's first fetch)
+``last_modified``   optional, the Last-Modified date reported, same formats as ``fetched_at``
+``host``            optional, the page's host, to judge Last-Modified per host as well
+==================  ========================================================================
+
+Output: one row per page (in order of first appearance) with ``page``, ``rate``,
+``rate_low``, ``rate_high`` (changes per day), ``estimator``, ``fetches`` (rows used) and
+``bucket``, plus a list of :class:`Problem` naming input lines (``first_line`` is the line
+of the table's first row: 2 for a CSV with a header line, 1 for row numbers of a Parquet file).
+
+What happens to untidy input; nothing is dropped without a problem that names its lines:
+
+* unreadable ``page`` or ``fetched_at``, or a fetch after ``now``: the row is not used (a
+  future fetch cannot have happened; the page's earlier intervals are unaffected).
+* ``changed`` other than 1, 0 or empty: the row's fetch is used but its outcome is unknown,
+  so the interval ending there is not used (dropping the row would merge two intervals and
+  misstate the outcome of the next one).
+* ``changed`` empty on a later fetch: likewise (reported, as the interval is lost).
+* ``changed`` given on a page's first fetch: ignored, there is no interval before it.
+* unreadable ``last_modified``: treated as absent (which makes the page's Last-Modified
+  unreliable, as any missing date does).
+* the same page and time twice: an exact repeat counts once; rows that disagree keep the fetch
+  with an unknown outcome and no Last-Modified.
+* fetch times out of order within a page: sorted by time, and reported, since ``changed`` is
+  always read as "since the previous fetch in time".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from estimators.buckets import BucketScale
+from estimators.evidence import (
+    change_intervals_from_fetches,
+    last_modified_evidence_from_fetches,
+)
+from estimators.reliability import LastModifiedPolicy, assess_last_modified
+from estimators.selection import ChangeRateEstimator
+
+__all__ = ["OUTPUT_COLUMNS", "FetchTableEstimate", "Problem", "estimate_fetch_table"]
+
+#: Columns of the result, in order.
+OUTPUT_COLUMNS = ("page", "rate", "rate_low", "rate_high", "estimator", "fetches", "bucket")
+_REQUIRED = ("page", "fetched_at", "changed")
+_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+_SHOWN_LINES = 10
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with some input rows, and what was done about it.
+
+    Attributes
+    ----------
+    kind : str
+        ``bad_page``, ``bad_fetched_at``, ``future``, ``bad_changed``, ``unknown_changed``,
+        ``changed_on_first_fetch``, ``bad_last_modified``, ``duplicate``, ``conflict`` or
+        ``unsorted``.
+    lines : tuple of int
+        Every input line concerned (1-based).
+    message : str
+        One line for a person: what, which lines (the first few), what was done.
+    """
+
+    kind: str
+    lines: tuple[int, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class FetchTableEstimate:
+    """Result of :func:`estimate_fetch_table`.
+
+    Attributes
+    ----------
+    rates : pandas.DataFrame
+        One row per page, columns :data:`OUTPUT_COLUMNS`.
+    problems : tuple of Problem
+        In the order of the rules in this module's docstring.
+    estimator : ChangeRateEstimator
+        The fitted estimator (its ``prior_`` is the population prior used).
+    """
+
+    rates: pd.DataFrame
+    problems: tuple[Problem, ...]
+    estimator: ChangeRateEstimator
+
+
+def _lines_text(lines: NDArray[np.int64]) -> str:
+    shown = ", ".join(str(int(x)) for x in lines[:_SHOWN_LINES])
+    more = len(lines) - _SHOWN_LINES
+    word = "line" if len(lines) == 1 else "lines"
+    return f"{word} {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def _problem(kind: str, lines: NDArray[np.int64], what: str) -> Problem:
+    ordered = np.sort(np.asarray(lines, dtype=np.int64))
+    return Problem(kind, tuple(int(x) for x in ordered), f"{_lines_text(ordered)}: {what}")
+
+
+def _to_days(values: pd.Series) -> tuple[FloatArray, BoolArray]:
+    """Days since the Unix epoch of numbers or ISO-8601 strings; (days, unreadable mask)."""
+    empty = values.isna().to_numpy() | (values.astype("string").str.strip() == "").to_numpy(
+        dtype=bool, na_value=True
+    )
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    days = numbers.copy()
+    text = np.isnan(numbers) & ~empty
+    if text.any():
+        parsed = pd.to_datetime(
+            values[text].astype("string").str.strip(), utc=True, format="ISO8601", errors="coerce"
+        )
+        days[text] = ((parsed - _EPOCH) / pd.Timedelta(days=1)).to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+    bad = ~empty & ~np.isfinite(days)
+    days[~np.isfinite(days)] = np.nan
+    return days, bad
+
+
+def _to_outcome(values: pd.Series) -> tuple[FloatArray, BoolArray]:
+    """1.0, 0.0 or NaN (empty) per row, and which rows held something else."""
+    text = values.astype("string").str.strip().str.lower()
+    empty = text.isna().to_numpy() | (text == "").to_numpy(dtype=bool, na_value=True)
+    numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    words = text.map({"true": 1.0, "false": 0.0}).to_numpy(dtype=np.float64, na_value=np.nan)
+    value = np.where(np.isnan(numbers), words, numbers)
+    good = (value == 0) | (value == 1)
+    bad = ~empty & ~good
+    return np.where(good, value, np.nan), bad
+
+
+def _now_days(now: datetime | float | None) -> float | None:
+    if now is None:
+        return None
+    if isinstance(now, datetime):
+        stamp = pd.Timestamp(now)
+        stamp = stamp.tz_localize(UTC) if stamp.tzinfo is None else stamp.tz_convert(UTC)
+        return float((stamp - _EPOCH) / pd.Timedelta(days=1))
+    return float(now)
+
+
+def estimate_fetch_table(
+    table: pd.DataFrame,
+    *,
+    now: datetime | float | None = None,
+    first_line: int = 2,
+    scale: BucketScale | None = None,
+    estimator: ChangeRateEstimator | None = None,
+    policy: LastModifiedPolicy | None = None,
+) -> FetchTableEstimate:
+    """Estimate the change rate of every page of a fetch table; report bad rows by line.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per fetch; columns as in the module docstring (extra columns are ignored).
+    now : datetime or float, optional
+        The present (a float is days since 1970-01-01T00:00Z; a naive datetime is UTC).
+        Fetches after it are reported and not used; None skips that check.
+    first_line : int
+        Input line of the table's first row.
+    scale : BucketScale, optional
+        Bucket configuration; defaults otherwise.
+    estimator : ChangeRateEstimator, optional
+        Unfitted estimator with the settings to use (a fresh default one otherwise).
+    policy : LastModifiedPolicy, optional
+        Thresholds of the Last-Modified reliability test.
+
+    Returns
+    -------
+    FetchTableEstimate
+
+    Raises
+    ------
+    ValueError
+        When a required column is missing (nothing can be estimated then).
+    """
+    missing = [c for c in _REQUIRED if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"the fetch table has no column {', '.join(repr(c) for c in missing)}; expected "
+            f"columns page, fetched_at, changed and optionally last_modified, host"
+        )
+    scale = scale or BucketScale()
+    problems: list[Problem] = []
+    rows = table.reset_index(drop=True)
+    line = np.arange(len(rows), dtype=np.int64) + first_line
+
+    page_text = rows["page"].astype("string").str.strip()
+    bad_page = (page_text.isna() | (page_text == "")).to_numpy(dtype=bool, na_value=True)
+    if bad_page.any():
+        problems.append(_problem("bad_page", line[bad_page], "no page; rows not used"))
+
+    fetched, _ = _to_days(rows["fetched_at"])
+    unreadable = np.isnan(fetched) & ~bad_page
+    if unreadable.any():
+        problems.append(
+            _problem(
+                "bad_fetched_at",
+                line[unreadable],
+                "fetched_at is empty or not an ISO-8601 timestamp or a number of days; "
+                "rows not used",
+            )
+        )
+    usable = ~bad_page & ~np.isnan(fetched)
+
+    now_days = _now_days(now)
+    if now_days is not None:
+        future = usable & (fetched > now_days)
+        if future.any():
+            problems.append(
+                _problem("future", line[future], "fetched_at is after now; rows not used")
+            )
+            usable &= ~future
+
+    outcome, bad_changed = _to_outcome(rows["changed"])
+    if (bad_changed & usable).any():
+        shown = sorted({str(v) for v in rows["changed"][bad_changed & usable]})[:5]
+        problems.append(
+            _problem(
+                "bad_changed",
+                line[bad_changed & usable],
+                f"changed must be 1, 0 or empty, got {', '.join(repr(v) for v in shown)}; "
+                "the fetch is used, the interval ending at it is not",
+            )
+        )
+
+    if "last_modified" in rows.columns:
+        modified, bad_lm = _to_days(rows["last_modified"])
+        if (bad_lm & usable).any():
+            problems.append(
+                _problem(
+                    "bad_last_modified",
+                    line[bad_lm & usable],
+                    "last_modified is not an ISO-8601 timestamp or a number of days; "
+                    "treated as absent",
+                )
+            )
+    else:
+        modified = np.full(len(rows), np.nan)
+
+    host_text = rows["host"].astype("string") if "host" in rows.columns else None
+
+    # pages in order of first appearance, including pages none of whose rows is usable
+    codes, names = pd.factorize(page_text.where(~pd.Series(bad_page)), use_na_sentinel=True)
+    n_pages = len(names)
+
+    frame = pd.DataFrame(
+        {
+            "code": codes,
+            "t": fetched,
+            "outcome": outcome,
+            "lm": modified,
+            "line": line,
+            "pos": np.arange(len(rows)),
+            "reported": bad_changed,  # outcome already reported as unknown
+        }
+    )[usable]
+
+    # out of order within a page: a row earlier in time than a row above it of the same page
+    running_max = frame.groupby("code")["t"].cummax()
+    late = frame["t"].to_numpy() < running_max.to_numpy()
+    if late.any():
+        problems.append(
+            _problem(
+                "unsorted",
+                frame["line"].to_numpy()[late],
+                "fetched_at is earlier than a previous row of the same page; rows sorted by "
+                "time (changed is read as since the previous fetch in time)",
+            )
+        )
+    frame = frame.sort_values(["code", "t", "pos"], kind="stable")
+
+    # repeats of (page, time)
+    key_dup = frame.duplicated(["code", "t"], keep="first").to_numpy()
+    if key_dup.any():
+        same = frame.duplicated(["code", "t", "outcome", "lm"], keep="first").to_numpy()
+        exact = key_dup & same
+        if exact.any():
+            problems.append(
+                _problem(
+                    "duplicate",
+                    frame["line"].to_numpy()[exact],
+                    "repeat an earlier row of the same page and fetched_at; counted once",
+                )
+            )
+        clash_keys = frame.loc[key_dup & ~same, ["code", "t"]]
+        if len(clash_keys):
+            in_clash = frame.set_index(["code", "t"]).index.isin(
+                pd.MultiIndex.from_frame(clash_keys)
+            )
+            problems.append(
+                _problem(
+                    "conflict",
+                    frame["line"].to_numpy()[in_clash],
+                    "rows of the same page and fetched_at disagree on changed or "
+                    "last_modified; the fetch is kept with both unknown",
+                )
+            )
+            frame.loc[in_clash, ["outcome", "lm"]] = np.nan
+            frame.loc[in_clash, "reported"] = True
+        frame = frame[~key_dup]
+
+    page = frame["code"].to_numpy(dtype=np.intp)
+    t = frame["t"].to_numpy(dtype=np.float64)
+    out = frame["outcome"].to_numpy(dtype=np.float64, copy=True)
+    lm = frame["lm"].to_numpy(dtype=np.float64)
+    first = np.ones(page.size, dtype=np.bool_)
+    first[1:] = page[1:] != page[:-1]
+    given_first = first & ~np.isnan(out)
+    if given_first.any():
+        problems.append(
+            _problem(
+                "changed_on_first_fetch",
+                frame["line"].to_numpy()[given_first],
+                "changed given on a page's first fetch is ignored: no earlier fetch to "
+                "measure an interval from",
+            )
+        )
+    out[first] = np.nan
+    unknown_later = ~first & np.isnan(out)
+    lost = unknown_later & ~frame["reported"].to_numpy(dtype=bool)
+    if lost.any():
+        problems.append(
+            _problem(
+                "unknown_changed",
+                frame["line"].to_numpy()[lost],
+                "changed is empty on a fetch that is not the page's first; the interval "
+                "ending there is not used",
+            )
+        )
+
+    intervals = change_intervals_from_fetches(page, t, out, n_pages=n_pages)
+    fitted = ChangeRateEstimator() if estimator is None else estimator
+    if np.isfinite(lm).any():
+        rules = policy or LastModifiedPolicy()
+        host_ids = None
+        if host_text is not None:
+            first_host = (
+                pd.DataFrame({"code": codes, "host": host_text})[codes >= 0]
+                .drop_duplicates("code")
+                .set_index("code")["host"]
+                .reindex(range(n_pages))
+            )
+            host_ids, _ = pd.factorize(first_host.fillna(""))
+        reliability = assess_last_modified(
+            page, t, out, lm, n_pages=n_pages, host=host_ids, policy=rules
+        )
+        evidence = last_modified_evidence_from_fetches(
+            page, t, lm, n_pages=n_pages, tolerance=rules.clock_tolerance
+        )
+        fitted.fit(intervals, evidence, reliability.reliable)
+    else:
+        fitted.fit(intervals)
+
+    result = pd.DataFrame(
+        {
+            "page": pd.Series(names, dtype="string"),
+            "rate": fitted.rate_,
+            "rate_low": fitted.rate_low_,
+            "rate_high": fitted.rate_high_,
+            "estimator": pd.Series(fitted.estimator_).astype("string"),
+            "fetches": np.bincount(page, minlength=n_pages).astype(np.int64),
+            "bucket": scale.assign(fitted.rate_),
+        },
+        columns=list(OUTPUT_COLUMNS),
+    )
+    return FetchTableEstimate(result, tuple(problems), fitted)

@@ -1,0 +1,174 @@
+"""The population prior of change rates, fitted to the pages themselves (empirical Bayes).
+
+A page fetched twice that did not change has a maximum-likelihood rate of 0; one that changed
+both times has an infinite one. Plugged into an optimal refresh schedule, the first is never
+fetched again and its estimate never recovers (REFERENCE.md sec. 8). Shrinking each page
+toward what the rest of the population says keeps such pages in a middle bucket until their
+own evidence speaks.
+
+The prior is log-normal: ``ln lambda ~ N(mu, sigma^2)``, lambda in changes per day. Why this
+family: rates spread over orders of magnitude, so a prior on the log rate is the natural
+scale (the buckets are log-spaced too); its log density is concave in ``ln lambda``, so each
+page's posterior has a single mode that the vectorized Newton solver finds (a Gamma prior with
+shape < 1, which a population spread over decades gives, has its mode at 0 and would put the
+unchanged pages right back at the rate 0). A two-cluster population fits a wide log-normal;
+that is what we want from a prior that only has to matter for pages with little evidence.
+
+``mu`` and ``sigma`` maximize the marginal likelihood ``prod_i int L_i(lambda) p(lambda) dlambda``
+of a random sample of pages, the integral taken on a fixed grid of log rates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import optimize, special
+
+from estimators.defaults import PRIOR_MAX_PAGES
+from estimators.evidence import ChangeIntervals
+
+__all__ = ["LogNormalRatePrior"]
+
+FloatArray = NDArray[np.float64]
+
+
+class LogNormalRatePrior:
+    """Log-normal prior of change rates, fitted by maximum marginal likelihood.
+
+    Parameters
+    ----------
+    max_pages : int
+        Pages with evidence sampled for the fit (all when fewer).
+    grid_step : float
+        Spacing of the log-rate grid on which the marginal likelihood is integrated.
+    rate_range : tuple of float
+        Rates (per day) spanned by that grid; also bounds ``exp(mu)``.
+    sigma_range : tuple of float
+        Bounds of ``sigma`` (natural-log units). The lower bound keeps one dominant cluster
+        from collapsing the prior onto a point; the upper keeps it proper.
+    random_state : int
+        Seed of the page sample.
+
+    Attributes
+    ----------
+    mu_ : float
+        Mean of ``ln lambda`` (lambda per day).
+    sigma_ : float
+        Standard deviation of ``ln lambda``.
+    n_pages_ : int
+        Pages used in the fit.
+    log_marginal_likelihood_ : float
+        Of the sampled pages, at the fitted prior (with the grid's quadrature).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_pages: int = PRIOR_MAX_PAGES,
+        grid_step: float = 0.05,
+        rate_range: tuple[float, float] = (1e-6, 1e4),
+        sigma_range: tuple[float, float] = (0.25, 5.0),
+        random_state: int = 0,
+    ) -> None:
+        self.max_pages = max_pages
+        self.grid_step = grid_step
+        self.rate_range = rate_range
+        self.sigma_range = sigma_range
+        self.random_state = random_state
+
+    @classmethod
+    def fixed(cls, mu: float, sigma: float) -> LogNormalRatePrior:
+        """A prior given by its parameters, not fitted (for tests and what-if runs)."""
+        if not sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {sigma}")
+        prior = cls()
+        prior.mu_ = float(mu)
+        prior.sigma_ = float(sigma)
+        prior.n_pages_ = 0
+        prior.log_marginal_likelihood_ = math.nan
+        return prior
+
+    def _grid(self) -> FloatArray:
+        low, high = (math.log(r) for r in self.rate_range)
+        n = math.ceil((high - low) / self.grid_step) + 1
+        return np.linspace(low, high, n)
+
+    def fit(self, intervals: ChangeIntervals) -> LogNormalRatePrior:
+        """Fit ``mu_`` and ``sigma_`` to the pages of ``intervals`` that have any interval.
+
+        Raises
+        ------
+        ValueError
+            When no page has an interval: there is nothing to learn a prior from.
+        """
+        with_evidence = np.flatnonzero(intervals.n_intervals > 0)
+        if with_evidence.size == 0:
+            raise ValueError("no page has a change/no-change interval to fit a prior to")
+        rng = np.random.default_rng(self.random_state)
+        if with_evidence.size > self.max_pages:
+            with_evidence = np.sort(rng.choice(with_evidence, self.max_pages, replace=False))
+        sample = intervals.take(with_evidence)
+        grid = self._grid()
+        loglik = _loglik_on_grid(sample, grid)  # (n, G)
+        peak = loglik.max(axis=1, keepdims=True)
+        scaled = np.exp(loglik - peak)  # (n, G), each row's maximum is 1
+        offset = float(peak.sum())
+        lo_mu, hi_mu = grid[0], grid[-1]
+        lo_s, hi_s = (math.log(s) for s in self.sigma_range)
+
+        def negative_log_marginal(params: FloatArray) -> float:
+            mu, log_sigma = float(params[0]), float(params[1])
+            sigma = math.exp(log_sigma)
+            z = (grid - mu) / sigma
+            weights = np.exp(-0.5 * z * z) * (self.grid_step / (sigma * math.sqrt(2 * math.pi)))
+            marginal = scaled @ weights
+            return -float(np.sum(np.log(np.maximum(marginal, 1e-300)))) - offset
+
+        # start from the moments of the pages' naive log rates, then polish
+        rates = (sample.n_changes + 0.5) / (sample.total_time + 1e-12)
+        start = np.array(
+            [
+                float(np.clip(np.median(np.log(rates)), lo_mu, hi_mu)),
+                float(np.clip(math.log(max(float(np.std(np.log(rates))), 0.5)), lo_s, hi_s)),
+            ]
+        )
+        result = optimize.minimize(
+            negative_log_marginal,
+            start,
+            method="L-BFGS-B",
+            bounds=[(lo_mu, hi_mu), (lo_s, hi_s)],
+        )
+        self.mu_ = float(result.x[0])
+        self.sigma_ = float(math.exp(result.x[1]))
+        self.n_pages_ = int(sample.n_pages)
+        self.log_marginal_likelihood_ = -float(result.fun)
+        return self
+
+    @property
+    def median_rate_(self) -> float:
+        """``exp(mu_)``: the prior's median rate, changes per day."""
+        return math.exp(self.mu_)
+
+    def quantiles(self, probabilities: FloatArray) -> FloatArray:
+        """Prior quantiles of the rate (per day) at the given probabilities, same shape."""
+        p = np.asarray(probabilities, dtype=np.float64)
+        return np.exp(self.mu_ + self.sigma_ * special.ndtri(p))
+
+
+def _loglik_on_grid(intervals: ChangeIntervals, grid: FloatArray) -> FloatArray:
+    """Change/no-change log-likelihood of each page at each log rate, shape (n_pages, G)."""
+    changed = intervals.changed
+    page = intervals.page[changed]
+    length = intervals.length[changed]
+    unchanged = intervals.unchanged_time
+    out = np.empty((intervals.n_pages, grid.size))
+    with np.errstate(divide="ignore"):
+        for g, theta in enumerate(grid):
+            rate = math.exp(theta)
+            terms = np.log(-np.expm1(-rate * length))
+            out[:, g] = (
+                np.bincount(page, weights=terms, minlength=intervals.n_pages) - rate * unchanged
+            )
+    return out

@@ -1,0 +1,232 @@
+"""One change rate per page: the best estimator for the page's evidence, recorded with it.
+
+The choice, per page, in this order:
+
+==================== ================================================================
+``none``             no interval yet (fetched at most once): rate NaN, bucket 0
+``last_modified``    Last-Modified judged reliable and at least ``min_last_modified_changes``
+                     changes seen through it: Cho & Garcia-Molina's bias-corrected estimator
+``last_modified_eb`` reliable Last-Modified with fewer changes: its posterior mode under the
+                     population prior
+``poisson_mle``      change/no-change intervals with at least ``min_changes`` change and
+                     ``min_unchanged`` no-change intervals: the irregular-interval MLE
+``poisson_eb``       less evidence than that (including no change seen, or only changes):
+                     the posterior mode under the population prior
+==================== ================================================================
+
+Last-Modified comes first because it says when the page last changed, not only whether it did
+(Xyleme sec. 6.1: "we use last date of change when available unless ... unreliable"). The
+thresholds decide when a page's own evidence is enough to drop the prior: below them the MLE is
+0 or infinite, or swings by a bucket decade on one more fetch. ``shrink="always"`` uses the
+posterior everywhere (it tends to the MLE as evidence grows, and is monotone in the changes
+seen); ``shrink="never"`` never does (MLE 0 and +inf are then reported as they are).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from estimators.defaults import (
+    CONFIDENCE,
+    MIN_CHANGES,
+    MIN_LAST_MODIFIED_CHANGES,
+    MIN_UNCHANGED,
+    SOLVER_MAX_ITER,
+    SOLVER_TOL,
+)
+from estimators.evidence import ChangeIntervals, LastModifiedEvidence
+from estimators.last_modified import ChoLastModifiedRate, EmpiricalBayesLastModifiedRate
+from estimators.poisson import EmpiricalBayesChangeRate, PoissonChangeMLE
+from estimators.prior import LogNormalRatePrior
+
+__all__ = ["ESTIMATORS", "ChangeRateEstimator"]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+#: Names recorded per page (at most 32 characters: the store's ``pages.estimator``).
+ESTIMATORS = ("none", "last_modified", "last_modified_eb", "poisson_mle", "poisson_eb")
+_CODE = {name: np.int8(i) for i, name in enumerate(ESTIMATORS)}
+
+
+class ChangeRateEstimator:
+    """Change rate, interval and estimator name per page, from all the evidence there is.
+
+    Parameters
+    ----------
+    confidence : float
+        Coverage of the per-page intervals.
+    shrink : {"thin", "always", "never"}
+        When to use the population prior: for pages with thin evidence (default), always, or
+        never.
+    min_changes, min_unchanged : int
+        Change and no-change intervals a page needs for its plain MLE (``shrink="thin"``).
+    min_last_modified_changes : int
+        Changes seen through Last-Modified for the unshrunk Last-Modified estimator.
+    prior : LogNormalRatePrior, optional
+        The population prior; fitted to these pages' change/no-change intervals when not
+        fitted yet. Pass a fitted one to give every chunk of a large population the same prior.
+    tol, max_iter
+        Of the Newton solves.
+
+    Attributes
+    ----------
+    rate_ : ndarray of float, shape (n_pages,)
+        Changes per day; NaN for estimator "none".
+    rate_low_, rate_high_ : ndarray of float, shape (n_pages,)
+        Interval of the chosen estimator, changes per day.
+    estimator_ : pandas.Categorical, length n_pages
+        Name of the estimator chosen per page, from :data:`ESTIMATORS`.
+    estimator_code_ : ndarray of int8, shape (n_pages,)
+        Its index in :data:`ESTIMATORS`.
+    prior_ : LogNormalRatePrior or None
+        The prior (None when no page has any interval).
+    n_changes_, n_intervals_ : ndarray of int, shape (n_pages,)
+        Change/no-change evidence per page.
+    """
+
+    def __init__(
+        self,
+        *,
+        confidence: float = CONFIDENCE,
+        shrink: Literal["thin", "always", "never"] = "thin",
+        min_changes: int = MIN_CHANGES,
+        min_unchanged: int = MIN_UNCHANGED,
+        min_last_modified_changes: int = MIN_LAST_MODIFIED_CHANGES,
+        prior: LogNormalRatePrior | None = None,
+        tol: float = SOLVER_TOL,
+        max_iter: int = SOLVER_MAX_ITER,
+    ) -> None:
+        self.confidence = confidence
+        self.shrink = shrink
+        self.min_changes = min_changes
+        self.min_unchanged = min_unchanged
+        self.min_last_modified_changes = min_last_modified_changes
+        self.prior = prior
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def fit(
+        self,
+        intervals: ChangeIntervals,
+        last_modified: LastModifiedEvidence | None = None,
+        last_modified_reliable: BoolArray | None = None,
+    ) -> ChangeRateEstimator:
+        """Choose and run an estimator for every page; returns self.
+
+        Parameters
+        ----------
+        intervals : ChangeIntervals
+            Change/no-change evidence of all pages.
+        last_modified : LastModifiedEvidence, optional
+            Last-Modified evidence of the same pages.
+        last_modified_reliable : ndarray of bool, shape (n_pages,), optional
+            Which pages' Last-Modified may be used (``assess_last_modified(...).reliable``).
+            Required with ``last_modified``: unchecked dates are never used.
+        """
+        if self.shrink not in ("thin", "always", "never"):
+            raise ValueError(f"shrink must be 'thin', 'always' or 'never', got {self.shrink!r}")
+        n = intervals.n_pages
+        if (last_modified is None) != (last_modified_reliable is None):
+            raise ValueError("give last_modified and last_modified_reliable together")
+
+        changes = intervals.n_changes
+        counts = intervals.n_intervals
+        code = np.full(n, _CODE["none"], dtype=np.int8)
+        rate = np.full(n, np.nan)
+        low = np.full(n, np.nan)
+        high = np.full(n, np.nan)
+
+        has_intervals = counts > 0
+        use_lm = np.zeros(n, dtype=np.bool_)
+        if last_modified is not None and last_modified_reliable is not None:
+            if last_modified.n_pages != n or np.shape(last_modified_reliable) != (n,):
+                raise ValueError(f"Last-Modified evidence must cover the same {n} pages")
+            use_lm = np.asarray(last_modified_reliable, dtype=np.bool_) & (
+                last_modified.intervals > 0
+            )
+            lm_rich = last_modified.changes >= self.min_last_modified_changes
+            if self.shrink == "always":
+                lm_rich[:] = False
+            elif self.shrink == "never":
+                lm_rich[:] = True
+            code[use_lm & lm_rich] = _CODE["last_modified"]
+            code[use_lm & ~lm_rich] = _CODE["last_modified_eb"]
+
+        rich = (changes >= self.min_changes) & (counts - changes >= self.min_unchanged)
+        if self.shrink == "always":
+            rich[:] = False
+        elif self.shrink == "never":
+            rich[:] = True
+        observed = has_intervals & ~use_lm
+        code[observed & rich] = _CODE["poisson_mle"]
+        code[observed & ~rich] = _CODE["poisson_eb"]
+
+        if last_modified is not None and not has_intervals.any():
+            # no change/no-change interval anywhere to fit a prior to: no shrinkage possible
+            code[code == _CODE["last_modified_eb"]] = _CODE["last_modified"]
+
+        prior = self.prior
+        needs_prior = np.isin(code, [_CODE["poisson_eb"], _CODE["last_modified_eb"]]).any()
+        if prior is not None and not hasattr(prior, "mu_"):
+            prior = prior.fit(intervals) if has_intervals.any() else None
+        elif prior is None and has_intervals.any() and needs_prior:
+            prior = LogNormalRatePrior().fit(intervals)
+
+        def fill(name: str, fitted_rate: tuple[FloatArray, FloatArray, FloatArray]) -> None:
+            mask = code == _CODE[name]
+            rate[mask], low[mask], high[mask] = (a for a in fitted_rate)
+
+        for name in ("poisson_mle", "poisson_eb"):
+            pages = np.flatnonzero(code == _CODE[name])
+            if pages.size == 0:
+                continue
+            subset = intervals.take(pages)
+            fitted: PoissonChangeMLE | EmpiricalBayesChangeRate
+            if name == "poisson_mle":
+                fitted = PoissonChangeMLE(
+                    confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
+                ).fit(subset)
+            else:
+                fitted = EmpiricalBayesChangeRate(
+                    prior=prior, confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
+                ).fit(subset)
+            fill(name, (fitted.rate_, fitted.rate_low_, fitted.rate_high_))
+
+        if last_modified is not None:
+            for name in ("last_modified", "last_modified_eb"):
+                mask = code == _CODE[name]
+                if not mask.any():
+                    continue
+                evidence = LastModifiedEvidence(
+                    last_modified.intervals[mask],
+                    last_modified.changes[mask],
+                    last_modified.exposure[mask],
+                    last_modified.age_sum[mask],
+                )
+                lm: ChoLastModifiedRate | EmpiricalBayesLastModifiedRate
+                if name == "last_modified":
+                    lm = ChoLastModifiedRate(confidence=self.confidence).fit(evidence)
+                else:
+                    assert prior is not None  # ensured above
+                    lm = EmpiricalBayesLastModifiedRate(
+                        prior=prior,
+                        confidence=self.confidence,
+                        tol=self.tol,
+                        max_iter=self.max_iter,
+                    ).fit(evidence)
+                fill(name, (lm.rate_, lm.rate_low_, lm.rate_high_))
+
+        self.rate_ = rate
+        self.rate_low_ = low
+        self.rate_high_ = high
+        self.estimator_code_ = code
+        self.estimator_ = pd.Categorical.from_codes(code, categories=pd.Index(ESTIMATORS))
+        self.prior_ = prior
+        self.n_changes_ = changes
+        self.n_intervals_ = counts
+        return self

@@ -1,0 +1,248 @@
+"""Vectorized one-dimensional solvers in the log rate, one root per page, all pages at once.
+
+All are safeguarded Newton iterations (``rtsafe`` in Numerical Recipes): each page keeps a
+bracket ``[lo, hi]`` on which its function changes sign; a Newton step that leaves the bracket
+(or a zero or NaN derivative) is replaced by bisection, so every page converges, quadratically
+once Newton takes over. Pages that have converged drop out; when fewer than half of the pages
+the objective holds are still active, the objective is restricted to them, so later
+iterations cost only what the slow pages need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+from estimators.defaults import LOG_RATE_MAX, LOG_RATE_MIN, SOLVER_MAX_ITER, SOLVER_TOL
+from estimators.likelihood import LogRateObjective
+
+__all__ = [
+    "chi2_level_drop",
+    "log_rate_at_level",
+    "maximize_log_rate",
+    "mode_and_interval",
+    "solve_decreasing",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+#: ``fun(objective, theta, pages) -> (f, df)``: the function whose root is sought and its
+#: derivative at ``theta`` (shape (objective.n_pages,)); ``pages`` are the original indices of
+#: the objective's pages, to pick per-page constants.
+RootFunction = Callable[[LogRateObjective, FloatArray, IntArray], tuple[FloatArray, FloatArray]]
+
+
+def solve_decreasing(
+    objective: LogRateObjective,
+    fun: RootFunction,
+    lo: FloatArray,
+    hi: FloatArray,
+    start: FloatArray,
+    *,
+    tol: float = SOLVER_TOL,
+    max_iter: int = SOLVER_MAX_ITER,
+) -> tuple[FloatArray, int]:
+    """Root per page of a decreasing function with ``f(lo) >= 0 >= f(hi)``.
+
+    Parameters
+    ----------
+    objective : LogRateObjective
+        Passed to ``fun``, restricted to the active pages as they shrink.
+    fun : RootFunction
+        The function and its derivative.
+    lo, hi : ndarray of float, shape (n_pages,)
+        Bracket per page (log rate), finite.
+    start : ndarray of float, shape (n_pages,)
+        First guess; clipped into the bracket.
+    tol : float
+        Stop when a step (or the bracket) is below this.
+    max_iter : int
+        Most iterations; pages not converged by then keep their last iterate.
+
+    Returns
+    -------
+    theta : ndarray of float, shape (n_pages,)
+        The roots.
+    n_iter : int
+        Iterations done.
+    """
+    lo = np.array(lo, dtype=np.float64)
+    hi = np.array(hi, dtype=np.float64)
+    theta = np.clip(np.asarray(start, dtype=np.float64), lo, hi)
+    last_step = hi - lo  # rtsafe: a Newton step must at least halve the step before last
+    obj = objective
+    pages = np.arange(theta.shape[0], dtype=np.intp)  # original index of each page of obj
+    active = np.ones(theta.shape[0], dtype=np.bool_)  # over obj's pages
+    n_iter = 0
+    while n_iter < max_iter and pages.size:
+        n_iter += 1
+        f, df = fun(obj, theta[pages], pages)
+        f, df = f[active], df[active]
+        idx = pages[active]
+        th = theta[idx]
+        lo_i = np.where(f > 0, th, lo[idx])
+        hi_i = np.where(f < 0, th, hi[idx])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = -f / df
+        new = th + step
+        tiny = np.abs(step) <= tol
+        # NaN steps fail both tests; a step onto the bracket's end can cycle, so demand the
+        # open bracket (or a converged step) and a step at most half the one before last
+        newton = (tiny | ((new > lo_i) & (new < hi_i))) & (np.abs(step) <= 0.5 * last_step[idx])
+        new = np.where(newton, new, 0.5 * (lo_i + hi_i))
+        root = f == 0
+        new = np.where(root, th, new)
+        done = root | (newton & tiny) | (hi_i - lo_i <= tol)
+        last_step[idx] = np.abs(new - th)
+        theta[idx] = new
+        lo[idx] = lo_i
+        hi[idx] = hi_i
+        active[np.flatnonzero(active)[done]] = False
+        n_left = int(np.count_nonzero(active))
+        if n_left == 0:
+            break
+        if n_left < pages.size // 2:
+            obj = obj.restrict(active)
+            pages = pages[active]
+            active = np.ones(pages.size, dtype=np.bool_)
+    return theta, n_iter
+
+
+def _gradient_root(
+    obj: LogRateObjective, theta: FloatArray, pages: IntArray
+) -> tuple[FloatArray, FloatArray]:
+    return obj.gradient_hessian(theta)
+
+
+def maximize_log_rate(
+    objective: LogRateObjective,
+    lo: FloatArray,
+    hi: FloatArray,
+    start: FloatArray,
+    *,
+    tol: float = SOLVER_TOL,
+    max_iter: int = SOLVER_MAX_ITER,
+) -> tuple[FloatArray, int]:
+    """Maximizer per page of a concave objective, given a bracket with ``h'(lo) >= 0 >= h'(hi)``.
+
+    Returns the log rates, shape (n_pages,), and the number of iterations.
+    """
+    return solve_decreasing(objective, _gradient_root, lo, hi, start, tol=tol, max_iter=max_iter)
+
+
+def log_rate_at_level(
+    objective: LogRateObjective,
+    mode: FloatArray,
+    level: FloatArray,
+    *,
+    side: int,
+    bound: float,
+    tol: float = SOLVER_TOL,
+    max_iter: int = SOLVER_MAX_ITER,
+) -> tuple[FloatArray, int]:
+    """Where a concave objective falls to ``level`` on one side of its maximum, per page.
+
+    Parameters
+    ----------
+    objective : LogRateObjective
+        Concave in theta, maximal at ``mode``.
+    mode : ndarray of float, shape (n_pages,)
+        Finite maximizer per page.
+    level : ndarray of float, shape (n_pages,)
+        Target value, below the maximum.
+    side : {-1, +1}
+        Search below (-1) or above (+1) the mode.
+    bound : float
+        Farthest log rate searched on that side.
+
+    Returns
+    -------
+    theta : ndarray of float, shape (n_pages,)
+        The crossing; ``bound`` where the objective stays above ``level`` up to ``bound``.
+    n_iter : int
+        Iterations done.
+    """
+    if side not in (-1, 1):
+        raise ValueError("side must be -1 or +1")
+    n = mode.shape[0]
+    edge = np.full(n, float(bound))
+    above_at_edge = objective.value(edge) > level
+    # Start at the end point of the quadratic (Wald) approximation; from there, Newton on a
+    # concave function approaches the crossing monotonically from outside.
+    _, hess = objective.gradient_hessian(mode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        drop = objective.value(mode) - level
+        half_width = np.sqrt(2.0 * drop / np.maximum(-hess, 1e-300))
+    start = mode + side * np.where(np.isfinite(half_width), half_width, 1.0)
+
+    def crossing(
+        obj: LogRateObjective, theta: FloatArray, pages: IntArray
+    ) -> tuple[FloatArray, FloatArray]:
+        value, grad = obj.value_gradient(theta)
+        # on the right the objective decreases through the level; on the left, negate it
+        return side * (value - level[pages]), side * grad
+
+    if side > 0:
+        lo, hi = mode, np.maximum(edge, mode)
+    else:
+        lo, hi = np.minimum(edge, mode), mode
+    theta, n_iter = solve_decreasing(objective, crossing, lo, hi, start, tol=tol, max_iter=max_iter)
+    theta[above_at_edge] = bound
+    return theta, n_iter
+
+
+def chi2_level_drop(confidence: float) -> float:
+    """Drop of a log-likelihood from its maximum that bounds a ``confidence`` interval.
+
+    Wilks: ``2 (l(theta_hat) - l(theta))`` is asymptotically chi-squared with one degree of
+    freedom, so the interval is where the drop is at most half its ``confidence`` quantile
+    (1.92 for 95 %).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return 0.5 * float(stats.chi2.ppf(confidence, 1))
+
+
+def mode_and_interval(
+    objective: LogRateObjective,
+    lo: FloatArray,
+    hi: FloatArray,
+    start: FloatArray,
+    *,
+    confidence: float,
+    tol: float = SOLVER_TOL,
+    max_iter: int = SOLVER_MAX_ITER,
+) -> tuple[FloatArray, FloatArray, FloatArray, int]:
+    """Maximizer of a concave objective and the likelihood-ratio interval around it, per page.
+
+    Parameters
+    ----------
+    objective : LogRateObjective
+        Concave in the log rate, with a finite maximizer in ``[lo, hi]`` for every page.
+    lo, hi, start : ndarray of float, shape (n_pages,)
+        Bracket of the maximizer (``h'(lo) >= 0 >= h'(hi)``) and first guess.
+    confidence : float
+        The interval is where the objective is within :func:`chi2_level_drop` of its maximum.
+
+    Returns
+    -------
+    theta, theta_low, theta_high : ndarray of float, shape (n_pages,)
+        Log rates; an end that would pass the search range is ``-inf`` or ``+inf``.
+    n_iter : int
+        Iterations of the slowest of the three solves.
+    """
+    theta, it_mode = maximize_log_rate(objective, lo, hi, start, tol=tol, max_iter=max_iter)
+    level = objective.value(theta) - chi2_level_drop(confidence)
+    low, it_low = log_rate_at_level(
+        objective, theta, level, side=-1, bound=LOG_RATE_MIN, tol=tol, max_iter=max_iter
+    )
+    high, it_high = log_rate_at_level(
+        objective, theta, level, side=+1, bound=LOG_RATE_MAX, tol=tol, max_iter=max_iter
+    )
+    low[low <= LOG_RATE_MIN] = -np.inf
+    high[high >= LOG_RATE_MAX] = np.inf
+    return theta, low, high, max(it_mode, it_low, it_high)
