@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, ParamSpec, TextIO, TypeVar
+from typing import Annotated, Any, ParamSpec, TextIO, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,7 +32,12 @@ from crawler.seeds import RejectedURL, SeedReader
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from planner.config import SETTINGS, Settings, load_settings
+from planner.crawl_instance import CrawlInstance
 from planner.errors import USER_ERRORS, InputFileError
+from planner.paper_instances import paper_instance
+from planner.plan_solver import PlanSolver
+from planner.solution_mapping import solution_mapping
+from planner.strategies import strategy_weights, weights_from_mapping
 from scenarios.ground_truth import score_change_detection, smallest_gaps
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest, WebServer
@@ -504,6 +509,106 @@ def _served_and_observed(
         if row.url in by_url:
             observed.setdefault(by_url[row.url], []).append(row.changed)
     return served, observed
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputFileError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path} is a directory; pass a JSON file") from None
+    except json.JSONDecodeError as error:
+        raise InputFileError(
+            f"{path} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputFileError(f"cannot read {path}: {error}") from None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
+
+
+@app.command()
+@user_errors
+def solve(
+    instance_file: Annotated[
+        Path | None,
+        typer.Argument(help="Instance JSON (see docs/model.md for the keys).", show_default=False),
+    ] = None,
+    out_file: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the solution JSON.")
+    ] = Path("solution.json"),
+    strategy: Annotated[
+        int, typer.Option("--strategy", "-s", min=1, max=3, help="The paper's strategy 1, 2 or 3.")
+    ] = 3,
+    paper: Annotated[
+        int | None,
+        typer.Option(
+            "--paper",
+            min=1,
+            max=3,
+            help="Solve the paper's instance v1, v2 or v3 instead.",
+            show_default=False,
+        ),
+    ] = None,
+    periods: Annotated[
+        int | None,
+        typer.Option(
+            "--periods", min=1, help="With --paper: periods T (default 14).", show_default=False
+        ),
+    ] = None,
+    starts: Annotated[
+        int, typer.Option("--starts", min=1, help="Solve from this many starting points.")
+    ] = 1,
+    write_instance: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-instance", help="Also write the instance solved (JSON).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Solve the WebFountain plan for one instance: per-period quotas per change-rate bucket.
+
+    Exit code 0 when the solver found an optimal (or acceptable) plan, 1 when it did not
+    (the solution file still says why).
+    """
+    if (instance_file is None) == (paper is None):
+        raise _fail("pass an instance file or --paper 1|2|3 (one of them)")
+    if paper is not None:
+        instance = paper_instance(paper, **({"periods": periods} if periods else {}))
+        weights = strategy_weights(strategy, instance.buckets, instance.periods)
+        source = f"paper instance v{paper}"
+    else:
+        assert instance_file is not None
+        data = _read_json(instance_file)
+        if not isinstance(data, dict):
+            raise InputFileError(f"{instance_file}: expected a JSON object with instance keys")
+        instance = CrawlInstance.from_mapping(data)
+        weights = weights_from_mapping(data, instance, strategy)
+        source = str(instance_file)
+    if write_instance is not None:
+        _write_json(write_instance, instance.to_mapping())
+    err.print(
+        f"solving {source}: B = {instance.buckets} buckets, T = {instance.periods} periods, "
+        f"{weights.label} ...",
+        markup=False,
+    )
+    solution = PlanSolver(instance, weights).solve(starts=starts)
+    _write_json(out_file, solution_mapping(instance, solution))
+    out.print(
+        f"{solution.status.value}: objective {solution.objective:.6g} after "
+        f"{solution.iterations} iterations (build {solution.build_seconds:.1f} s, solve "
+        f"{solution.solve_seconds:.1f} s); written to {out_file}",
+        markup=False,
+    )
+    if not solution.status.ok:
+        err.print(f"error: the solver did not find a plan: {solution.message}", markup=False)
+        raise typer.Exit(1)
 
 
 @app.command("config")

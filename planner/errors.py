@@ -9,11 +9,13 @@ with exit code 2, never a traceback::
     └── InputFileError                    an input file that is missing or unreadable
     store.errors.StoreError               the database: URL, reachability, schema, leases, plans
     crawler.urls.InvalidURLError          a URL that cannot be crawled (ValueError)
+    planner.crawl_instance.InstanceError  a plan instance with a missing or bad key
 """
 
 from __future__ import annotations
 
 from crawler.urls import InvalidURLError
+from planner.crawl_instance import InstanceError
 from store.errors import StoreError
 
 __all__ = ["USER_ERRORS", "ConfigError", "CrawlplanError", "InputFileError"]
@@ -31,4 +33,9 @@ class InputFileError(CrawlplanError):
     """An input file is missing, unreadable or not in a format crawlplan reads."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (CrawlplanError, StoreError, InvalidURLError)
+USER_ERRORS: tuple[type[Exception], ...] = (
+    CrawlplanError,
+    StoreError,
+    InvalidURLError,
+    InstanceError,
+)
