@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TextIO, TypeVar
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.live import Live
@@ -31,6 +32,7 @@ from sqlalchemy import select
 from crawler.seeds import RejectedURL, SeedReader
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
+from estimators.fetch_table import estimate_fetch_table
 from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
 from planner.errors import USER_ERRORS, InputFileError
@@ -51,6 +53,7 @@ from store import (
 )
 from store.database import Database
 from store.models import OBSERVATIONS, PAGES
+from store.types import utcnow
 
 __all__ = ["app", "main"]
 
@@ -608,6 +611,88 @@ def solve(
     )
     if not solution.status.ok:
         err.print(f"error: the solver did not find a plan: {solution.message}", markup=False)
+        raise typer.Exit(1)
+
+
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    if suffix not in _TABLE_SUFFIXES:
+        raise InputFileError(f"{path}: expected a .csv or .parquet file")
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path, dtype=str, skipinitialspace=True)
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{path} does not exist") from None
+    except (OSError, ValueError, pd.errors.ParserError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputFileError(f"cannot read {path}: {first}") from None
+
+
+def _write_table(table: pd.DataFrame, path: Path) -> None:
+    suffix = path.suffix.lower()
+    if suffix not in _TABLE_SUFFIXES:
+        raise InputFileError(f"{path}: the output must end in .csv or .parquet")
+    try:
+        if suffix == ".csv":
+            table.to_csv(path, index=False)
+        else:
+            table.to_parquet(path, index=False)
+    except OSError as error:
+        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
+
+
+@app.command()
+@user_errors
+def estimate(
+    observations: Annotated[
+        Path,
+        typer.Option(
+            "--observations",
+            "-i",
+            help="CSV or Parquet, one row per fetch: page, fetched_at (ISO-8601 or days), "
+            "changed (1/0, empty on a page's first fetch), optional last_modified, host.",
+            show_default=False,
+        ),
+    ],
+    out_file: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="CSV or Parquet, one row per page.", show_default=False),
+    ],
+) -> None:
+    """Estimate each page's change rate (per day), its interval, estimator and bucket.
+
+    Bad rows are reported with their line numbers and the rest is estimated; the exit code
+    is then 1.
+    """
+    table = _read_table(observations)
+    missing = [c for c in ("page", "fetched_at", "changed") if c not in table.columns]
+    if missing:
+        raise InputFileError(
+            f"{observations}: missing column(s) {', '.join(missing)}; "
+            "expected page, fetched_at, changed and optionally last_modified, host"
+        )
+    first_line = 2 if observations.suffix.lower() == ".csv" else 1
+    result = estimate_fetch_table(table, now=utcnow(), first_line=first_line)
+    _write_table(result.rates, out_file)
+    counts = result.rates["estimator"].value_counts().to_dict()
+    out.print(
+        f"estimated {len(result.rates):,} pages from {len(table):,} fetches "
+        f"({', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))}); "
+        f"written to {out_file}",
+        markup=False,
+    )
+    for problem in result.problems:
+        err.print(f"  {problem.message}", markup=False)
+    if result.problems:
+        err.print(
+            f"error: {len(result.problems)} kind(s) of bad rows in {observations} "
+            "(listed above); the other rows were estimated",
+            markup=False,
+        )
         raise typer.Exit(1)
 
 

@@ -148,3 +148,52 @@ def test_config_shows_where_values_come_from(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert "sqlite:///file.db" in proc.stdout and "crawlplan.toml" in proc.stdout
     assert "$CRAWLPLAN_LEASE_MAX_URLS" in proc.stdout
+
+
+def test_estimate_reports_bad_rows_and_estimates_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "obs.csv").write_text(
+        "page,fetched_at,changed\n"
+        "http://a.test/1,2026-01-01T00:00:00Z,\n"
+        "http://a.test/1,2026-01-02T00:00:00Z,1\n"
+        "http://a.test/1,2026-01-03T00:00:00Z,0\n"
+        "http://a.test/2,0,\n"
+        "http://a.test/2,1.5,maybe\n"
+    )
+    proc = run("estimate", "-i", "obs.csv", "-o", "rates.csv", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "line 6: changed must be 1, 0 or empty, got 'maybe'" in proc.stderr
+    rates = (tmp_path / "rates.csv").read_text().splitlines()
+    assert rates[0] == "page,rate,rate_low,rate_high,estimator,fetches,bucket"
+    assert len(rates) == 3
+    (tmp_path / "cols.csv").write_text("page,when\nx,1\n")
+    assert_one_line_error(
+        run("estimate", "-i", "cols.csv", "-o", "r.csv", cwd=tmp_path), "missing column"
+    )
+
+
+def test_solve_writes_integer_quotas_and_names_bad_keys(tmp_path: Path) -> None:
+    instance = {
+        "periods": 3,
+        "buckets": 2,
+        "b0": [100, 300],
+        "y0": [10, 30],
+        "n0": 20,
+        "change_rate": [0.5, 0.02],
+        "capacity": [120, 120, 120],
+        "crawl_cost": 1.0,
+        "new_crawl_cost": 1.0,
+        "oldnwt": 0.1,
+        "newnwt": 0.1,
+        "nconst": 5,
+    }
+    (tmp_path / "inst.json").write_text(json.dumps(instance))
+    proc = run("solve", "inst.json", "--out", "sol.json", "--strategy", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    solution = json.loads((tmp_path / "sol.json").read_text())
+    assert solution["status"] == "optimal"
+    quota = solution["quota"]
+    for t in range(3):
+        assert sum(row[t] for row in quota) + solution["new_quota"][t] <= 120
+    del instance["b0"]
+    (tmp_path / "bad.json").write_text(json.dumps(instance))
+    assert_one_line_error(run("solve", "bad.json", cwd=tmp_path), "b0")
