@@ -2,6 +2,7 @@
 #   make demo   set up .venv and run the main job on the embedded default (SQLite)
 #   make test   set up .venv and run lint, type checks and the whole test suite
 #   make bench  performance figures, each beside a baseline measured in the same run
+#               (make bench-solver: the NLP's, which takes about 40 minutes)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -9,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint types unit bench clean
+.PHONY: setup demo test lint types unit bench bench-solver clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "crawlplan needs Python >= 3.11"'
@@ -39,6 +40,11 @@ demo: setup
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_store.py
 	$(BIN)/python tests/benchmarks/bench_crawl.py
+	$(BIN)/python tests/benchmarks/bench_estimators.py
+
+# The solver benchmark runs the plain formulation beside the planner's: about 40 minutes.
+bench-solver: setup
+	$(BIN)/python tests/benchmarks/bench_solver.py --runs 1
 
 clean:
 	rm -rf $(VENV) demo-out bench-results .mypy_cache .ruff_cache .pytest_cache
