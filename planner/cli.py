@@ -37,6 +37,7 @@ from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
 from planner.errors import USER_ERRORS, InputFileError
 from planner.paper_instances import paper_instance
+from planner.pipeline import estimate_from_store
 from planner.plan_solver import PlanSolver
 from planner.solution_mapping import solution_mapping
 from planner.strategies import strategy_weights, weights_from_mapping
@@ -649,25 +650,43 @@ def _write_table(table: pd.DataFrame, path: Path) -> None:
 @user_errors
 def estimate(
     observations: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--observations",
             "-i",
             help="CSV or Parquet, one row per fetch: page, fetched_at (ISO-8601 or days), "
-            "changed (1/0, empty on a page's first fetch), optional last_modified, host.",
+            "changed (1/0, empty on a page's first fetch), optional last_modified, host. "
+            "Without it, every page of the store is re-estimated from its observations.",
             show_default=False,
         ),
-    ],
+    ] = None,
     out_file: Annotated[
-        Path,
+        Path | None,
         typer.Option("--out", "-o", help="CSV or Parquet, one row per page.", show_default=False),
-    ],
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Estimate each page's change rate (per day), its interval, estimator and bucket.
 
-    Bad rows are reported with their line numbers and the rest is estimated; the exit code
-    is then 1.
+    With --observations and --out: file in, file out; bad rows are reported with their line
+    numbers and the rest is estimated (exit code 1). Without them: the store's pages are
+    re-estimated from their observations, in chunks, and the estimates written back.
     """
+    if observations is None:
+        if out_file is not None:
+            raise _fail("--out needs --observations; without them the store is estimated")
+        database = _open_checked(_settings(db, config))
+        summary = estimate_from_store(database)
+        out.print(
+            f"estimated {summary.pages:,} pages from {summary.fetches:,} fetches "
+            f"({', '.join(f'{k} {v:,}' for k, v in sorted(summary.by_estimator.items()))}); "
+            f"rates and buckets written to {database.display_url}",
+            markup=False,
+        )
+        return
+    if out_file is None:
+        raise _fail("--observations needs --out FILE (.csv or .parquet)")
     table = _read_table(observations)
     missing = [c for c in ("page", "fetched_at", "changed") if c not in table.columns]
     if missing:

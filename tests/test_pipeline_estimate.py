@@ -1,0 +1,54 @@
+"""Estimating from the store: evidence streamed in chunks, estimates written back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+from sqlalchemy import select
+
+from estimators.buckets import BucketScale
+from planner.pipeline import estimate_from_store
+from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
+from store.models import Page
+from tests.conftest import T0, orm_all
+
+
+def _crawl_history(db: Database, pages: int, visits: int, changes_every: dict[int, int]) -> None:
+    """Fetch every page daily; page k changes on every ``changes_every[k]``-th visit."""
+    add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in range(pages)], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=pages, max_urls_per_host=pages))
+    for day in range(visits):
+        now = T0 + timedelta(days=day, minutes=1)
+        (lease,) = queue.lease("w", now=now)
+        results = []
+        for leased in lease.pages:
+            k = int(leased.url.rsplit("p", 1)[1])
+            every = changes_every.get(k, 0)
+            changed = None if day == 0 else bool(every and day % every == 0)
+            results.append(
+                FetchResult(
+                    leased.page_id,
+                    now,
+                    "ok",
+                    200,
+                    changed=changed,
+                    next_due_at=now + timedelta(days=1) - timedelta(minutes=2),
+                )
+            )
+        queue.finish(lease.lease_id, results, now=now)
+
+
+def test_estimates_are_written_back_chunk_by_chunk(db: Database) -> None:
+    changes_every = {0: 1, 1: 2, 2: 5, 3: 0}  # daily, every other day, every 5th, never
+    _crawl_history(db, pages=5, visits=11, changes_every=changes_every)
+    summary = estimate_from_store(db, chunk_pages=2)  # three chunks
+    assert summary.pages == 5 and summary.fetches == 55
+    pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
+    rates = np.array([pages[k].rate for k in range(4)])
+    assert np.all(np.diff(rates) < 0)  # more changes seen, higher rate
+    for page in pages.values():
+        assert page.rate_low <= page.rate <= page.rate_high
+        assert page.estimator and page.estimated_at is not None
+        expected = BucketScale().assign(np.array([page.rate]))[0]
+        assert page.bucket == expected > 0
