@@ -13,4 +13,14 @@ objects and call them; they hold no planning logic of their own.
 from __future__ import annotations
 
 #: Modules of the service edge; every other ``planner`` module is core (tests enforce this).
-EDGE_MODULES = frozenset({"planner.__main__", "planner.cli", "planner.config", "planner.errors"})
+EDGE_MODULES = frozenset(
+    {
+        "planner.__main__",
+        "planner.cli",
+        "planner.config",
+        "planner.demo",
+        "planner.errors",
+        "planner.files",
+        "planner.pipeline",
+    }
+)

@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TextIO, TypeVar
+from typing import Annotated, ParamSpec, TextIO, TypeVar
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.live import Live
@@ -27,23 +26,20 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import select
 
 from crawler.seeds import RejectedURL, SeedReader
-from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from estimators.fetch_table import estimate_fetch_table
 from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
+from planner.demo import DemoSettings, progress_line, run_demo
 from planner.errors import USER_ERRORS, InputFileError
+from planner.files import open_text_input, read_json, read_table, write_json, write_table
 from planner.paper_instances import paper_instance
 from planner.pipeline import estimate_from_store
 from planner.plan_solver import PlanSolver
 from planner.solution_mapping import solution_mapping
 from planner.strategies import strategy_weights, weights_from_mapping
-from scenarios.ground_truth import score_change_detection, smallest_gaps
-from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
-from scenarios.web_server import LoggedRequest, WebServer
 from store import (
     LeaseQueue,
     add_pages,
@@ -53,7 +49,6 @@ from store import (
     upgrade_schema,
 )
 from store.database import Database
-from store.models import OBSERVATIONS, PAGES
 from store.types import utcnow
 
 __all__ = ["app", "main"]
@@ -147,19 +142,6 @@ def _located(label: str, lines: Iterable[str]) -> Iterator[tuple[str, str]]:
         yield f"{label} {number}", line
 
 
-def _open_seed_file(stack: ExitStack, path: Path) -> TextIO:
-    if str(path) == "-":
-        return sys.stdin
-    try:
-        return stack.enter_context(path.open(encoding="utf-8", errors="replace"))
-    except FileNotFoundError:
-        raise InputFileError(f"seed file {path} does not exist") from None
-    except IsADirectoryError:
-        raise InputFileError(f"seed file {path} is a directory; pass a file") from None
-    except OSError as error:
-        raise InputFileError(f"cannot read seed file {path}: {error.strerror}") from None
-
-
 @app.command()
 @user_errors
 def seed(
@@ -211,7 +193,7 @@ def seed(
         reader = SeedReader(on_reject=on_reject)
         lines = _located("argument", urls or [])
         if file is not None:
-            lines = itertools.chain(lines, _located("line", _open_seed_file(stack, file)))
+            lines = itertools.chain(lines, _located("line", open_text_input(stack, file)))
         progress = stack.enter_context(
             Progress(
                 TextColumn("seeding"),
@@ -294,15 +276,6 @@ def status(
         )
 
 
-def _progress_line(stats: CrawlStats) -> str:
-    return (
-        f"fetched {stats.fetched:,} ({stats.pages_per_second():.1f} pages/s), "
-        f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
-        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,}, "
-        f"hosts active {stats.active_hosts}"
-    )
-
-
 def _crawl_with_progress(
     database: Database,
     settings: Settings,
@@ -341,7 +314,7 @@ def _crawl_with_progress(
             while runner.is_alive():
                 runner.join(timeout=0.5)
                 if err.is_terminal:
-                    live.update(Text(_progress_line(stats)), refresh=True)
+                    live.update(Text(progress_line(stats)), refresh=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -391,7 +364,7 @@ def crawl(
         until_idle=until_idle,
         seconds=seconds,
     )
-    out.print(_progress_line(stats).replace(", hosts active 0", ""))
+    out.print(progress_line(stats).replace(", hosts active 0", ""))
 
 
 @app.command()
@@ -415,126 +388,11 @@ def demo(
     every --revisit seconds, and scores politeness and change detection against the server's
     own log and the web's ground truth.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "crawlplan.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    url = f"sqlite:///{path}"
-    database = open_database(url, create=True)
-    upgrade_schema(database)
-    settings = load_settings(
-        {
-            "store.db": url,
-            "crawl.min_delay": 0.05,
-            "lease.revisit_after_days": revisit / 86_400,
-        },
-        environ={},
+    run_demo(
+        DemoSettings(directory, hosts, pages, seconds, revisit, workers),
+        crawl=_crawl_with_progress,
+        say=lambda line: out.print(line, markup=False),
     )
-    # A mixed web: most hosts honest; some lie about Last-Modified or send no ETag (change
-    # detection must then rest on content signatures), one sheds load with 503 + Retry-After.
-    behaviors = {
-        1: HostBehavior(last_modified="now", etag=False),
-        2: HostBehavior(last_modified="static", etag=False),
-        3: HostBehavior(error_rate=0.05, retry_after=1.0),
-        4: HostBehavior(robots="User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"),
-    }
-    web = SyntheticWeb(
-        WebConfig(
-            hosts=hosts,
-            pages_per_host=pages,
-            rate_low=1e-3,
-            rate_high=0.5,
-            seed=7,
-            behaviors={h: b for h, b in behaviors.items() if h < hosts},
-        )
-    )
-    with WebServer(web, seed=7) as server:
-        out.print(
-            f"synthetic web: {hosts} hosts x {pages} pages on 127.0.0.1 (one port per host), "
-            "change rates 0.001-0.5 per second"
-        )
-        seeds = [normalize_url(o + "/s0/p0.html") for o in server.origins]
-        add_pages(database, [(u, origin_of(u)) for u in seeds])
-        out.print(f"store: {database.display_url}; seeded {len(seeds)} home pages")
-        crawl_settings = settings.crawl_settings(allow_private=True)
-        stats = _crawl_with_progress(
-            database,
-            settings,
-            crawl_settings,
-            workers=workers,
-            until_idle=False,
-            seconds=seconds,
-        )
-        out.print("crawl: " + _progress_line(stats).replace(", hosts active 0", ""))
-        with server.lock:
-            log = list(server.log)
-    times_by_host: dict[int, list[float]] = {}
-    for r in log:
-        times_by_host.setdefault(r.host, []).append(r.t)
-    gaps = smallest_gaps(times_by_host)
-    out.print(
-        f"politeness (server's own log): {len(log):,} requests; smallest gap between two "
-        f"requests to one host {min(gaps.values()):.3f} s "
-        f"(configured minimum {crawl_settings.politeness.min_delay:g} s)"
-    )
-    score = score_change_detection(web, *_served_and_observed(database, server, log))
-    out.print(
-        f"change detection vs ground truth: {score.revisits:,} revisits, "
-        f"{score.real_changes:,} real changes, {score.detected:,} detected, "
-        f"{score.missed:,} missed, {score.false_alarms:,} false alarms "
-        "(every page shows a new timestamp and visitor number on each visit)"
-    )
-    st = read_status(database)
-    out.print(
-        f"store: {st.pages:,} pages on {st.hosts:,} hosts, {st.observations:,} observations; "
-        + ", ".join(f"{k} {v:,}" for k, v in sorted(st.by_status.items()))
-    )
-
-
-def _served_and_observed(
-    database: Database, server: WebServer, log: list[LoggedRequest]
-) -> tuple[dict[int, list[float]], dict[int, list[bool | None]]]:
-    """Per synthetic page: when the server served it, and what the crawler flagged."""
-    served: dict[int, list[float]] = {}
-    for r in log:
-        page = server.web.page_at(r.host, r.path)
-        if page is not None and r.status in (200, 304):
-            served.setdefault(page, []).append(r.t)
-    by_url = {server.url(p): p for p in range(server.web.n_pages)}
-    observed: dict[int, list[bool | None]] = {}
-    with database.read() as conn:
-        rows = conn.execute(
-            select(PAGES.c.url, OBSERVATIONS.c.changed)
-            .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
-            .where(OBSERVATIONS.c.http_status.in_((200, 304)))
-            .order_by(OBSERVATIONS.c.page_id, OBSERVATIONS.c.fetched_at)
-        ).all()
-    for row in rows:
-        if row.url in by_url:
-            observed.setdefault(by_url[row.url], []).append(row.changed)
-    return served, observed
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputFileError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise InputFileError(f"{path} is a directory; pass a JSON file") from None
-    except json.JSONDecodeError as error:
-        raise InputFileError(
-            f"{path} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputFileError(f"cannot read {path}: {error}") from None
-
-
-def _write_json(path: Path, data: Any) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
 
 
 @app.command()
@@ -589,21 +447,21 @@ def solve(
         source = f"paper instance v{paper}"
     else:
         assert instance_file is not None
-        data = _read_json(instance_file)
+        data = read_json(instance_file)
         if not isinstance(data, dict):
             raise InputFileError(f"{instance_file}: expected a JSON object with instance keys")
         instance = CrawlInstance.from_mapping(data)
         weights = weights_from_mapping(data, instance, strategy)
         source = str(instance_file)
     if write_instance is not None:
-        _write_json(write_instance, instance.to_mapping())
+        write_json(write_instance, instance.to_mapping())
     err.print(
         f"solving {source}: B = {instance.buckets} buckets, T = {instance.periods} periods, "
         f"{weights.label} ...",
         markup=False,
     )
     solution = PlanSolver(instance, weights).solve(starts=starts)
-    _write_json(out_file, solution_mapping(instance, solution))
+    write_json(out_file, solution_mapping(instance, solution))
     out.print(
         f"{solution.status.value}: objective {solution.objective:.6g} after "
         f"{solution.iterations} iterations (build {solution.build_seconds:.1f} s, solve "
@@ -613,37 +471,6 @@ def solve(
     if not solution.status.ok:
         err.print(f"error: the solver did not find a plan: {solution.message}", markup=False)
         raise typer.Exit(1)
-
-
-_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
-
-
-def _read_table(path: Path) -> pd.DataFrame:
-    suffix = path.suffix.lower()
-    if suffix not in _TABLE_SUFFIXES:
-        raise InputFileError(f"{path}: expected a .csv or .parquet file")
-    try:
-        if suffix == ".csv":
-            return pd.read_csv(path, dtype=str, skipinitialspace=True)
-        return pd.read_parquet(path)
-    except FileNotFoundError:
-        raise InputFileError(f"{path} does not exist") from None
-    except (OSError, ValueError, pd.errors.ParserError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputFileError(f"cannot read {path}: {first}") from None
-
-
-def _write_table(table: pd.DataFrame, path: Path) -> None:
-    suffix = path.suffix.lower()
-    if suffix not in _TABLE_SUFFIXES:
-        raise InputFileError(f"{path}: the output must end in .csv or .parquet")
-    try:
-        if suffix == ".csv":
-            table.to_csv(path, index=False)
-        else:
-            table.to_parquet(path, index=False)
-    except OSError as error:
-        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
 
 
 @app.command()
@@ -687,7 +514,7 @@ def estimate(
         return
     if out_file is None:
         raise _fail("--observations needs --out FILE (.csv or .parquet)")
-    table = _read_table(observations)
+    table = read_table(observations)
     missing = [c for c in ("page", "fetched_at", "changed") if c not in table.columns]
     if missing:
         raise InputFileError(
@@ -696,7 +523,7 @@ def estimate(
         )
     first_line = 2 if observations.suffix.lower() == ".csv" else 1
     result = estimate_fetch_table(table, now=utcnow(), first_line=first_line)
-    _write_table(result.rates, out_file)
+    write_table(result.rates, out_file)
     counts = result.rates["estimator"].value_counts().to_dict()
     out.print(
         f"estimated {len(result.rates):,} pages from {len(table):,} fetches "
