@@ -1,7 +1,8 @@
 """Crawler workers: lease hosts from the store, fetch their pages politely, report, repeat.
 
-One :class:`CrawlWorker` runs in one thread with its own HTTP session; :func:`run_crawl`
-starts a pool of them. For each lease (one host, some of its due pages) a worker:
+One :class:`CrawlWorker` runs in one thread and crawls the hosts it leases each in a thread
+of its own, with an HTTP session per host; :func:`run_crawl` starts a pool of workers. For
+each lease (one host, some of its due pages) a worker:
 
 1. makes sure it has the host's robots.txt (fetched again when the stored copy expired);
    unreachable robots.txt (5xx) means the host is not crawled for now (RFC 9309);
@@ -25,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -143,24 +145,20 @@ class CrawlWorker:
         self.stop = stop
         self.stats = stats
         self.clock = clock
-        self.fetcher = Fetcher(settings.limits, user_agent=settings.user_agent, clock=clock)
 
     def run(self, *, until_idle: bool = False, deadline: float | None = None) -> None:
         """Lease and crawl until stopped, past ``deadline`` (monotonic), or, with
         ``until_idle``, until nothing is due or leased anywhere."""
-        try:
-            while not self.stop.is_set():
-                if deadline is not None and time.monotonic() >= deadline:
+        while not self.stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
+            if not leases:
+                if until_idle and self._idle():
                     return
-                leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
-                if not leases:
-                    if until_idle and self._idle():
-                        return
-                    self.stop.wait(self.settings.idle_sleep)
-                    continue
-                self.crawl_batch(leases)
-        finally:
-            self.fetcher.close()
+                self.stop.wait(self.settings.idle_sleep)
+                continue
+            self.crawl_batch(leases)
 
     def _idle(self) -> bool:
         return not work_remaining(self.db)
@@ -171,30 +169,35 @@ class CrawlWorker:
         self.crawl_batch([lease])
 
     def crawl_batch(self, leases: list[Lease]) -> None:
-        """Crawl several hosts at once, each at its own polite pace.
+        """Crawl several hosts at once, each in a thread of its own at its own polite pace.
 
-        The worker always serves the host whose next request is due soonest, so the delay
-        one host asks for is spent fetching from the others. A host is reported and handed
-        back as soon as its pages are done; on stop, what was fetched is reported and the
-        rest given back.
+        A host's thread sleeps through the delay its host asks for while the others fetch,
+        and a slow host holds up only its own thread. Each host gets its own HTTP session, so
+        connections are reused per host. A host is reported and handed back as soon as its
+        pages are done; on stop, what was fetched is reported and the rest given back.
         """
-        active = [self._start(lease) for lease in leases]
-        self.stats.add(leases=len(active), active_hosts=len(active))
+        self.stats.add(leases=len(leases), active_hosts=len(leases))
+        if len(leases) == 1:
+            self._crawl_host(leases[0])
+            return
+        with ThreadPoolExecutor(len(leases), thread_name_prefix=f"{self.name}-host") as pool:
+            for _ in pool.map(self._crawl_host, leases):
+                pass
+
+    def _crawl_host(self, lease: Lease) -> None:
+        s = self.settings
+        fetcher = Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)
+        crawl = self._start(lease)
         try:
-            while active and not self.stop.is_set():
-                crawl = min(active, key=lambda c: c.next_request)
+            while not crawl.done and not self.stop.is_set():
                 wait = crawl.next_request - time.monotonic()
                 if wait > 0 and self.stop.wait(wait):
                     break
-                self._step(crawl)
-                if crawl.done:
-                    active.remove(crawl)
-                    self._finish(crawl)
-                    self.stats.add(active_hosts=-1)
+                self._step(crawl, fetcher)
         finally:
-            for crawl in active:
-                self._finish(crawl)
-                self.stats.add(active_hosts=-1)
+            fetcher.close()
+            self._finish(crawl)
+            self.stats.add(active_hosts=-1)
 
     def _start(self, lease: Lease) -> _HostCrawl:
         now = time.monotonic()
@@ -216,14 +219,14 @@ class CrawlWorker:
         )
         return None if rules.expired(self.clock()) else rules
 
-    def _step(self, crawl: _HostCrawl) -> None:
+    def _step(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
         """One request to the host: its robots.txt when needed, else its next page."""
         s = self.settings
         if time.monotonic() >= crawl.renew_at:
             self.queue.renew(crawl.lease.lease_id)
             crawl.renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
         if crawl.rules is None:
-            outcome = self.fetcher.fetch(robots_url(crawl.lease.origin))
+            outcome = fetcher.fetch(robots_url(crawl.lease.origin))
             rules = RobotsRules.from_response(outcome.status, outcome.body, outcome.started_at)
             crawl.rules = rules
             crawl.host = replace(
@@ -258,7 +261,7 @@ class CrawlWorker:
         else:
             crawl.done = True
             return
-        outcome = self.fetcher.fetch(
+        outcome = fetcher.fetch(
             page.url,
             etag=page.etag,
             last_modified=page.last_modified if s.if_modified_since else None,

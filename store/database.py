@@ -186,10 +186,13 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
                 )
         if path is None:
             kwargs["poolclass"] = StaticPool  # one in-memory database, shared by the pool
+        else:
+            kwargs.update(pool_size=8, max_overflow=32)  # a thread per leased host
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine)
     else:
-        kwargs.update(pool_pre_ping=True, pool_size=4, max_overflow=4)
+        # Crawler workers run a thread per leased host; their reports are short transactions.
+        kwargs.update(pool_pre_ping=True, pool_size=8, max_overflow=16)
         kwargs["connect_args"] = {"connect_timeout": 10, "application_name": "crawlplan"}
         engine = create_engine(url, **kwargs)
     try:

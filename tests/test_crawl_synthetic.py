@@ -209,3 +209,36 @@ def test_non_html_and_malformed_pages(crawl: Crawl) -> None:
     assert image.http_status == 200 and image.signature is None
     (broken,) = _observations(crawl, origin + "/malformed.html")[:1]
     assert broken.http_status == 200 and broken.signature is not None
+
+
+def test_a_slow_host_does_not_stall_the_others(tmp_path: Path) -> None:
+    web = SyntheticWeb(
+        WebConfig(
+            hosts=2,
+            pages_per_host=6,
+            links_per_page=3,
+            behaviors={1: HostBehavior(robots=None, latency=0.6)},
+            seed=5,
+        )
+    )
+    db = open_database(f"sqlite:///{tmp_path / 'slow.db'}", create=True)
+    upgrade_schema(db)
+    with WebServer(web) as server:
+        # Every page known up front, so both hosts are leased to the one worker together.
+        add_pages(db, [(server.url(p), origin_of(server.url(p))) for p in range(web.n_pages)])
+        policy = LeasePolicy(max_urls=40, max_urls_per_host=40, max_hosts=2)
+        run_crawl(
+            db,
+            lambda: LeaseQueue(db, policy),
+            _settings(),
+            workers=1,
+            until_idle=True,
+            seconds=20,
+        )
+        fast = [r.t for r in server.requests_to(0) if r.path.startswith("/s")]
+        slow = [r.t for r in server.requests_to(1) if r.path.startswith("/s")]
+    db.dispose()
+    assert len(fast) >= 6 and len(slow) >= 6
+    # The fast host's pages were done long before the slow host's, at the fast host's pace.
+    assert max(fast[:6]) < sorted(slow)[3]
+    assert max(b - a for a, b in itertools.pairwise(fast[:6])) < 0.5
