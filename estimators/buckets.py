@@ -14,6 +14,7 @@ and index ``bucket - 1``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "bucket_aggregates",
     "bucket_edges",
     "bucket_rates",
+    "combine_aggregates",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -190,3 +192,30 @@ def bucket_aggregates(
     change_fraction[0] = np.nan
     obsolete[0] = np.nan
     return BucketAggregates(pages, mean_rate, change_fraction, obsolete, float(period))
+
+
+def combine_aggregates(parts: Sequence[BucketAggregates]) -> BucketAggregates:
+    """The aggregates of the union of disjoint sets of pages (chunks of one population).
+
+    Pages and obsolete pages add up; mean rate and change fraction are page-weighted means.
+    """
+    if not parts:
+        raise ValueError("nothing to combine")
+    period = parts[0].period
+    if any(p.period != period or p.pages.shape != parts[0].pages.shape for p in parts):
+        raise ValueError("parts must share the period and the number of buckets")
+    pages = np.sum([p.pages for p in parts], axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weighted_rate = np.nansum([p.mean_rate * p.pages for p in parts], axis=0)
+        weighted_change = np.nansum([p.change_fraction * p.pages for p in parts], axis=0)
+        mean_rate = np.where(pages > 0, weighted_rate / pages, np.nan)
+        change_fraction = np.where(pages > 0, weighted_change / pages, np.nan)
+    obsolete = np.nansum([p.obsolete for p in parts], axis=0)
+    mean_rate[0] = change_fraction[0] = obsolete[0] = np.nan  # bucket 0: no estimate
+    return BucketAggregates(
+        pages=pages.astype(np.int64),
+        mean_rate=mean_rate,
+        change_fraction=change_fraction,
+        obsolete=obsolete,
+        period=period,
+    )

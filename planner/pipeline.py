@@ -1,5 +1,10 @@
 """The nightly pipeline's stages, wiring the store to the estimators (service edge).
 
+Stage 2, :func:`aggregates_from_store`: the planner's per-bucket inputs (pages b_i, mean
+rate, change fraction a_i per period, expected obsolete pages y_i now) and the pool of
+never-fetched pages n, summed chunk by chunk; their size is 256 numbers whatever the size of
+the store.
+
 Stage 1, :func:`estimate_from_store`: every page's fetch evidence is streamed from the store
 in chunks of whole pages, turned into a fetch table, estimated (change rate, interval,
 estimator, bucket) and written back. The population prior of the empirical-Bayes estimator is
@@ -12,16 +17,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 
+from estimators.buckets import BucketAggregates, bucket_aggregates, combine_aggregates
 from estimators.fetch_table import estimate_fetch_table
 from estimators.selection import ChangeRateEstimator
 from store import Database
-from store.estimates import FetchEvidence, PageEstimate, iter_fetch_evidence, write_estimates
+from store.estimates import (
+    FetchEvidence,
+    PageEstimate,
+    iter_fetch_evidence,
+    iter_page_states,
+    write_estimates,
+)
 
-__all__ = ["EstimateSummary", "estimate_from_store"]
+__all__ = ["EstimateSummary", "StoreAggregates", "aggregates_from_store", "estimate_from_store"]
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 _DAY = pd.Timedelta(days=1)
@@ -100,3 +113,38 @@ def estimate_from_store(
         if progress is not None:
             progress(pages)
     return EstimateSummary(pages, fetches, by_estimator, problems)
+
+
+@dataclass(frozen=True)
+class StoreAggregates:
+    """The NLP's inputs from the store: per-bucket aggregates of fetched pages, and n."""
+
+    buckets: BucketAggregates
+    new_pages: int
+
+
+def aggregates_from_store(
+    db: Database, *, period_days: float, now: datetime | None = None, chunk_pages: int = 100_000
+) -> StoreAggregates:
+    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages."""
+    when = now or datetime.now(UTC)
+    parts = []
+    new_pages = 0
+    for chunk in iter_page_states(db, chunk_pages=chunk_pages):
+        fetched = [s for s in chunk if s.last_fetch_at is not None]
+        new_pages += len(chunk) - len(fetched)
+        if not fetched:
+            continue
+        bucket = np.array([s.bucket for s in fetched], dtype=np.int64)
+        rate = np.array([np.nan if s.rate is None else s.rate for s in fetched], dtype=float)
+        elapsed = np.array(
+            [(when - s.last_fetch_at).total_seconds() / 86_400 for s in fetched if s.last_fetch_at],
+            dtype=float,
+        ).clip(min=0.0)
+        parts.append(bucket_aggregates(bucket, rate, elapsed, period=period_days))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        parts.append(
+            bucket_aggregates(empty, empty.astype(float), empty.astype(float), period=period_days)
+        )
+    return StoreAggregates(combine_aggregates(parts), new_pages)

@@ -19,7 +19,14 @@ from store.database import Database
 from store.models import OBSERVATIONS, PAGES
 from store.types import UTCDateTime, utcnow
 
-__all__ = ["FetchEvidence", "PageEstimate", "iter_fetch_evidence", "write_estimates"]
+__all__ = [
+    "FetchEvidence",
+    "PageEstimate",
+    "PageState",
+    "iter_fetch_evidence",
+    "iter_page_states",
+    "write_estimates",
+]
 
 _ANSWERED = (200, 304)
 
@@ -114,3 +121,30 @@ def write_estimates(
         return 0
     db.run_write(lambda conn: conn.execute(_WRITE, rows))
     return len(rows)
+
+
+@dataclass(frozen=True)
+class PageState:
+    """What the planner's bucket aggregates need of one page."""
+
+    bucket: int
+    rate: float | None
+    last_fetch_at: datetime | None
+
+
+def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[list[PageState]]:
+    """Yield every page's bucket, rate and last fetch, ``chunk_pages`` at a time."""
+    p = PAGES
+    after = 0
+    while True:
+        with db.read() as conn:
+            rows = conn.execute(
+                select(p.c.id, p.c.bucket, p.c.rate, p.c.last_fetch_at)
+                .where(p.c.id > after)
+                .order_by(p.c.id)
+                .limit(chunk_pages)
+            ).all()
+        if not rows:
+            return
+        after = rows[-1].id
+        yield [PageState(r.bucket, r.rate, r.last_fetch_at) for r in rows]

@@ -7,8 +7,8 @@ from datetime import timedelta
 import numpy as np
 from sqlalchemy import select
 
-from estimators.buckets import BucketScale
-from planner.pipeline import estimate_from_store
+from estimators.buckets import BucketScale, bucket_aggregates
+from planner.pipeline import aggregates_from_store, estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
 from store.models import Page
 from tests.conftest import T0, orm_all
@@ -52,3 +52,24 @@ def test_estimates_are_written_back_chunk_by_chunk(db: Database) -> None:
         assert page.estimator and page.estimated_at is not None
         expected = BucketScale().assign(np.array([page.rate]))[0]
         assert page.bucket == expected > 0
+
+
+def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
+    changes_every = {0: 1, 1: 2, 2: 5, 3: 0}
+    _crawl_history(db, pages=5, visits=6, changes_every=changes_every)
+    add_pages(db, [("http://h.test/never", "http://h.test")], now=T0)  # never fetched
+    estimate_from_store(db)
+    now = T0 + timedelta(days=9)
+    got = aggregates_from_store(db, period_days=2.0, now=now, chunk_pages=2)
+    pages = [p for p in orm_all(db, select(Page)) if p.last_fetch_at is not None]
+    elapsed = [(now - p.last_fetch_at).total_seconds() / 86_400 for p in pages]
+    want = bucket_aggregates(
+        [p.bucket for p in pages], [p.rate for p in pages], elapsed, period=2.0
+    )
+    assert got.new_pages == 1
+    np.testing.assert_array_equal(got.buckets.pages, want.pages)
+    for name in ("mean_rate", "change_fraction", "obsolete"):
+        np.testing.assert_allclose(
+            getattr(got.buckets, name), getattr(want, name), rtol=1e-12, equal_nan=True
+        )
+    assert got.buckets.pages.sum() == 5 and np.nansum(got.buckets.obsolete) > 0
