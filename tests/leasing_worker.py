@@ -82,14 +82,17 @@ def run(
                 for p in lease.pages
             ]
             if finish:
-                outcome, _ = queue.finish(lease.lease_id, results)
+                # The host is free in the store once finish() commits, so the flock (and the
+                # logged interval) must end before it: they sit inside the true holding time.
                 end = time.monotonic()
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                lock.close()
+                outcome, _ = queue.finish(lease.lease_id, results)
             else:
                 outcome = queue.report(lease.lease_id, results)
                 end = time.monotonic()
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
-            if not finish:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                lock.close()
                 queue.release(lease.lease_id)
             log.append(
                 {
