@@ -10,22 +10,30 @@ in chunks of whole pages, turned into a fetch table, estimated (change rate, int
 estimator, bucket) and written back. The population prior of the empirical-Bayes estimator is
 fitted on the first chunk and reused for the rest, so every page is shrunk toward the same
 prior however the pages are chunked.
+
+Stage 6, :func:`release_period`: the current period of the published plan is released once:
+candidates read from the store by index (per bucket in ``scheduled_at`` order, new pages by
+cash), chosen and timed by :func:`planner.selection.select_due_pages`, written back in one
+transaction (:func:`store.releases.release_pages`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from estimators.buckets import BucketAggregates, bucket_aggregates, combine_aggregates
 from estimators.fetch_table import estimate_fetch_table
 from estimators.selection import ChangeRateEstimator
-from store import Database
+from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
+from store import Database, latest_plan
 from store.estimates import (
     FetchEvidence,
     PageEstimate,
@@ -33,8 +41,25 @@ from store.estimates import (
     iter_page_states,
     write_estimates,
 )
+from store.releases import (
+    Candidates,
+    PeriodWork,
+    host_delays,
+    is_released,
+    new_page_candidates,
+    period_work,
+    refresh_candidates,
+    release_pages,
+)
 
-__all__ = ["EstimateSummary", "StoreAggregates", "aggregates_from_store", "estimate_from_store"]
+__all__ = [
+    "EstimateSummary",
+    "ReleaseSummary",
+    "StoreAggregates",
+    "aggregates_from_store",
+    "estimate_from_store",
+    "release_period",
+]
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 _DAY = pd.Timedelta(days=1)
@@ -148,3 +173,167 @@ def aggregates_from_store(
             bucket_aggregates(empty, empty.astype(float), empty.astype(float), period=period_days)
         )
     return StoreAggregates(combine_aggregates(parts), new_pages)
+
+
+@dataclass(frozen=True)
+class ReleaseSummary:
+    """What :func:`release_period` did.
+
+    ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls
+    outside the published plan's periods). ``by_bucket`` maps each quota bucket to the pages
+    chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
+    given a due time; ``withdrawn`` the waiting pages the release read but did not choose
+    (their due time cleared); ``shortfalls`` names the quotas not met and why.
+    """
+
+    status: str
+    plan: int | None = None
+    period: int | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    released: int = 0
+    by_bucket: dict[int, int] = field(default_factory=dict)
+    new_pages: int = 0
+    withdrawn: int = 0
+    shortfalls: tuple[Shortfall, ...] = ()
+
+
+def _limit(quota: int, factor: float) -> int:
+    return max(int(quota * factor), quota + 64) if quota > 0 else 0
+
+
+def _epoch(when: datetime) -> float:
+    return when.timestamp()
+
+
+def _choose(
+    db: Database,
+    per_bucket: dict[int, Candidates],
+    new: Candidates,
+    work: PeriodWork,
+    now: datetime,
+    min_delay_seconds: float,
+) -> Selection:
+    parts = list(per_bucket.values())
+
+    def column(name: str, dtype: type) -> npt.NDArray[Any]:
+        return np.concatenate(
+            [np.asarray(getattr(c, name), dtype=dtype) for c in parts] or [np.zeros(0, dtype)]
+        )
+
+    page_id, host_id = column("page_id", np.int64), column("host_id", np.int64)
+    new_hosts = np.asarray(new.host_id, dtype=np.int64)
+    hosts = np.unique(np.concatenate([host_id, new_hosts]))
+    robots = host_delays(db, hosts.tolist())
+    delay = np.array(
+        [max(min_delay_seconds, robots.get(h) or 0.0) for h in hosts.tolist()], dtype=float
+    )
+    return select_due_pages(
+        page_id=page_id,
+        host_id=host_id,
+        bucket=column("bucket", np.int64),
+        scheduled_at=column("scheduled_s", np.float64),
+        importance=column("importance", np.float64),
+        quotas=work.quotas,
+        new_page_id=np.asarray(new.page_id, dtype=np.int64),
+        new_host_id=new_hosts,
+        new_quota=work.new_pages,
+        host_ids=hosts,
+        host_delay=delay,
+        start=_epoch(work.starts_at),
+        end=_epoch(work.ends_at),
+        now=_epoch(now),
+    )
+
+
+def release_period(
+    db: Database,
+    *,
+    now: datetime | None = None,
+    min_delay_seconds: float = 1.0,
+    candidate_factor: float = 2.0,
+    max_rounds: int = 4,
+) -> ReleaseSummary:
+    """Release the current period of the published plan: choose the pages and their times.
+
+    ``min_delay_seconds`` is the configured minimum delay between two requests to one host;
+    a host's polite delay is the larger of it and its robots.txt crawl delay. Each bucket
+    reads ``candidate_factor`` times its quota (at least quota + 64) candidates; a quota left
+    short because hosts were full, with more candidates unread, reads four times more, up to
+    ``max_rounds`` reads. Releasing a period twice (or from two processes at once) releases
+    it once.
+    """
+    when = now or datetime.now(UTC)
+    plan = latest_plan(db)
+    if plan is None:
+        return ReleaseSummary("no plan")
+    work = period_work(db, plan.version, when)
+    if work is None:
+        return ReleaseSummary("no current period", plan=plan.version)
+    done = ReleaseSummary(
+        "already released",
+        plan=plan.version,
+        period=work.period,
+        starts_at=work.starts_at,
+        ends_at=work.ends_at,
+    )
+    if is_released(db, work.plan_id, work.period):
+        return done
+    limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
+    new_limit = _limit(work.new_pages, candidate_factor)
+    per_bucket: dict[int, Candidates] = {}
+    new = Candidates()
+    to_read, read_new = set(limits), new_limit > 0
+    for _ in range(max_rounds):
+        if to_read:
+            per_bucket.update(
+                refresh_candidates(
+                    db, {b: limits[b] for b in to_read}, before=work.ends_at, now=when
+                )
+            )
+        if read_new:
+            new = new_page_candidates(db, new_limit, now=when)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds)
+        to_read, read_new = set(), False
+        for short in selection.shortfalls:
+            if short.reason != HOST_CAPACITY:
+                continue
+            if short.bucket == NEW_PAGES:
+                if not new.exhausted.get(NEW_PAGES, True):
+                    new_limit *= 4
+                    read_new = True
+            elif not per_bucket[short.bucket].exhausted[short.bucket]:
+                limits[short.bucket] *= 4
+                to_read.add(short.bucket)
+        if not to_read and not read_new:
+            break
+    chosen = selection.page_id
+    withdraw: list[int] = []
+    for cands in [*per_bucket.values(), new]:
+        ids = np.asarray(cands.page_id, dtype=np.int64)
+        waiting = ids[np.asarray(cands.pending, dtype=bool)] if len(ids) else ids
+        withdraw.extend(waiting[~np.isin(waiting, chosen)].tolist())
+    released = release_pages(
+        db,
+        work.plan_id,
+        work.period,
+        page_ids=chosen.tolist(),
+        due_epoch_s=selection.release_at.tolist(),
+        withdraw_ids=withdraw,
+        now=when,
+    )
+    if released is None:
+        return done
+    return ReleaseSummary(
+        "released",
+        plan=plan.version,
+        period=work.period,
+        starts_at=work.starts_at,
+        ends_at=work.ends_at,
+        released=released,
+        by_bucket=selection.chosen,
+        new_pages=selection.new_chosen,
+        withdrawn=len(withdraw),
+        shortfalls=selection.shortfalls,
+    )

@@ -12,9 +12,12 @@ Leasing is one transaction per batch. On PostgreSQL the hosts are picked with
 instead of queueing on them. On SQLite the transaction takes the write lock up front
 (``BEGIN IMMEDIATE``), which serializes leasing between processes sharing the file.
 
-What is due comes from ``pages.next_due_at``; the planner's schedule writes it. The store
-decides nothing about *when* to crawl: a report without ``next_due_at`` falls back to the
-configured ``LeasePolicy.revisit_after``.
+What is due comes from ``pages.next_due_at``. The store decides nothing about *when* to
+crawl. A report sets the page's ``scheduled_at`` (when the refresh schedule wants it again:
+the fetch time plus the page's ``refresh_interval`` days, else ``LeasePolicy.revisit_after``)
+and its ``next_due_at``: the one the worker gave (errors, robots), else NULL once a plan has
+been published (the page waits for the release of a plan period, :mod:`store.releases`),
+else, before any plan, ``scheduled_at``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from sqlalchemy import (
 
 from store.database import Database
 from store.errors import InvalidReportError, LeaseNotFoundError
-from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
+from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, PLANS
 from store.pages import insert_ignoring_conflicts
 from store.types import UTCDateTime, utcnow
 
@@ -66,8 +69,8 @@ class LeasePolicy:
     max_urls : largest batch one lease call returns (URLs, over all hosts of the batch).
     max_urls_per_host : most pages of one host in one lease.
     max_hosts : most hosts in one batch.
-    revisit_after : next due time after a fetch when the report names none (the planner's
-        schedule normally does), as a ``timedelta``.
+    revisit_after : the refresh interval of a page the schedule has given none (its
+        ``refresh_interval`` is NULL), as a ``timedelta``.
     """
 
     lease_seconds: float = 300.0
@@ -120,7 +123,8 @@ class FetchResult:
 
     ``changed``: True/False when the content signature was compared with the previous one,
     None when unknown. ``signature``/``etag``/``last_modified`` None keep the page's previous
-    values (a 304 carries no body). ``next_due_at`` None means "revisit_after from now".
+    values (a 304 carries no body). ``next_due_at`` None leaves the next fetch to the plan
+    (NULL until a period release once a plan is published, else the scheduled time).
     """
 
     page_id: int
@@ -245,10 +249,13 @@ class _Statements:
                 p.c.etag,
                 p.c.last_modified,
                 p.c.signature,
+                p.c.refresh_interval,
             )
             .where(p.c.id.in_(_IDS))
             .order_by(p.c.id)
         )
+        # Once a plan is published, fetched pages wait for a period release (one probe).
+        self.plan_published = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).limit(1)
         if postgres:
             # Lock in id order: concurrent reports on the same pages serialize, never deadlock.
             self.pages_reported = self.pages_reported.with_for_update(of=p)
@@ -432,6 +439,7 @@ class LeaseQueue:
             )
         already = set(conn.execute(q.recorded, {"lease": lease.id, "ids": ids}).scalars())
         fresh = [pid for pid in ids if pid not in already]
+        planned = bool(fresh) and conn.execute(q.plan_published).first() is not None
         observations = []
         newer_updates: list[dict[str, object]] = []
         older_updates: list[dict[str, object]] = []
@@ -463,7 +471,7 @@ class LeaseQueue:
                 }
             )
             (newer_updates if newer else older_updates).append(
-                self._page_update(page, r, lease.id, newer=newer)
+                self._page_update(page, r, lease.id, newer=newer, planned=planned)
             )
         if observations:
             conn.execute(q.insert_observation, observations)
@@ -478,11 +486,22 @@ class LeaseQueue:
         )
 
     def _page_update(
-        self, page: Row[Any], r: FetchResult, lease_id: int, *, newer: bool
+        self, page: Row[Any], r: FetchResult, lease_id: int, *, newer: bool, planned: bool
     ) -> dict[str, object]:
+        """Bind values of the page's update; ``planned``: a plan has been published."""
         changed = bool(r.changed)
         values: dict[str, object] = {"p_id": page.id, "p_lease": lease_id, "p_inc": int(changed)}
         if newer:
+            interval = (
+                self.policy.revisit_after
+                if page.refresh_interval is None
+                else timedelta(days=page.refresh_interval)
+            )
+            scheduled = r.fetched_at + interval
+            if r.next_due_at is not None:
+                due: datetime | None = r.next_due_at
+            else:
+                due = None if planned else scheduled
             values.update(
                 p_status=r.status,
                 p_http_status=r.http_status,
@@ -491,7 +510,8 @@ class LeaseQueue:
                 p_etag=r.etag if r.etag is not None else page.etag,
                 p_last_modified=r.last_modified or page.last_modified,
                 p_signature=r.signature if r.signature is not None else page.signature,
-                p_next_due_at=r.next_due_at or r.fetched_at + self.policy.revisit_after,
+                p_next_due_at=due,
+                p_scheduled_at=scheduled,
             )
         return values
 
@@ -569,4 +589,5 @@ _UPDATE_NEWER = _UPDATE_OLDER.values(
     last_modified=bindparam("p_last_modified", type_=UTCDateTime()),
     signature=bindparam("p_signature"),
     next_due_at=bindparam("p_next_due_at", type_=UTCDateTime()),
+    scheduled_at=bindparam("p_scheduled_at", type_=UTCDateTime()),
 )

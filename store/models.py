@@ -29,6 +29,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -41,6 +42,7 @@ __all__ = [
     "OBSERVATION_KINDS",
     "PAGES",
     "PAGE_STATUSES",
+    "PERIOD_RELEASES",
     "PLANS",
     "PLAN_PERIODS",
     "QUOTAS",
@@ -49,6 +51,7 @@ __all__ = [
     "Lease",
     "Observation",
     "Page",
+    "PeriodRelease",
     "Plan",
     "PlanPeriod",
     "Quota",
@@ -65,6 +68,10 @@ PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error")
 #: Observation kinds. ``fetch``: a worker fetched the page. ``notification``: the site pushed a
 #: change notification (API call or sitemap lastmod) without us fetching.
 OBSERVATION_KINDS = ("fetch", "notification")
+
+#: The rows of the partial index ``ix_pages_new_cash``: never-fetched pages (a query must
+#: repeat this condition word for word for SQLite to use the index).
+NEW_PAGE_CONDITION = "status = 'new'"
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -108,9 +115,15 @@ class Host(Base):
 class Page(Base):
     """A page: one normalized URL, its fetch state, change-rate estimate, bucket and importance.
 
-    ``next_due_at`` is when the page should next be fetched (NULL: never, e.g. gone or
-    blocked); due-URL selection reads it through the ``(host_id, next_due_at)`` index.
-    ``lease_id``/``leased_until`` mark a page handed to a worker and not yet reported.
+    ``next_due_at`` is when the lease queue may hand the page out (NULL: not released;
+    once a plan is published a fetched page waits for the release of a plan period); the
+    queue reads it through the ``(host_id, next_due_at)`` index. ``refresh_interval`` (days)
+    is the page's optimal refresh interval from the page-level schedule (NULL: none yet);
+    ``scheduled_at`` is when that schedule wants the page re-crawled (last fetch + interval):
+    due-URL selection reads pages of a bucket in ``scheduled_at`` order through the
+    ``(bucket, scheduled_at)`` index, and never-fetched pages by OPIC cash through the partial
+    index ``ix_pages_new_cash``. ``lease_id``/``leased_until`` mark a page handed to a worker
+    and not yet reported.
     """
 
     __tablename__ = "pages"
@@ -136,6 +149,8 @@ class Page(Base):
     estimated_at: Mapped[datetime | None]
     bucket: Mapped[int] = mapped_column(SmallInteger, default=0)
     importance: Mapped[float | None] = mapped_column(Float)
+    refresh_interval: Mapped[float | None] = mapped_column(Float, doc="days, from the schedule")
+    scheduled_at: Mapped[datetime | None] = mapped_column(doc="last fetch + refresh_interval")
     cash: Mapped[float] = mapped_column(Float, default=0.0, doc="OPIC cash")
     history: Mapped[float] = mapped_column(Float, default=0.0, doc="OPIC history")
     lease_id: Mapped[int | None] = mapped_column(BigId)
@@ -145,7 +160,14 @@ class Page(Base):
         CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_pages_bucket"),
         CheckConstraint(_in("status", PAGE_STATUSES), name="ck_pages_status"),
         Index("ix_pages_host_due", "host_id", "next_due_at"),
-        Index("ix_pages_bucket_due", "bucket", "next_due_at"),
+        Index("ix_pages_bucket_scheduled", "bucket", "scheduled_at"),
+        Index(
+            "ix_pages_new_cash",
+            "cash",
+            "id",
+            postgresql_where=text(NEW_PAGE_CONDITION),
+            sqlite_where=text(NEW_PAGE_CONDITION),
+        ),
         Index("ix_pages_lease", "lease_id"),
     )
 
@@ -265,6 +287,22 @@ class Quota(Base):
     )
 
 
+class PeriodRelease(Base):
+    """A plan period whose work was released: chosen pages given their ``next_due_at``.
+
+    One row per ``(plan_id, period)``, inserted in the same transaction as the pages'
+    ``next_due_at``: the primary key makes a release happen once, even when two processes
+    try at the same time. ``pages`` is the number of pages the release chose.
+    """
+
+    __tablename__ = "period_releases"
+
+    plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
+    period: Mapped[int] = mapped_column(Integer, primary_key=True)
+    released_at: Mapped[datetime]
+    pages: Mapped[int] = mapped_column(Integer)
+
+
 #: The tables as Core ``Table`` objects, for bulk statements (typed for mypy).
 HOSTS = cast(Table, Host.__table__)
 PAGES = cast(Table, Page.__table__)
@@ -273,3 +311,4 @@ LEASES = cast(Table, Lease.__table__)
 PLANS = cast(Table, Plan.__table__)
 PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
 QUOTAS = cast(Table, Quota.__table__)
+PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)

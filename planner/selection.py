@@ -1,0 +1,345 @@
+"""Due-URL selection: which pages to release in a plan period, and when (pure, numpy only).
+
+The published plan says how many pages of each change-rate bucket to re-crawl in a period
+(x_it) and how many never-fetched pages to fetch (z_t). This module chooses the pages:
+
+* inside each bucket, the most overdue first: candidates in order of ``scheduled_at`` (the
+  time the page-level refresh schedule wants the page again: last fetch + its optimal
+  interval, which is shorter for important pages, t = K / sqrt(importance x rate)); ties by
+  importance (higher first), then page id;
+* never-fetched pages by OPIC cash, highest first (the caller gives them in that order);
+* never more pages of one host than the host allows in the period: its polite delay
+  ``max(configured minimum, robots crawl_delay)`` seconds between two requests, so at most
+  ``floor((window - 1 ms) / delay) + 1`` requests in the window from the release to the end
+  of the period; a page whose host is full is skipped and the next candidate is taken.
+
+Buckets compete for host capacity in overdue order (one merged pass over all buckets'
+candidates by ``scheduled_at``); new pages take what capacity is left after the re-crawls.
+
+Release times (when the lease queue may hand the page out, ``next_due_at``): never before
+``now``; a page scheduled inside the window is released at its scheduled time, so its crawls
+stay evenly spaced (fixed order beats random order at the same bandwidth); overdue pages are
+spread evenly over the window in overdue order (the most overdue first), and new pages in
+cash order likewise; then, per host, release times are pushed apart to at least the host's
+delay, and pulled back before the period's end where needed (always possible, since no host
+gets more pages than fit).
+
+Times are float seconds on any common clock (the service edge uses seconds since the Unix
+epoch); arrays are 1-D, one entry per candidate page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "HOST_CAPACITY",
+    "NEW_PAGES",
+    "NOT_ENOUGH_DUE",
+    "Selection",
+    "Shortfall",
+    "host_capacity",
+    "select_due_pages",
+]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+#: ``Shortfall.bucket`` of the new-page quota.
+NEW_PAGES = -1
+#: Shortfall reasons.
+NOT_ENOUGH_DUE = "not enough due pages"
+HOST_CAPACITY = "host capacity"
+
+#: Margin (s) kept before the end of the window: the last release is at most end - 1 ms.
+_MARGIN = 1e-3
+_US = 1_000_000
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A quota the selection could not meet.
+
+    ``bucket`` is the change-rate bucket, or :data:`NEW_PAGES`; ``reason`` is
+    :data:`HOST_CAPACITY` when candidates were skipped because their host was full (more
+    candidates, or a longer period, might meet it), else :data:`NOT_ENOUGH_DUE`.
+    ``host_skipped`` counts those skipped candidates.
+    """
+
+    bucket: int
+    quota: int
+    chosen: int
+    reason: str
+    host_skipped: int
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen pages, in release order per kind (re-crawls first, then new pages).
+
+    ``page_id`` (m,) int64; ``release_at`` (m,) float seconds, each in [now, end);
+    ``bucket`` (m,) int64, :data:`NEW_PAGES` for new pages; ``chosen`` maps bucket to pages
+    chosen (quota buckets only); ``new_chosen`` counts new pages; ``shortfalls`` lists the
+    quotas not met.
+    """
+
+    page_id: IntArray
+    release_at: FloatArray
+    bucket: IntArray
+    chosen: dict[int, int]
+    new_chosen: int
+    shortfalls: tuple[Shortfall, ...] = field(default_factory=tuple)
+
+
+def host_capacity(delay: FloatArray, window: float) -> IntArray:
+    """Requests a host allows in ``window`` seconds at ``delay`` seconds apart, (h,) int64.
+
+    ``floor((window - 1 ms) / delay) + 1``; a delay <= 0 means no limit (a very large
+    number); an empty window allows nothing.
+    """
+    delay = np.asarray(delay, dtype=np.float64)
+    big = np.iinfo(np.int64).max // 4
+    if window <= _MARGIN:
+        return np.zeros(delay.shape, dtype=np.int64)
+    with np.errstate(divide="ignore"):
+        slots = np.floor((window - _MARGIN) / np.where(delay > 0, delay, 1.0)) + 1
+    return np.where(delay > 0, np.minimum(slots, big), big).astype(np.int64)
+
+
+def _greedy(
+    group: IntArray, host: IntArray, quota: IntArray, room: IntArray
+) -> tuple[npt.NDArray[np.bool_], IntArray]:
+    """Take candidates in order while their group's quota and their host's room last.
+
+    ``group`` (n,) indexes ``quota`` (g,); ``host`` (n,) indexes ``room`` (h,), which is
+    decremented in place. Returns the taken mask (n,) and per-group host skips (g,).
+    """
+    n = len(group)
+    taken = np.zeros(n, dtype=bool)
+    skipped = np.zeros(len(quota), dtype=np.int64)
+    if n == 0:
+        return taken, skipped
+    # Fast path (exact): when the first `quota` candidates of every group fit their hosts,
+    # the greedy pass takes exactly those.
+    rank = _rank_within(group)
+    first = rank < quota[group]
+    use = np.bincount(host[first], minlength=len(room))
+    if np.all(use <= room):
+        room -= use
+        return first, skipped
+    left = quota.copy()
+    groups, hosts = group.tolist(), host.tolist()
+    room_list, left_list, skip_list = room.tolist(), left.tolist(), [0] * len(quota)
+    remaining = int(left.sum())
+    for k in range(n):
+        if remaining == 0:
+            break
+        g = groups[k]
+        if left_list[g] == 0:
+            continue
+        h = hosts[k]
+        if room_list[h] == 0:
+            skip_list[g] += 1
+            continue
+        room_list[h] -= 1
+        left_list[g] -= 1
+        remaining -= 1
+        taken[k] = True
+    room[:] = room_list
+    return taken, np.asarray(skip_list, dtype=np.int64)
+
+
+def _rank_within(group: IntArray) -> IntArray:
+    """Position of each element among the elements of its group, in array order, (n,)."""
+    order = np.argsort(group, kind="stable")
+    sorted_groups = group[order]
+    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    counts = np.diff(np.r_[starts, len(group)])
+    ranks_sorted = np.arange(len(group)) - np.repeat(starts, counts)
+    rank = np.empty(len(group), dtype=np.int64)
+    rank[order] = ranks_sorted
+    return rank
+
+
+def _spread(count: int, start: float, end: float) -> FloatArray:
+    """``count`` instants evenly spaced from ``start`` (included) over [start, end)."""
+    return start + (end - start) * np.arange(count, dtype=np.float64) / max(count, 1)
+
+
+def _space_per_host(
+    release: FloatArray, host: IntArray, delay: FloatArray, start: float, last: float
+) -> FloatArray:
+    """Per host, release times at least ``delay[host]`` apart inside [start, last].
+
+    Forward pass t'_k = max(t_k, t'_{k-1} + d), then backward pass
+    t''_k = min(t'_k, t''_{k+1} - d) with t''_last <= ``last``; both are grouped
+    cumulative max/min on integer microseconds (exact). Feasible whenever no host has more
+    than ``floor((last - start) / d) + 1`` pages, which :func:`host_capacity` ensures.
+    """
+    n = len(release)
+    if n < 2:
+        return release
+    d_all = np.round(np.clip(delay[host], 0.0, last - start) * _US).astype(np.int64)
+    t = np.round((release - start) * _US).astype(np.int64)
+    order = np.lexsort((t, host))
+    h, t, d = host[order], t[order], d_all[order]
+    new_group = np.r_[True, h[1:] != h[:-1]]
+    starts = np.flatnonzero(new_group)
+    sizes = np.diff(np.r_[starts, n])
+    gid = np.repeat(np.arange(len(starts)), sizes)
+    k = np.arange(n, dtype=np.int64) - np.repeat(starts, sizes)
+    # Forward: t' = k d + cummax_group(t - k d). Offsets per group make one global cummax
+    # restart at each group (values of later groups exceed every earlier one).
+    v = t - k * d
+    span = int(v.max() - v.min()) + 1
+    offset = gid.astype(np.int64) * span
+    fwd = np.maximum.accumulate(v - v.min() + offset) - offset + v.min() + k * d
+    # Backward: t'' = k d + cummin_group_reversed(min(t' - k d, last - (size-1) d)).
+    size = np.repeat(sizes, sizes).astype(np.int64)
+    limit = round((last - start) * _US)
+    w = np.minimum(fwd - k * d, limit - (size - 1) * d)
+    span = int(w.max() - w.min()) + 1
+    # Reversed, the groups come in decreasing id: offsets that decrease with the group id
+    # make one global cummin restart at each group.
+    offset = gid.astype(np.int64) * span
+    shifted = (w - w.min() + offset)[::-1]
+    bwd = np.minimum.accumulate(shifted)[::-1] - offset + w.min() + k * d
+    out = np.empty(n, dtype=np.float64)
+    out[order] = start + bwd / _US
+    return out
+
+
+def select_due_pages(
+    *,
+    page_id: IntArray,
+    host_id: IntArray,
+    bucket: IntArray,
+    scheduled_at: FloatArray,
+    quotas: Mapping[int, int],
+    new_page_id: IntArray,
+    new_host_id: IntArray,
+    new_quota: int,
+    host_ids: IntArray,
+    host_delay: FloatArray,
+    start: float,
+    end: float,
+    now: float,
+    importance: FloatArray | None = None,
+) -> Selection:
+    """Choose the pages to release for the period [start, end) at ``now`` and their times.
+
+    Parameters
+    ----------
+    page_id, host_id, bucket, scheduled_at : (n,) re-crawl candidates of the quota buckets
+        (any order; ``scheduled_at`` in seconds; each page once).
+    quotas : bucket -> pages to re-crawl this period.
+    new_page_id, new_host_id : (k,) never-fetched candidates, highest OPIC cash first.
+    new_quota : never-fetched pages to fetch this period.
+    host_ids, host_delay : (h,) every candidate's host and its polite delay in seconds
+        (``max(minimum delay, robots crawl_delay)``; <= 0: no limit).
+    start, end, now : the period and the present, seconds, ``start <= now < end``;
+        releases fall in ``[now, end)``.
+    importance : (n,) optional; breaks ties of ``scheduled_at`` (higher first).
+
+    Returns
+    -------
+    Selection
+    """
+    page_id = np.asarray(page_id, dtype=np.int64)
+    host_id = np.asarray(host_id, dtype=np.int64)
+    bucket = np.asarray(bucket, dtype=np.int64)
+    scheduled_at = np.asarray(scheduled_at, dtype=np.float64)
+    new_page_id = np.asarray(new_page_id, dtype=np.int64)
+    new_host_id = np.asarray(new_host_id, dtype=np.int64)
+    host_ids = np.asarray(host_ids, dtype=np.int64)
+    host_delay = np.asarray(host_delay, dtype=np.float64)
+    n = len(page_id)
+    if not (len(host_id) == len(bucket) == len(scheduled_at) == n):
+        raise ValueError("page_id, host_id, bucket and scheduled_at must have the same length")
+    if len(new_host_id) != len(new_page_id) or len(host_delay) != len(host_ids):
+        raise ValueError("new_page_id/new_host_id and host_ids/host_delay must pair up")
+    if not start <= now < end:
+        raise ValueError(f"now ({now}) must fall in the period [{start}, {end})")
+    if any(q < 0 for q in quotas.values()) or new_quota < 0:
+        raise ValueError("quotas must be >= 0")
+    t0 = now
+    last = max(end - _MARGIN, t0)
+
+    # Hosts: map ids to 0..h-1 (unknown hosts get the largest given delay, or none).
+    host_order = np.argsort(host_ids, kind="stable")
+    sorted_hosts = host_ids[host_order]
+
+    def host_index(ids: IntArray) -> IntArray:
+        pos = np.searchsorted(sorted_hosts, ids)
+        pos = np.minimum(pos, max(len(sorted_hosts) - 1, 0))
+        if len(ids) and (len(sorted_hosts) == 0 or np.any(sorted_hosts[pos] != ids)):
+            raise ValueError("every candidate's host must be in host_ids")
+        return host_order[pos] if len(ids) else np.zeros(0, dtype=np.int64)
+
+    room = host_capacity(host_delay, end - t0)
+
+    # Re-crawls: keep quota buckets, most overdue first (ties: importance desc, page id).
+    quota_buckets = np.array(sorted(b for b, q in quotas.items() if q > 0), dtype=np.int64)
+    quota_of = np.array([quotas[int(b)] for b in quota_buckets], dtype=np.int64)
+    gpos = np.searchsorted(quota_buckets, bucket)
+    gpos = np.minimum(gpos, max(len(quota_buckets) - 1, 0))
+    keep = (quota_buckets[gpos] == bucket) if len(quota_buckets) else np.zeros(n, dtype=bool)
+    keep &= scheduled_at < end  # not due this period
+    imp = np.zeros(n) if importance is None else np.nan_to_num(np.asarray(importance, float), nan=0)
+    order = np.lexsort((page_id, -imp, scheduled_at))
+    order = order[keep[order]]
+    cand_group = gpos[order]
+    cand_host = host_index(host_id[order])
+    taken, skipped = _greedy(cand_group, cand_host, quota_of, room)
+    chosen_idx = order[taken]
+    refresh_ids = page_id[chosen_idx]
+    refresh_hosts = cand_host[taken]
+    refresh_buckets = bucket[chosen_idx]
+    sched = scheduled_at[chosen_idx]
+    # Release: at the scheduled time inside the window, overdue ones spread in order.
+    refresh_release = np.minimum(sched, last)
+    overdue = sched < t0
+    refresh_release[overdue] = _spread(int(overdue.sum()), t0, last)
+    counts = np.bincount(cand_group[taken], minlength=len(quota_of))
+
+    # New pages: highest cash first, with the capacity left.
+    nh = host_index(new_host_id)
+    new_quota_arr = np.array([new_quota], dtype=np.int64)
+    new_taken, new_skipped = _greedy(np.zeros(len(new_page_id), np.int64), nh, new_quota_arr, room)
+    new_ids = new_page_id[new_taken]
+    new_release = _spread(len(new_ids), t0, last)
+
+    ids = np.concatenate([refresh_ids, new_ids])
+    hosts = np.concatenate([refresh_hosts, nh[new_taken]])
+    release = np.concatenate([refresh_release, new_release])
+    buckets = np.concatenate([refresh_buckets, np.full(len(new_ids), NEW_PAGES, np.int64)])
+    release = _space_per_host(release, hosts, host_delay, t0, last)
+
+    shortfalls = [
+        Shortfall(
+            int(b),
+            int(q),
+            int(c),
+            HOST_CAPACITY if s > 0 else NOT_ENOUGH_DUE,
+            int(s),
+        )
+        for b, q, c, s in zip(quota_buckets, quota_of, counts, skipped, strict=True)
+        if c < q
+    ]
+    if len(new_ids) < new_quota:
+        s = int(new_skipped[0])
+        reason = HOST_CAPACITY if s > 0 else NOT_ENOUGH_DUE
+        shortfalls.append(Shortfall(NEW_PAGES, new_quota, len(new_ids), reason, s))
+    chosen = {int(b): int(c) for b, c in zip(quota_buckets, counts, strict=True)}
+    return Selection(
+        page_id=ids,
+        release_at=release,
+        bucket=buckets,
+        chosen=chosen,
+        new_chosen=len(new_ids),
+        shortfalls=tuple(shortfalls),
+    )

@@ -1,0 +1,291 @@
+"""Due-URL selection on the store (SQLite and PostgreSQL): period releases and the report path."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any
+
+from sqlalchemy import select, update
+
+from planner.pipeline import ReleaseSummary, release_period
+from planner.selection import HOST_CAPACITY, NEW_PAGES, NOT_ENOUGH_DUE
+from store import (
+    Database,
+    FetchResult,
+    LeasePolicy,
+    LeaseQueue,
+    PlanDraft,
+    PlanPeriodDraft,
+    add_pages,
+    publish_plan,
+)
+from store.models import HOSTS, PAGES, PERIOD_RELEASES
+from store.releases import release_pages
+from tests.conftest import T0
+
+DAY = timedelta(days=1)
+BIG = LeasePolicy(max_urls=10_000, max_urls_per_host=10_000, max_hosts=1_000)
+
+
+def _pages(db: Database, host: str, n: int, **values: Any) -> list[int]:
+    """n pages on ``host`` (added in order), then ``values`` set on all of them; their ids."""
+    origin = f"http://{host}.test"
+    add_pages(db, [(f"{origin}/{host}-{i}", origin) for i in range(n)], now=T0 - 30 * DAY)
+    with db.write() as conn:
+        ids = list(
+            conn.execute(
+                select(PAGES.c.id).where(PAGES.c.url.like(f"{origin}/%")).order_by(PAGES.c.id)
+            ).scalars()
+        )
+        if values:
+            conn.execute(update(PAGES).where(PAGES.c.id.in_(ids)).values(**values))
+    return ids
+
+
+def _fetched(db: Database, host: str, bucket: int, scheduled: list[datetime]) -> list[int]:
+    """Fetched pages of ``bucket`` on ``host``, one per scheduled time, not due (plan regime)."""
+    ids = _pages(db, host, len(scheduled), status="ok", bucket=bucket, next_due_at=None, fetches=1)
+    with db.write() as conn:
+        for pid, at in zip(ids, scheduled, strict=True):
+            conn.execute(update(PAGES).where(PAGES.c.id == pid).values(scheduled_at=at))
+    return ids
+
+
+def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int = 2) -> int:
+    return publish_plan(
+        db,
+        PlanDraft(
+            starts_at=T0,
+            period_days=1.0,
+            strategy="test",
+            periods=[
+                PlanPeriodDraft(
+                    period=t,
+                    starts_at=T0 + (t - 1) * DAY,
+                    ends_at=T0 + t * DAY,
+                    capacity=1000.0,
+                    new_pages=new_pages,
+                    quotas=quotas,
+                )
+                for t in range(1, periods + 1)
+            ],
+            inputs={},
+            solver={},
+        ),
+        now=T0 - DAY,
+    )
+
+
+def _due(db: Database) -> dict[int, datetime]:
+    with db.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.id, PAGES.c.next_due_at).where(PAGES.c.next_due_at.is_not(None))
+        ).all()
+    return {r.id: r.next_due_at for r in rows}
+
+
+def _lease_all(db: Database, now: datetime) -> set[int]:
+    queue = LeaseQueue(db, BIG)
+    leased: set[int] = set()
+    while batch := queue.lease("w", now=now):
+        leased.update(p.page_id for lease in batch for p in lease.pages)
+    return leased
+
+
+def test_quotas_met_exactly_most_overdue_first(db: Database) -> None:
+    # Bucket 3: 12 pages scheduled hours apart (4 hosts); bucket 8: 6 pages; bucket 9 none.
+    sched3 = [T0 - timedelta(hours=40 - 3 * i) for i in range(12)]
+    b3 = [pid for h in range(4) for pid in _fetched(db, f"a{h}", 3, sched3[h::4])]
+    b8 = _fetched(db, "b", 8, [T0 + timedelta(hours=i) for i in range(6)])
+    _fetched(db, "c", 9, [T0 - 5 * DAY] * 3)
+    new = _pages(db, "n", 5)  # never fetched, due now (seeded before the plan)
+    with db.write() as conn:
+        for cash, pid in zip([0.1, 0.5, 0.3, 0.9, 0.2], new, strict=True):
+            conn.execute(update(PAGES).where(PAGES.c.id == pid).values(cash=cash))
+    _plan(db, {3: 5, 8: 4}, new_pages=2)
+    now = T0 + timedelta(hours=2)
+    summary = release_period(db, now=now, min_delay_seconds=1.0)
+    assert summary.status == "released" and (summary.plan, summary.period) == (1, 1)
+    assert summary.by_bucket == {3: 5, 8: 4} and summary.new_pages == 2
+    assert summary.released == 11 and summary.shortfalls == ()
+    due = _due(db)
+    by_sched = dict(zip([p for h in range(4) for p in sched3[h::4]], b3, strict=True))
+    most_overdue = [by_sched[s] for s in sorted(by_sched)[:5]]
+    assert set(most_overdue) <= set(due)
+    assert set(b8[:4]) <= set(due)
+    # Pages scheduled inside the period are released at their time (fixed order); the
+    # overdue ones are spread over the rest of the period, most overdue first.
+    assert [due[p] for p in b8[2:4]] == [T0 + timedelta(hours=2), T0 + timedelta(hours=3)]
+    overdue = sorted(most_overdue + b8[:2], key=lambda p: due[p])
+    assert overdue == [*most_overdue, *b8[:2]] and due[overdue[0]] == now
+    assert {new[3], new[1]} <= set(due)  # highest cash first
+    # The other never-fetched pages were due from before the plan: withdrawn.
+    assert len(due) == 11 and summary.withdrawn == 3
+    assert all(now <= t < T0 + DAY for t in due.values())
+    assert _lease_all(db, T0 + DAY - timedelta(seconds=1)) == set(due)
+
+
+def test_host_capacity_is_never_exceeded(db: Database) -> None:
+    slow = _fetched(db, "slow", 5, [T0 - timedelta(hours=30 - i) for i in range(20)])
+    fast = _fetched(db, "fast", 5, [T0 - timedelta(hours=5 - i) for i in range(5)])
+    with db.write() as conn:  # robots.txt: one request per 3 hours
+        conn.execute(
+            update(HOSTS).where(HOSTS.c.origin == "http://slow.test").values(crawl_delay=10_800.0)
+        )
+    _plan(db, {5: 12})
+    summary = release_period(db, now=T0, min_delay_seconds=2.0)
+    due = _due(db)
+    # floor((86400 - 0.001) / 10800) + 1 = 8 requests to the slow host in the day.
+    assert summary.by_bucket == {5: 12} and summary.shortfalls == ()
+    assert set(due) == set(slow[:8]) | set(fast[:4])
+    times = sorted(due[p] for p in slow[:8])
+    gaps = [(b - a).total_seconds() for a, b in pairwise(times)]
+    assert min(gaps) >= 10_800 - 1e-3 and times[-1] < T0 + DAY
+
+
+def test_shortfalls_are_named(db: Database) -> None:
+    _fetched(db, "only", 2, [T0 - timedelta(hours=i) for i in range(3)])
+    _fetched(db, "later", 4, [T0 + 3 * DAY])  # not due this period
+    _plan(db, {2: 5, 4: 1}, new_pages=1)
+    summary = release_period(db, now=T0)
+    reasons = {(s.bucket, s.chosen, s.reason) for s in summary.shortfalls}
+    assert reasons == {
+        (2, 3, NOT_ENOUGH_DUE),
+        (4, 0, NOT_ENOUGH_DUE),
+        (NEW_PAGES, 0, NOT_ENOUGH_DUE),
+    }
+
+
+def test_a_full_host_makes_the_release_read_further(db: Database) -> None:
+    # 70 overdue pages of one host that allows one request a day, then one of another host:
+    # the first read (quota + 64 = 66 rows) sees only the full host.
+    crowded = _fetched(db, "crowded", 1, [T0 - timedelta(minutes=200 - i) for i in range(70)])
+    other = _fetched(db, "other", 1, [T0 - timedelta(minutes=1)])
+    with db.write() as conn:
+        conn.execute(
+            update(HOSTS)
+            .where(HOSTS.c.origin == "http://crowded.test")
+            .values(crawl_delay=90_000.0)
+        )
+    _plan(db, {1: 2})
+    summary = release_period(db, now=T0, candidate_factor=1.0)
+    assert summary.by_bucket == {1: 2} and summary.shortfalls == ()
+    assert set(_due(db)) == {crowded[0], other[0]}
+
+
+def test_host_capacity_shortfall_when_every_candidate_was_read(db: Database) -> None:
+    _fetched(db, "crowded", 1, [T0 - timedelta(minutes=10 - i) for i in range(4)])
+    with db.write() as conn:
+        conn.execute(update(HOSTS).values(crawl_delay=90_000.0))
+    _plan(db, {1: 3})
+    (short,) = release_period(db, now=T0).shortfalls
+    assert (short.chosen, short.reason, short.host_skipped) == (1, HOST_CAPACITY, 3)
+
+
+def test_a_second_release_does_nothing(db: Database) -> None:
+    ids = _fetched(db, "h", 1, [T0 - timedelta(hours=i) for i in range(4)])
+    _plan(db, {1: 2})
+    first = release_period(db, now=T0)
+    due = _due(db)
+    assert first.status == "released" and len(due) == 2
+    with db.write() as conn:  # even if the pages changed since, nothing is written again
+        conn.execute(update(PAGES).values(next_due_at=None))
+    again = release_period(db, now=T0 + timedelta(hours=1))
+    assert again.status == "already released" and (again.plan, again.period) == (1, 1)
+    assert _due(db) == {}
+    assert release_pages(db, 1, 1, page_ids=ids, due_epoch_s=[T0.timestamp()] * 4) is None
+    assert _due(db) == {}
+    with db.read() as conn:
+        (row,) = conn.execute(select(PERIOD_RELEASES)).all()
+    assert (row.plan_id, row.period, row.pages) == (1, 1, 2)
+    # The next period is released on its own.
+    assert release_period(db, now=T0 + DAY).status == "released"
+
+
+def test_concurrent_releases_release_once(db: Database) -> None:
+    _fetched(db, "h", 1, [T0 - timedelta(hours=i) for i in range(30)])
+    _plan(db, {1: 10})
+    results: list[ReleaseSummary] = []
+    barrier = threading.Barrier(3)
+
+    def run() -> None:
+        barrier.wait()
+        results.append(release_period(db, now=T0))
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Counter(r.status for r in results) == {"released": 1, "already released": 2}
+    assert len(_due(db)) == 10
+
+
+def test_without_a_plan_or_period_nothing_is_released(db: Database) -> None:
+    _fetched(db, "h", 1, [T0 - DAY])
+    assert release_period(db, now=T0).status == "no plan"
+    _plan(db, {1: 1}, periods=1)
+    assert release_period(db, now=T0 - timedelta(seconds=1)).status == "no current period"
+    assert release_period(db, now=T0 + DAY).status == "no current period"
+    assert _due(db) == {}
+
+
+def test_report_after_a_plan_waits_for_the_next_release(db: Database) -> None:
+    ids = _fetched(db, "h", 6, [T0 - timedelta(hours=6 - i) for i in range(4)])
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == ids[0]).values(refresh_interval=2.5))
+    _plan(db, {6: 3})
+    release_period(db, now=T0)
+    end = T0 + DAY - timedelta(seconds=1)
+    queue = LeaseQueue(db, BIG)
+    (lease,) = queue.lease("w", now=end)
+    assert {p.page_id for p in lease.pages} == set(ids[:3])
+    at = end + timedelta(seconds=0.5)
+    results = [
+        FetchResult(page_id=ids[0], fetched_at=at, status="ok", http_status=200),
+        FetchResult(page_id=ids[1], fetched_at=at, status="ok", http_status=304),
+        FetchResult(
+            page_id=ids[2], fetched_at=at, status="error", next_due_at=at + timedelta(minutes=5)
+        ),
+    ]
+    queue.finish(lease.lease_id, results, now=at)
+    with db.read() as conn:
+        rows = {
+            r.id: r
+            for r in conn.execute(
+                select(PAGES.c.id, PAGES.c.next_due_at, PAGES.c.scheduled_at).where(
+                    PAGES.c.id.in_(ids[:3])
+                )
+            )
+        }
+    assert rows[ids[0]].next_due_at is None
+    assert rows[ids[0]].scheduled_at == at + timedelta(days=2.5)
+    assert rows[ids[1]].next_due_at is None
+    assert rows[ids[1]].scheduled_at == at + queue.policy.revisit_after
+    assert rows[ids[2]].next_due_at == at + timedelta(minutes=5)  # the worker's retry holds
+    # Nothing else is leased until the next period's release.
+    assert _lease_all(db, at + timedelta(minutes=1)) == set()
+    assert _lease_all(db, at + timedelta(minutes=5)) == {ids[2]}
+
+
+def test_report_without_a_plan_keeps_the_old_behaviour(db: Database) -> None:
+    ids = _pages(db, "h", 2)
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == ids[1]).values(refresh_interval=0.5))
+    queue = LeaseQueue(db, LeasePolicy(revisit_after=timedelta(days=2)))
+    (lease,) = queue.lease("w", now=T0)
+    queue.finish(
+        lease.lease_id,
+        [FetchResult(page_id=p, fetched_at=T0, status="ok", http_status=200) for p in ids],
+        now=T0,
+    )
+    with db.read() as conn:
+        rows = {
+            r.id: r
+            for r in conn.execute(select(PAGES.c.id, PAGES.c.next_due_at, PAGES.c.scheduled_at))
+        }
+    assert rows[ids[0]].next_due_at == rows[ids[0]].scheduled_at == T0 + 2 * DAY
+    assert rows[ids[1]].next_due_at == rows[ids[1]].scheduled_at == T0 + DAY / 2

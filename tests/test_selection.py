@@ -1,0 +1,230 @@
+"""Due-URL selection, the pure part: exact small cases and properties on random instances."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.selection import (
+    HOST_CAPACITY,
+    NEW_PAGES,
+    NOT_ENOUGH_DUE,
+    Selection,
+    host_capacity,
+    select_due_pages,
+)
+
+
+def _select(
+    pages: list[tuple[int, int, int, float]],
+    quotas: dict[int, int],
+    *,
+    new: list[tuple[int, int]] = (),  # type: ignore[assignment]
+    new_quota: int = 0,
+    delays: dict[int, float],
+    start: float = 0.0,
+    end: float = 100.0,
+    now: float = 0.0,
+) -> Selection:
+    """pages: (page_id, host_id, bucket, scheduled_at); new: (page_id, host_id) by cash."""
+    arr = np.array(pages, dtype=float).reshape(-1, 4)
+    new_arr = np.array(new, dtype=np.int64).reshape(-1, 2)
+    return select_due_pages(
+        page_id=arr[:, 0].astype(np.int64),
+        host_id=arr[:, 1].astype(np.int64),
+        bucket=arr[:, 2].astype(np.int64),
+        scheduled_at=arr[:, 3],
+        quotas=quotas,
+        new_page_id=new_arr[:, 0],
+        new_host_id=new_arr[:, 1],
+        new_quota=new_quota,
+        host_ids=np.array(sorted(delays), dtype=np.int64),
+        host_delay=np.array([delays[h] for h in sorted(delays)], dtype=float),
+        start=start,
+        end=end,
+        now=now,
+    )
+
+
+def _release(sel: Selection) -> dict[int, float]:
+    return dict(zip(sel.page_id.tolist(), sel.release_at.tolist(), strict=True))
+
+
+def test_most_overdue_first_and_quota_met_exactly() -> None:
+    # Bucket 1: five pages on many hosts, given out of order; quota 3.
+    pages = [(10, 1, 1, 5.0), (11, 2, 1, -30.0), (12, 3, 1, -10.0), (13, 4, 1, 2.0)]
+    pages += [(14, 5, 1, -20.0), (20, 6, 2, 1.0)]
+    sel = _select(pages, {1: 3}, delays=dict.fromkeys(range(1, 7), 0.0), now=0.0)
+    assert sel.page_id.tolist() == [11, 14, 12]  # most overdue first; bucket 2 has no quota
+    assert sel.chosen == {1: 3} and sel.shortfalls == ()
+    # Three overdue pages spread evenly over [now, end - 1 ms), most overdue first.
+    span = 100.0 - 1e-3
+    assert sel.release_at == pytest.approx([0.0, span / 3, 2 * span / 3])
+
+
+def test_pages_scheduled_inside_the_period_are_released_at_their_time() -> None:
+    pages = [(1, 1, 4, 30.0), (2, 2, 4, 70.0), (3, 3, 4, -5.0), (4, 4, 4, 120.0)]
+    sel = _select(pages, {4: 4}, delays=dict.fromkeys(range(1, 5), 1.0), start=0, end=100, now=10)
+    release = _release(sel)
+    assert release[1] == 30.0 and release[2] == 70.0  # fixed order: at the scheduled time
+    assert release[3] == 10.0  # overdue: from now, never in the past
+    assert 4 not in release  # scheduled after the period: not due
+    (short,) = sel.shortfalls
+    assert (short.bucket, short.quota, short.chosen, short.reason) == (4, 4, 3, NOT_ENOUGH_DUE)
+
+
+def test_a_full_host_is_skipped_and_the_next_candidate_taken() -> None:
+    # Host 1 allows floor((100 - 0.001) / 40) + 1 = 3 requests in the period.
+    assert host_capacity(np.array([40.0, 0.0]), 100.0).tolist()[0] == 3
+    pages = [(i, 1, 7, float(-100 + i)) for i in range(5)] + [(9, 2, 7, 0.0)]
+    sel = _select(pages, {7: 4}, delays={1: 40.0, 2: 0.0})
+    assert sel.page_id.tolist() == [0, 1, 2, 9]
+    assert sel.shortfalls == ()
+    times = sorted(t for pid, t in _release(sel).items() if pid < 5)
+    assert np.diff(times).min() >= 40.0 - 1e-6  # polite spacing inside the period
+    assert max(times) < 100.0
+
+
+def test_host_capacity_shortfall_is_named_and_shared_with_new_pages() -> None:
+    pages = [(i, 1, 3, float(i)) for i in range(4)]
+    new = [(50, 1), (51, 2), (52, 1)]
+    sel = _select(pages, {3: 4}, new=new, new_quota=3, delays={1: 30.0, 2: 10.0})
+    # Host 1 allows floor((100 - 0.001) / 30) + 1 = 4 requests: the four re-crawls fill it.
+    assert sel.chosen == {3: 4}
+    assert sel.page_id.tolist() == [0, 1, 2, 3, 51]
+    assert sel.new_chosen == 1
+    (short,) = sel.shortfalls
+    assert (short.bucket, short.chosen, short.reason, short.host_skipped) == (
+        NEW_PAGES,
+        1,
+        HOST_CAPACITY,
+        2,
+    )
+    assert (sel.bucket == NEW_PAGES).sum() == 1
+
+
+def test_new_pages_follow_cash_order() -> None:
+    new = [(7, 1), (3, 2), (9, 3), (1, 4)]
+    sel = _select([], {}, new=new, new_quota=3, delays=dict.fromkeys(range(1, 5), 0.0), now=40)
+    assert sel.page_id.tolist() == [7, 3, 9]
+    assert sel.release_at == pytest.approx([40.0, 40 + 60 / 3 - 1e-3 / 3, 40 + 2 * (60 - 1e-3) / 3])
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="fall in the period"):
+        _select([], {}, delays={}, start=0, end=10, now=10)
+    with pytest.raises(ValueError, match="host_ids"):
+        _select([(1, 5, 1, 0.0)], {1: 1}, delays={1: 0.0})
+
+
+def _reference(
+    cands: list[tuple[int, int, int, float]],
+    quotas: dict[int, int],
+    new: list[tuple[int, int]],
+    new_quota: int,
+    caps: dict[int, int],
+    end: float,
+) -> tuple[list[int], list[int]]:
+    """The greedy rule, written plainly: merged overdue order, then new pages."""
+    room = dict(caps)
+    left = dict(quotas)
+    chosen = []
+    for pid, host, bucket, _ in sorted(cands, key=lambda c: (c[3], c[0])):
+        if _ >= end or left.get(bucket, 0) <= 0 or room[host] <= 0:
+            continue
+        left[bucket] -= 1
+        room[host] -= 1
+        chosen.append(pid)
+    new_chosen = []
+    for pid, host in new:
+        if len(new_chosen) < new_quota and room[host] > 0:
+            room[host] -= 1
+            new_chosen.append(pid)
+    return chosen, new_chosen
+
+
+@st.composite
+def _instances(draw: Any) -> dict[str, Any]:
+    hosts = draw(st.integers(1, 6))
+    n = draw(st.integers(0, 60))
+    buckets = draw(st.lists(st.integers(0, 255), min_size=1, max_size=4, unique=True))
+    times = st.integers(-200, 200).map(float)
+    cands = [
+        (i, draw(st.integers(0, hosts - 1)), draw(st.sampled_from(buckets)), draw(times))
+        for i in range(n)
+    ]
+    quotas = {b: draw(st.integers(0, 25)) for b in buckets}
+    k = draw(st.integers(0, 20))
+    new = [(1000 + i, draw(st.integers(0, hosts - 1))) for i in range(k)]
+    delays = {h: draw(st.sampled_from([0.0, 5.0, 13.0, 30.0, 60.0])) for h in range(hosts)}
+    now = draw(st.integers(0, 99).map(float))
+    return {
+        "cands": cands,
+        "quotas": quotas,
+        "new": new,
+        "new_quota": draw(st.integers(0, 15)),
+        "delays": delays,
+        "now": now,
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(_instances())
+def test_properties_on_random_instances(inst: dict[str, Any]) -> None:
+    start, end, now = 0.0, 100.0, inst["now"]
+    delays: dict[int, float] = inst["delays"]
+    sel = _select(
+        inst["cands"],
+        inst["quotas"],
+        new=inst["new"],
+        new_quota=inst["new_quota"],
+        delays=delays,
+        start=start,
+        end=end,
+        now=now,
+    )
+    hosts = sorted(delays)
+    caps = dict(
+        zip(
+            hosts,
+            host_capacity(np.array([delays[h] for h in hosts]), end - now).tolist(),
+            strict=True,
+        )
+    )
+    # The same pages as the plain greedy rule (most overdue first, host caps, then new).
+    chosen, new_chosen = _reference(
+        inst["cands"], inst["quotas"], inst["new"], inst["new_quota"], caps, end
+    )
+    assert sel.page_id.tolist() == chosen + new_chosen
+    host_of = {pid: h for pid, h, _, _ in inst["cands"]} | dict(inst["new"])
+    # Per-host capacity never exceeded; polite spacing; never in the past nor after the end.
+    per_host = Counter(host_of[p] for p in sel.page_id.tolist())
+    assert all(per_host[h] <= caps[h] for h in per_host)
+    assert np.all(sel.release_at >= now) and np.all(sel.release_at < end)
+    for h in per_host:
+        times = np.sort(sel.release_at[[host_of[p] == h for p in sel.page_id.tolist()]])
+        if delays[h] > 0 and len(times) > 1:
+            assert np.diff(times).min() >= delays[h] - 1e-5
+    # Quotas met exactly when enough pages are due and no host got in the way.
+    due = Counter(b for _, _, b, t in inst["cands"] if t < end)
+    short = {s.bucket: s for s in sel.shortfalls}
+    for b, q in inst["quotas"].items():
+        got = sel.chosen.get(b, 0)
+        assert got <= q
+        if got < q:
+            assert short[b].reason == (HOST_CAPACITY if short[b].host_skipped else NOT_ENOUGH_DUE)
+            if short[b].reason == NOT_ENOUGH_DUE:
+                assert got == due[b]
+        else:
+            assert b not in short
+    # Pages released where they were scheduled when inside the period and their host is free.
+    sched = {pid: t for pid, _, _, t in inst["cands"]}
+    lonely = {h for h, c in per_host.items() if c == 1 or delays[h] == 0}
+    for pid, t in _release(sel).items():
+        if pid in sched and now <= sched[pid] < end - 1e-3 and host_of[pid] in lonely:
+            assert t == sched[pid]
