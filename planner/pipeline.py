@@ -252,7 +252,7 @@ def release_period(
     *,
     now: datetime | None = None,
     min_delay_seconds: float = 1.0,
-    candidate_factor: float = 2.0,
+    candidate_factor: float = 1.25,
     max_rounds: int = 4,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.

@@ -38,7 +38,6 @@ from sqlalchemy import (
     or_,
     select,
     text,
-    update,
 )
 
 from store.database import Database
@@ -251,13 +250,17 @@ _PG_WITHDRAW = text(
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 _SQLITE_RELEASE = (
-    update(PAGES)
-    .where(PAGES.c.id == bindparam("r_id"), _free())
-    .values(next_due_at=bindparam("r_due", type_=UTCDateTime()))
+    "UPDATE pages SET next_due_at = ? WHERE id = ? AND (leased_until IS NULL OR leased_until < ?)"
 )
 _SQLITE_WITHDRAW = (
-    update(PAGES).where(PAGES.c.id == bindparam("r_id"), _free()).values(next_due_at=None)
+    "UPDATE pages SET next_due_at = NULL WHERE id = ? "
+    "AND (leased_until IS NULL OR leased_until < ?)"
 )
+
+
+def _sqlite_stamp(when: datetime) -> str:
+    """``when`` as SQLite stores a UTCDateTime: naive UTC text with microseconds."""
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
 
 
 def release_pages(
@@ -297,15 +300,17 @@ def release_pages(
             if withdraw:
                 conn.execute(_PG_WITHDRAW, {"ids": withdraw, "now": when})
         else:
-            released = 0
-            if ids:
-                rows = [
-                    {"r_id": i, "r_due": datetime.fromtimestamp(s, UTC), "now": when}
-                    for i, s in zip(ids, secs, strict=True)
-                ]
-                released = conn.execute(_SQLITE_RELEASE, rows).rowcount
+            # Through the driver, in id order (neighbouring rows share B-tree pages), with
+            # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds).
+            stamp = _sqlite_stamp(when)
+            rows = [
+                (_sqlite_stamp(datetime.fromtimestamp(s, UTC)), i, stamp)
+                for i, s in zip(ids, secs, strict=True)
+            ]
+            rows.sort(key=lambda row: row[1])
+            released = conn.exec_driver_sql(_SQLITE_RELEASE, rows).rowcount if rows else 0
             if withdraw:
-                conn.execute(_SQLITE_WITHDRAW, [{"r_id": i, "now": when} for i in withdraw])
+                conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
         return int(released or 0)
 
     return db.run_write(work)

@@ -1,0 +1,409 @@
+"""Due-URL selection benchmark: choose, release and lease 100,000 due URLs from a large store.
+
+Run with ``make bench``. The store (default 10,000,000 pages on 1,000 hosts, 100 change-rate
+buckets, a tenth never fetched) is built in bulk SQL (a recursive CTE on SQLite,
+``generate_series`` on PostgreSQL; indexes built after the rows), not through the seeding
+path. A published plan asks for 900 pages of each bucket plus 10,000 new pages in the current
+period (100,000 in all); one host in fifty has a robots.txt delay of an hour, so host
+capacity binds for some of them. Timed, each beside baselines measured in the same run on the
+same database:
+
+* read: the candidate queries (per bucket by ``(bucket, scheduled_at)``, new pages by cash,
+  the hosts' delays);
+* select: the pure selection (``planner.selection``) on those candidates;
+* release: ``release_period`` end to end (read, select, one write transaction);
+* lease: ``LeaseQueue.lease`` in batches of 100 hosts (about 10,000 URLs) until the released
+  pages are all leased;
+
+baselines: a bare indexed SELECT of the same number of rows (the quota's first rows of each
+bucket and of the new pages, through the driver), and a bare UPDATE of ``next_due_at`` of
+100,000 pages by id.
+
+Options: ``--pages N`` (default 10,000,000), ``--backend sqlite|postgresql|both`` (default
+sqlite), ``--pg URL`` (admin URL, default the local server), ``--keep DIR`` reuses a built
+SQLite store in DIR (handy when iterating).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from sqlalchemy import text
+
+from planner.pipeline import release_period
+from planner.selection import select_due_pages
+from store import (
+    Database,
+    LeasePolicy,
+    LeaseQueue,
+    PlanDraft,
+    PlanPeriodDraft,
+    open_database,
+    publish_plan,
+    upgrade_schema,
+)
+from store.releases import host_delays, new_page_candidates, period_work, refresh_candidates
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+HOSTS = 1_000
+BUCKETS = 100
+PER_BUCKET = 900
+NEW = 10_000
+BASE = datetime(2026, 3, 1, tzinfo=UTC)  # the period starts here; now is one minute later
+SPREAD_S = 15 * 86_400  # scheduled times within +-15 days of BASE
+MIN_DELAY = 1.0
+
+# Columns of the bulk rows, as SQL expressions of the row number i (1..N).
+_SQLITE_ROWS = """
+WITH RECURSIVE s(i) AS (SELECT :lo UNION ALL SELECT i + 1 FROM s WHERE i < :hi)
+INSERT INTO pages (id, url, host_id, status, first_seen, next_due_at, last_fetch_at,
+                   fetches, changes, bucket, importance, refresh_interval, scheduled_at,
+                   cash, history)
+SELECT i, printf('http://bench.example/%010d', i), 1 + i % :hosts,
+       CASE WHEN i % 10 = 0 THEN 'new' ELSE 'ok' END, :first, NULL,
+       CASE WHEN i % 10 = 0 THEN NULL ELSE :first END,
+       CASE WHEN i % 10 = 0 THEN 0 ELSE 1 END, 0,
+       CASE WHEN i % 10 = 0 THEN 0 ELSE 1 + ((i * 40503) / 7) % :buckets END,
+       ((i * 40503) % 1000) / 1000.0, 1.0,
+       CASE WHEN i % 10 = 0 THEN NULL
+            ELSE strftime('%Y-%m-%d %H:%M:%S', :base + (i * 2654435761) % (2 * :spread) - :spread,
+                          'unixepoch') || '.000000' END,
+       ((i * 2246822519) % 1000003) / 1000003.0, 0.0
+FROM s
+"""
+_PG_ROWS = """
+INSERT INTO pages (id, url, host_id, status, first_seen, next_due_at, last_fetch_at,
+                   fetches, changes, bucket, importance, refresh_interval, scheduled_at,
+                   cash, history)
+SELECT i, 'http://bench.example/' || lpad(i::text, 10, '0'), 1 + i % :hosts,
+       CASE WHEN i % 10 = 0 THEN 'new' ELSE 'ok' END, :first, NULL,
+       CASE WHEN i % 10 = 0 THEN NULL ELSE :first END,
+       CASE WHEN i % 10 = 0 THEN 0 ELSE 1 END, 0,
+       CASE WHEN i % 10 = 0 THEN 0 ELSE 1 + ((i * 40503) / 7) % :buckets END,
+       ((i * 40503) % 1000) / 1000.0, 1.0,
+       CASE WHEN i % 10 = 0 THEN NULL
+            ELSE to_timestamp(:base + (i * 2654435761) % (2 * :spread) - :spread) END,
+       ((i * 2246822519) % 1000003) / 1000003.0, 0.0
+FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) AS i
+"""
+
+
+def build_store(db: Database, pages: int) -> float:
+    """Fill an initialized store with ``pages`` pages in bulk SQL; returns seconds taken."""
+    t0 = time.perf_counter()
+    first = BASE - timedelta(days=30)
+    postgres = db.dialect == "postgresql"
+    with db.write() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO hosts (id, origin, first_seen, next_fetch_at, consecutive_errors, "
+                "crawl_delay) VALUES (:id, :origin, :first, :first, 0, :delay)"
+            ),
+            [
+                {
+                    "id": h,
+                    "origin": f"http://h{h}.example",
+                    "first": first,
+                    "delay": 3600.0 if h % 50 == 0 else None,
+                }
+                for h in range(1, HOSTS + 1)
+            ],
+        )
+        # Indexes are built after the rows (much faster than maintaining them per row).
+        if postgres:
+            ddl = conn.execute(
+                text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pages'")
+            ).all()
+        else:
+            ddl = conn.execute(
+                text(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                    "AND tbl_name = 'pages' AND sql IS NOT NULL"
+                )
+            ).all()
+        secondary = [(n, d) for n, d in ddl if n not in ("pages_pkey", "pages_url_key")]
+        for name, _ in secondary:
+            conn.execute(text(f"DROP INDEX {name}"))
+    if postgres:
+        with db.write() as conn:
+            conn.execute(text("ALTER TABLE pages DROP CONSTRAINT pages_url_key"))
+    chunk = 1_000_000
+    params = {
+        "hosts": HOSTS,
+        "buckets": BUCKETS,
+        "base": int(BASE.timestamp()),
+        "spread": SPREAD_S,
+    }
+    for lo in range(1, pages + 1, chunk):
+        hi = min(lo + chunk - 1, pages)
+        with db.write() as conn:
+            stmt = _PG_ROWS if postgres else _SQLITE_ROWS
+            # SQLite: the text form the store's UTCDateTime writes (naive UTC, microseconds).
+            stamp = first if postgres else first.strftime("%Y-%m-%d %H:%M:%S.%f")
+            conn.execute(text(stmt), {**params, "lo": lo, "hi": hi, "first": stamp})
+        print(f"  {hi:,} pages ({time.perf_counter() - t0:.0f} s)", flush=True)
+    with db.write() as conn:
+        for _, definition in secondary:
+            conn.execute(text(definition))
+        if postgres:
+            conn.execute(text("ALTER TABLE pages ADD CONSTRAINT pages_url_key UNIQUE (url)"))
+    if postgres:
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE pages"))
+            conn.execute(text("VACUUM ANALYZE hosts"))
+    else:
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+    return time.perf_counter() - t0
+
+
+def _publish(db: Database) -> None:
+    publish_plan(
+        db,
+        PlanDraft(
+            starts_at=BASE,
+            period_days=1.0,
+            strategy="bench",
+            periods=[
+                PlanPeriodDraft(
+                    period=1,
+                    starts_at=BASE,
+                    ends_at=BASE + timedelta(days=1),
+                    capacity=float(BUCKETS * PER_BUCKET + NEW),
+                    new_pages=NEW,
+                    quotas=dict.fromkeys(range(1, BUCKETS + 1), PER_BUCKET),
+                )
+            ],
+            inputs={},
+            solver={},
+        ),
+        now=BASE - timedelta(hours=1),
+    )
+
+
+def _bare_select(db: Database) -> tuple[float, int]:
+    """The same number of rows through bare indexed SELECTs (quota rows of each bucket)."""
+    before = BASE + timedelta(days=1)
+    postgres = db.dialect == "postgresql"
+    t0 = time.perf_counter()
+    rows = 0
+    with db.read() as conn:
+        for b in range(1, BUCKETS + 1):
+            rows += len(
+                conn.execute(
+                    text(
+                        "SELECT id, host_id, scheduled_at FROM pages WHERE bucket = :b AND "
+                        "scheduled_at < :before ORDER BY scheduled_at LIMIT :k"
+                    ),
+                    {
+                        "b": b,
+                        "before": before if postgres else before.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                        "k": PER_BUCKET,
+                    },
+                ).all()
+            )
+        rows += len(
+            conn.execute(
+                text(
+                    "SELECT id, host_id, cash FROM pages WHERE status = 'new' "
+                    "ORDER BY cash DESC, id DESC LIMIT :k"
+                ),
+                {"k": NEW},
+            ).all()
+        )
+    return time.perf_counter() - t0, rows
+
+
+def _bare_update(db: Database, n: int) -> float:
+    """UPDATE next_due_at of n pages by id in one transaction (then undone)."""
+    ids = list(range(1, 10 * n + 1, 10))
+    due = BASE + timedelta(hours=1)
+    t0 = time.perf_counter()
+    with db.write() as conn:
+        if db.dialect == "postgresql":
+            conn.execute(
+                text("UPDATE pages SET next_due_at = :due WHERE id = ANY(CAST(:ids AS bigint[]))"),
+                {"due": due, "ids": ids},
+            )
+        else:
+            stamp = due.strftime("%Y-%m-%d %H:%M:%S.%f")
+            conn.exec_driver_sql(
+                "UPDATE pages SET next_due_at = ? WHERE id = ?", [(stamp, i) for i in ids]
+            )
+    elapsed = time.perf_counter() - t0
+    with db.write() as conn:
+        conn.execute(
+            text("UPDATE pages SET next_due_at = NULL WHERE id = :i"), [{"i": i} for i in ids]
+        )
+    return elapsed
+
+
+def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
+    figures: dict[str, float] = {"pages": pages}
+    if build:
+        print(f"[{db.dialect}] building a store of {pages:,} pages ...", flush=True)
+        figures["build_s"] = build_store(db, pages)
+        _publish(db)
+    now = BASE + timedelta(minutes=1)
+    # Warm the caches the same way for every measurement (one untimed pass).
+    _bare_select(db)
+    figures["baseline_select_s"], figures["baseline_rows"] = _bare_select(db)
+    figures["baseline_update_s"] = _bare_update(db, BUCKETS * PER_BUCKET + NEW)
+
+    work = period_work(db, 1, now)
+    assert work is not None
+    t0 = time.perf_counter()
+    per_bucket = refresh_candidates(
+        db, {b: 2 * q for b, q in work.quotas.items()}, before=work.ends_at, now=now
+    )
+    new = new_page_candidates(db, 2 * work.new_pages, now=now)
+    hosts = sorted({h for c in per_bucket.values() for h in c.host_id} | set(new.host_id))
+    robots = host_delays(db, hosts)
+    figures["read_s"] = time.perf_counter() - t0
+    figures["candidates"] = sum(len(c.page_id) for c in per_bucket.values()) + len(new.page_id)
+    parts = list(per_bucket.values())
+    t0 = time.perf_counter()
+    selection = select_due_pages(
+        page_id=np.concatenate([np.asarray(c.page_id, np.int64) for c in parts]),
+        host_id=np.concatenate([np.asarray(c.host_id, np.int64) for c in parts]),
+        bucket=np.concatenate([np.asarray(c.bucket, np.int64) for c in parts]),
+        scheduled_at=np.concatenate([np.asarray(c.scheduled_s, float) for c in parts]),
+        importance=np.concatenate([np.asarray(c.importance, float) for c in parts]),
+        quotas=work.quotas,
+        new_page_id=np.asarray(new.page_id, np.int64),
+        new_host_id=np.asarray(new.host_id, np.int64),
+        new_quota=work.new_pages,
+        host_ids=np.asarray(hosts, np.int64),
+        host_delay=np.array([max(MIN_DELAY, robots.get(h) or 0.0) for h in hosts]),
+        start=work.starts_at.timestamp(),
+        end=work.ends_at.timestamp(),
+        now=now.timestamp(),
+    )
+    figures["select_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    summary = release_period(db, now=now, min_delay_seconds=MIN_DELAY)
+    figures["release_s"] = time.perf_counter() - t0
+    assert summary.status == "released", summary
+    assert summary.released == len(selection.page_id), (summary.released, len(selection.page_id))
+    figures["released"] = summary.released
+    figures["shortfalls"] = len(summary.shortfalls)
+
+    queue = LeaseQueue(
+        db,
+        # Batches of 100 whole hosts (about 10,000 URLs): a host is leased once, all its pages.
+        LeasePolicy(lease_seconds=3600, max_urls=100_000, max_urls_per_host=10_000, max_hosts=100),
+    )
+    lease_at = work.ends_at  # every release time (< end) has passed
+    t0 = time.perf_counter()
+    leased = 0
+    while batch := queue.lease("bench", now=lease_at):
+        leased += sum(len(lease.pages) for lease in batch)
+    figures["lease_s"] = time.perf_counter() - t0
+    figures["leased"] = leased
+    assert leased == summary.released, (leased, summary.released)
+    return figures
+
+
+def _print(results: dict[str, dict[str, float]]) -> None:
+    print(
+        "\nbackend     pages        measure                                     seconds  "
+        "baseline   ratio"
+    )
+    for backend, f in results.items():
+        n = f"{int(f['pages']):,}"
+        base_sel, base_upd = f["baseline_select_s"], f["baseline_update_s"]
+        rows = [
+            ("read candidates ({:,} rows)".format(int(f["candidates"])), f["read_s"], base_sel),
+            ("pure selection", f["select_s"], base_sel),
+            ("release_period (read+select+write)", f["release_s"], base_sel + base_upd),
+            (
+                "lease {:,} URLs (batches of 100 hosts)".format(int(f["leased"])),
+                f["lease_s"],
+                base_upd,
+            ),
+            (
+                "choose + release + lease",
+                f["release_s"] + f["lease_s"],
+                base_sel + base_upd,
+            ),
+        ]
+        for label, value, base in rows:
+            ratio = value / base
+            print(f"{backend:<11} {n:<12} {label:<43} {value:>7.2f}  {base:>8.2f}  {ratio:>6.2f}")
+        print(
+            f"{backend:<11} {n:<12} baselines: bare indexed SELECT of {int(f['baseline_rows']):,} "
+            f"rows {base_sel:.2f} s; bare UPDATE of 100,000 rows by id {base_upd:.2f} s"
+        )
+        if "build_s" in f:
+            print(f"{backend:<11} {n:<12} (store built in {f['build_s']:.0f} s)")
+        print(
+            f"{backend:<11} {n:<12} released {int(f['released']):,}, "
+            f"shortfalls {int(f['shortfalls'])}, leased {int(f['leased']):,}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=10_000_000)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="sqlite")
+    parser.add_argument("--pg", default=PG_ADMIN, help=f"admin URL (default {PG_ADMIN})")
+    parser.add_argument("--keep", default=None, help="directory of a reusable SQLite store")
+    parser.add_argument("--out", default="bench-results/selection.json")
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    if args.backend in ("sqlite", "both"):
+        folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="crawlplan-sel-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"selection-{args.pages}.db"
+        build = not path.exists()
+        if not build:  # reuse: undo the previous run's release and leases
+            db = open_database(f"sqlite:///{path}")
+            with db.write() as conn:
+                for stmt in (
+                    "DELETE FROM period_releases",
+                    "UPDATE pages SET next_due_at = NULL, lease_id = NULL, leased_until = NULL "
+                    "WHERE id IN (SELECT id FROM pages WHERE next_due_at IS NOT NULL)",
+                    "UPDATE hosts SET lease_id = NULL, leased_until = NULL",
+                    "DELETE FROM leases",
+                ):
+                    conn.exec_driver_sql(stmt)
+        else:
+            db = open_database(f"sqlite:///{path}", create=True)
+            upgrade_schema(db)
+        results["sqlite"] = bench(db, args.pages, build)
+        db.dispose()
+        if not args.keep:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if args.backend in ("postgresql", "both"):
+        name = f"crawlplan_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(args.pg, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            db = open_database(args.pg.rsplit("/", 1)[0] + "/" + name)
+            upgrade_schema(db)
+            results["postgresql"] = bench(db, args.pages, True)
+            db.dispose()
+        finally:
+            with psycopg.connect(args.pg, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+    _print(results)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
