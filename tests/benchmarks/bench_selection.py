@@ -263,9 +263,12 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
     assert work is not None
     t0 = time.perf_counter()
     per_bucket = refresh_candidates(
-        db, {b: 2 * q for b, q in work.quotas.items()}, before=work.ends_at, now=now
+        db,
+        {b: max(int(1.25 * q), q + 64) for b, q in work.quotas.items()},
+        before=work.ends_at,
+        now=now,
     )
-    new = new_page_candidates(db, 2 * work.new_pages, now=now)
+    new = new_page_candidates(db, max(int(1.25 * work.new_pages), work.new_pages + 64), now=now)
     hosts = sorted({h for c in per_bucket.values() for h in c.host_id} | set(new.host_id))
     robots = host_delays(db, hosts)
     figures["read_s"] = time.perf_counter() - t0
