@@ -1,0 +1,651 @@
+"""Page-level optimal refresh schedules: how often to crawl each page for a given bandwidth.
+
+Given per-page change rates ``lam`` (changes per period), importance ``w`` and a bandwidth
+``G`` (crawls per period), :func:`refresh_schedule` returns each page's refresh rate ``f``
+(crawls per period) and interval ``1 / f`` (periods) that optimise one of the objectives of
+:mod:`planner.refresh_objectives`, subject to
+
+    sum_i f_i = (1 - gamma) G                        the refresh bandwidth (multiplier mu)
+    sum_{i on host h} f_i <= R_h                     politeness per host (multiplier nu_h)
+    1 / max_interval_i <= f_i <= 1 / min_interval_i  per-page bounds (per host or URL pattern)
+
+where ``gamma`` is the discovery share of the bandwidth kept for new pages (Xyleme sec. 6.5).
+Importance is centered on 1 (``w / mean(w)``) as Xyleme prescribes; that scales the
+multipliers, not the schedule.
+
+The KKT conditions say each page is refreshed where its marginal value equals the multiplier
+it faces, ``m_i = mu + nu_{h(i)}``, clipped to its bounds. For a host, ``nu_h > 0`` only when
+its capacity binds, and then its pages' common multiplier is the ``m*_h`` at which they exactly
+fill ``R_h``, which does not depend on ``mu``. So the solve is: find ``m*_h`` for every host
+(vectorized Newton in log space, one ``bincount`` per step), then the one ``mu`` with
+``sum_i f_i(max(mu, m*_h(i))) = (1 - gamma) G`` (the same safeguarded Newton). Both are
+solved to a relative residual near machine precision; ``nu_h = max(0, m*_h - mu)``.
+
+When the bandwidth cannot be spent (every page at its upper bound or on a saturated host),
+``mu = 0`` and :attr:`Schedule.unspent` says how much is left. When a host's pages need more
+than its capacity at their lower bounds (max intervals), the lower bounds on that host are
+scaled down to fit and the host is listed in :attr:`Schedule.overcommitted_hosts`.
+
+Without hosts or bounds the obsolescence schedule is Xyleme's closed form
+``t_i = K / sqrt(w_i lam_i)``, ``K = S / G``, ``S = sum_j sqrt(w_j lam_j)``, and its average
+obsolescence is ``S^2 / (2 G)``; :class:`XylemeSum` keeps ``S`` up to date as estimates change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.refresh_objectives import OBJECTIVES, RefreshObjective, objective_named
+
+__all__ = [
+    "OBJECTIVES",
+    "Schedule",
+    "ScheduleError",
+    "XylemeSum",
+    "binary_closed_form",
+    "refresh_schedule",
+    "xyleme_intervals",
+]
+
+_RTOL = 1e-13  # relative residual at which a multiplier is solved
+_MAX_STEPS = 200
+
+
+class ScheduleError(ValueError):
+    """Input a schedule cannot be computed from; ``str(err)`` names what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An optimal refresh schedule.
+
+    Attributes
+    ----------
+    objective : the objective's name.
+    refresh_rate : ndarray (n,), crawls per period of each page (0: never refreshed).
+    multiplier : mu, the bandwidth constraint's Lagrange multiplier (marginal value of one
+        more crawl per period, in units of the objective with importance centered on 1).
+    host_multiplier : ndarray (H,), nu_h >= 0 per host (0 where the capacity does not bind,
+        ``inf`` where the host is over-committed at its lower bounds).
+    host_load : ndarray (H,), scheduled crawls per period per host.
+    host_capacity : ndarray (H,), the capacities given (``inf`` when none).
+    bandwidth : G, crawls per period given.
+    discovery : gamma G, crawls per period kept for new pages.
+    value : the objective at ``refresh_rate`` (see :mod:`planner.refresh_objectives`).
+    unspent : refresh bandwidth that bounds and host capacities left unused (crawls/period).
+    overcommitted_hosts : ndarray of host indexes whose lower bounds exceed their capacity.
+    """
+
+    objective: str
+    refresh_rate: np.ndarray
+    multiplier: float
+    host_multiplier: np.ndarray
+    host_load: np.ndarray
+    host_capacity: np.ndarray
+    bandwidth: float
+    discovery: float
+    value: float
+    unspent: float
+    overcommitted_hosts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def interval(self) -> np.ndarray:
+        """ndarray (n,): periods between two crawls of each page (``inf``: never)."""
+        with np.errstate(divide="ignore"):
+            return 1.0 / self.refresh_rate
+
+    @property
+    def binding_hosts(self) -> np.ndarray:
+        """Indexes of the hosts whose capacity binds (``nu_h > 0``)."""
+        return np.flatnonzero(self.host_multiplier > 0)
+
+    @property
+    def spent(self) -> float:
+        """Crawls per period the schedule uses."""
+        return float(self.refresh_rate.sum())
+
+
+# -- input -----------------------------------------------------------------------------------
+
+
+def _pages_array(name: str, values: object, n: int | None, *, default: float) -> np.ndarray:
+    if values is None:
+        if n is None:
+            raise ScheduleError(f"{name} is required")
+        return np.full(n, default)
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim == 0 and n is not None:
+        return np.full(n, float(arr))
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        raise ScheduleError(f"{name} must hold one value per page ({n} pages), got {arr.shape}")
+    return arr
+
+
+def _check(name: str, arr: np.ndarray, *, allow_inf: bool = False, positive: bool = False) -> None:
+    bad = ~np.isfinite(arr) if not allow_inf else np.isnan(arr)
+    if positive:
+        bad |= ~(arr > 0)
+    else:
+        bad |= arr < 0
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        what = "> 0" if positive else ">= 0"
+        finite = "" if allow_inf else " and finite"
+        raise ScheduleError(
+            f"{int(bad.sum())} {name} value(s) are not {what}{finite} "
+            f"(first at row {k}: {arr[k]!r}); fix or drop those pages"
+        )
+
+
+# -- multiplier solves -----------------------------------------------------------------------
+
+#: Pages per chunk: every pass over the pages works on slices this long, so temporaries stay a
+#: few MB (reused by the allocator) instead of fresh page-faulted arrays of the full size.
+_CHUNK = 1 << 18
+
+
+@dataclass
+class _Pages:
+    """The pages of one solve; ``lo``/``hi`` None when unbounded, ``floor`` None without hosts.
+
+    ``floor`` is the per-page host multiplier ``m*_h(i)`` (0 where the host never binds).
+    """
+
+    lam: np.ndarray
+    w: np.ndarray
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    floor: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.lam.shape[0])
+
+    def chunks(self) -> list[slice]:
+        return [slice(k, min(k + _CHUNK, self.size)) for k in range(0, self.size, _CHUNK)]
+
+    def subset(self, pick: np.ndarray | slice) -> _Pages:
+        def take(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[pick]
+
+        return _Pages(self.lam[pick], self.w[pick], take(self.lo), take(self.hi), take(self.floor))
+
+
+def _rates_at(
+    goal: RefreshObjective, pages: _Pages, part: slice, m: np.ndarray | float, slope: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rates (and df/dm) of the pages in ``part`` at multipliers ``m`` (0 <= m <= inf).
+
+    The page's own multiplier is ``max(m, floor)``; df/dm is 0 where a bound holds, the page
+    is inactive, or its host's multiplier (not ``m``) decides.
+    """
+    lam, w = pages.lam[part], pages.w[part]
+    mm = np.asarray(m, dtype=float)
+    if pages.floor is not None:
+        mm = np.maximum(mm, pages.floor[part])
+    mm = np.broadcast_to(mm, lam.shape)
+    ok = (mm > 0) & np.isfinite(mm)
+    active = (lam > 0) & (w > 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        safe = np.where(ok, mm, 1.0)
+        f = goal.rate(safe, lam, w)
+        f = np.where(ok, f, np.where(mm <= 0, np.inf, 0.0))
+    f = np.where(active, f, 0.0)
+    lo = pages.lo[part] if pages.lo is not None else None
+    hi = pages.hi[part] if pages.hi is not None else None
+    if lo is not None or hi is not None:
+        f = np.clip(f, lo if lo is not None else 0.0, hi if hi is not None else np.inf)
+    if not slope:
+        return f, None
+    inside = active & ok
+    if lo is not None:
+        inside &= f > lo
+    if hi is not None:
+        inside &= f < hi
+    if pages.floor is not None:
+        inside &= pages.floor[part] < np.asarray(m)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d = goal.rate_slope(safe, np.where(inside, f, 1.0), lam, w)
+    return f, np.where(inside, d, 0.0)
+
+
+def _total(
+    goal: RefreshObjective, pages: _Pages, mu: float, slope: bool = True
+) -> tuple[float, float]:
+    """(sum f, d sum f / d mu) at the global multiplier ``mu``, chunk by chunk (slope 0 when
+    not asked for)."""
+    total = dtotal = 0.0
+    for part in pages.chunks():
+        f, d = _rates_at(goal, pages, part, mu, slope=slope)
+        total += float(f.sum())
+        dtotal += float(d.sum()) if d is not None else 0.0
+    return total, dtotal
+
+
+def _all_rates(goal: RefreshObjective, pages: _Pages, mu: float) -> np.ndarray:
+    out = np.empty(pages.size)
+    for part in pages.chunks():
+        out[part] = _rates_at(goal, pages, part, mu, slope=False)[0]
+    return out
+
+
+def _solve_groups(
+    spend: Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
+    target: np.ndarray,
+    start: np.ndarray,
+) -> _Roots:
+    """Per group g, the multiplier m_g > 0 with ``spend(m, ...)[0][g] == target[g]``.
+
+    ``spend(m, todo, slope)`` returns (S, dS/dm), each of shape (G,), for the groups in the
+    boolean mask ``todo`` (others may hold anything), dS/dm only when ``slope`` is asked
+    for. S is decreasing in m, runs from above
+    ``target`` as m -> 0 to below it as m -> inf (the caller checks). Newton's method on
+    ``ln S`` against ``ln m`` (exact in one step for power laws such as Xyleme's), safeguarded
+    by a bracket that opens by factors of e^3 until it closes and then bisects in log space.
+
+    S can jump: a page whose marginal value at rate 0 equals m exactly (the starvation
+    threshold of ``freshness``) goes from rate ``lam / 37`` to 0 between two neighbouring
+    floats of m. Then the bracket closes to one ulp with the target inside the jump, and the
+    result keeps both ends so the caller can blend them (see :class:`_Roots`).
+    """
+    s = np.log(start)
+    lo = np.full_like(s, -np.inf)
+    hi = np.full_like(s, np.inf)
+    log_target = np.log(target)
+    todo = np.ones(s.shape, dtype=bool)
+    solved = np.zeros(s.shape, dtype=bool)
+    s_prev = np.full_like(s, np.nan)
+    gap_prev = np.full_like(s, np.nan)
+    for _ in range(_MAX_STEPS):
+        need_slope = bool(np.isnan(gap_prev[todo]).any())
+        total, slope = spend(np.exp(s), todo, need_slope)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = np.log(total) - log_target
+        done = todo & (np.abs(total - target) <= _RTOL * target)
+        solved |= done
+        todo = todo & ~done
+        if not todo.any():
+            break
+        above = gap > 0  # spending too much: the multiplier must grow
+        lo = np.where(todo & above, s, lo)
+        hi = np.where(todo & ~above, s, hi)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # d ln S / d ln m (< 0): the secant through the last two points where there is
+            # one (robust when a few pages near their starvation threshold dominate the
+            # analytic slope), else the analytic slope
+            secant = (gap - gap_prev) / (s - s_prev)
+            analytic = np.exp(s) * slope / total
+            dlog = np.where(np.isfinite(secant) & (secant < 0), secant, analytic)
+            newton = s - gap / dlog
+        ok = np.isfinite(newton) & (newton > lo) & (newton < hi)
+        closed = np.isfinite(lo) & np.isfinite(hi)
+        fallback = np.where(closed, 0.5 * (lo + hi), np.where(np.isfinite(lo), s + 3.0, s - 3.0))
+        step = np.where(ok, newton, fallback)
+        if closed.any():
+            narrow = closed & (hi - lo <= 4e-16 * np.maximum(1.0, np.abs(s)))
+            todo = todo & ~narrow
+        s_prev, gap_prev = np.where(todo, s, s_prev), np.where(todo, gap, gap_prev)
+        s = np.where(todo, step, s)
+    m = np.exp(s)
+    return _Roots(
+        m=m,
+        under=np.where(solved | ~np.isfinite(hi), m, np.exp(hi)),
+        over=np.where(solved | ~np.isfinite(lo), m, np.exp(lo)),
+        solved=solved,
+    )
+
+
+@dataclass(frozen=True)
+class _Roots:
+    """Multipliers per group: ``m`` where ``solved``; elsewhere the target lies in a jump of S
+    between ``over`` (S above target) and ``under`` (S below), one float apart."""
+
+    m: np.ndarray
+    under: np.ndarray
+    over: np.ndarray
+    solved: np.ndarray
+
+
+def _host_multipliers(
+    goal: RefreshObjective,
+    pages: _Pages,
+    host: np.ndarray,
+    capacity: np.ndarray,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """m*_h per host (0: never binds; inf: over-committed), and the over-committed hosts.
+
+    Lower bounds of over-committed hosts are scaled down in ``pages`` to fit (in place).
+    """
+    n_hosts = capacity.shape[0]
+    m_star = np.zeros(n_hosts)
+    on_host = np.flatnonzero(host >= 0)
+    if on_host.size == 0:
+        return m_star, np.zeros(0, np.int64)
+    h = host[on_host]
+    lo = pages.lo[on_host] if pages.lo is not None else np.zeros(on_host.size)
+    floor = np.bincount(h, weights=lo, minlength=n_hosts)
+    active = (pages.lam[on_host] > 0) & (pages.w[on_host] > 0)
+    top = np.where(active, pages.hi[on_host] if pages.hi is not None else np.inf, lo)
+    ceiling = np.bincount(h, weights=np.minimum(top, 1e300), minlength=n_hosts)
+    over = floor >= capacity
+    if over.any():
+        if pages.lo is None:  # a host of capacity 0
+            pages.lo = np.zeros(pages.size)
+        if pages.hi is None:
+            pages.hi = np.full(pages.size, np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shrink = np.where(floor > 0, capacity / floor, 1.0)
+        mine = on_host[over[h]]
+        pages.lo[mine] *= shrink[host[mine]]
+        pages.hi[mine] = pages.lo[mine]
+        m_star[over] = np.inf
+    binds = ~over & (ceiling > capacity)
+    if binds.any():
+        groups = np.flatnonzero(binds)
+        pick = on_host[binds[h]]
+        sub = pages.subset(pick)
+        codes = np.searchsorted(groups, host[pick])
+        size = groups.shape[0]
+
+        def spend(
+            m: np.ndarray, todo: np.ndarray, want_slope: bool
+        ) -> tuple[np.ndarray, np.ndarray]:
+            live, live_codes = sub, codes
+            if not todo.all():  # only the hosts not solved yet
+                keep = np.flatnonzero(todo[codes])
+                live, live_codes = sub.subset(keep), codes[keep]
+            total = np.ones(size)
+            slope = np.zeros(size)
+            total[todo] = 0.0
+            for part in live.chunks():
+                c = live_codes[part]
+                f, d = _rates_at(goal, live, part, m[c], slope=want_slope)
+                total += np.bincount(c, weights=f, minlength=size)
+                if d is not None:
+                    slope += np.bincount(c, weights=d, minlength=size)
+            return total, slope
+
+        # where a capacity falls inside a jump, take the side that respects it
+        m_star[groups] = _solve_groups(spend, capacity[groups], np.full(size, scale)).under
+    return m_star, np.flatnonzero(over)
+
+
+def _start_scale(pages: _Pages, bandwidth: float) -> float:
+    """A multiplier of the right order: Xyleme's closed form ``(sum sqrt(w lam / 2) / G)^2``."""
+    root = float(np.sqrt(pages.w * pages.lam / 2.0).sum())
+    scale = (root / bandwidth) ** 2 if root > 0 else 1.0
+    return scale if np.isfinite(scale) and scale > 0 else 1.0
+
+
+def _global_rates(
+    goal: RefreshObjective, pages: _Pages, refresh: float
+) -> tuple[float, np.ndarray]:
+    """mu and the rates that spend exactly ``refresh``; large problems start from a sample.
+
+    Where the budget falls inside a jump of the total (see :func:`_solve_groups`), the pages
+    at their threshold get the blend of their rates on both sides that spends it exactly:
+    their marginal value equals mu to one ulp, so the KKT conditions hold.
+    """
+    start = _start_scale(pages, refresh)
+    if pages.size > 4 * _CHUNK and pages.floor is None:
+        step = pages.size // _CHUNK
+        sample = pages.subset(slice(None, None, step))
+        share = refresh * sample.size / pages.size
+        if sample.lo is None or float(sample.lo.sum()) < share:
+            start = float(_solve_one(goal, sample, share, start).m[0])
+    roots = _solve_one(goal, pages, refresh, start)
+    mu = float(roots.m[0])
+    if bool(roots.solved[0]):
+        return mu, _all_rates(goal, pages, mu)
+    under = _all_rates(goal, pages, float(roots.under[0]))
+    over = _all_rates(goal, pages, float(roots.over[0]))
+    low, high = float(under.sum()), float(over.sum())
+    theta = (refresh - low) / (high - low) if high > low else 0.0
+    return mu, under + theta * (over - under)
+
+
+def _solve_one(goal: RefreshObjective, pages: _Pages, target: float, start: float) -> _Roots:
+    def spend(mu: np.ndarray, todo: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray]:
+        total, dtotal = _total(goal, pages, float(mu[0]), slope)
+        return np.array([total]), np.array([dtotal])
+
+    return _solve_groups(spend, np.array([target]), np.array([start]))
+
+
+# -- the schedule ----------------------------------------------------------------------------
+
+
+def refresh_schedule(
+    rate: np.ndarray,
+    bandwidth: float,
+    *,
+    objective: str = "obsolescence",
+    importance: np.ndarray | None = None,
+    host: np.ndarray | None = None,
+    host_capacity: np.ndarray | None = None,
+    min_interval: np.ndarray | float | None = None,
+    max_interval: np.ndarray | float | None = None,
+    discovery_share: float = 0.0,
+) -> Schedule:
+    """The optimal refresh schedule of ``n`` pages for ``bandwidth`` crawls per period.
+
+    Parameters
+    ----------
+    rate : (n,) change rates, changes per period, finite and >= 0.
+    bandwidth : G, crawls per period, > 0.
+    objective : one of :data:`OBJECTIVES`.
+    importance : (n,) weights >= 0 (default 1), centered on 1 before use.
+    host : (n,) int host index in [0, H) of each page, or -1 for none (default: none).
+    host_capacity : (H,) crawls per period each host allows (politeness), >= 0, ``inf`` = none.
+    min_interval, max_interval : (n,) or scalar, periods; NaN or ``inf`` = no bound.
+    discovery_share : gamma in [0, 1): the share of G kept for new pages.
+
+    Raises
+    ------
+    ScheduleError : bad input, or a bandwidth below what the max intervals require.
+    """
+    try:
+        goal = objective_named(objective)
+    except ValueError as error:
+        raise ScheduleError(str(error)) from None
+    if not (isinstance(bandwidth, int | float) and math.isfinite(bandwidth) and bandwidth > 0):
+        raise ScheduleError(
+            f"bandwidth must be a finite number > 0 (crawls per period), got {bandwidth!r}"
+        )
+    if not (0.0 <= discovery_share < 1.0):
+        raise ScheduleError(f"discovery share must be in [0, 1), got {discovery_share!r}")
+    lam = _pages_array("rate", rate, None, default=0.0)
+    n = lam.shape[0]
+    _check("rate", lam)
+    w = _pages_array("importance", importance, n, default=1.0)
+    _check("importance", w)
+    if n and w.sum() > 0:
+        w = w / w.mean()
+    lo, hi = _bounds(min_interval, max_interval, n)
+    codes, capacity = _hosts(host, host_capacity, n)
+
+    refresh = float(bandwidth) * (1.0 - discovery_share)
+    pages = _Pages(lam, w, lo, hi)
+    scale = _start_scale(pages, refresh)
+    m_star, over = _host_multipliers(goal, pages, codes, capacity, scale)
+    if (m_star > 0).any():
+        pages.floor = np.zeros(n)
+        pages.floor[codes >= 0] = m_star[codes[codes >= 0]]
+
+    floor_total = float(pages.lo.sum()) if pages.lo is not None else 0.0
+    if floor_total > refresh * (1 + 1e-12):
+        raise ScheduleError(
+            f"bandwidth {bandwidth:g} crawls per period (refresh share {refresh:g}) is below the "
+            f"{floor_total:.6g} that the pages' max intervals require; raise the bandwidth or "
+            "relax max_interval"
+        )
+    unbounded = pages.hi is None and pages.floor is None and bool(((lam > 0) & (w > 0)).any())
+    most = math.inf if unbounded else (_total(goal, pages, 0.0, slope=False)[0] if n else 0.0)
+    if n == 0 or most <= refresh * (1 + _RTOL):
+        mu = 0.0
+        f = _all_rates(goal, pages, mu)
+    elif floor_total >= refresh * (1 - _RTOL):
+        mu = math.inf
+        f = _all_rates(goal, pages, mu)
+    else:
+        mu, f = _global_rates(goal, pages, refresh)
+    nu = np.where(np.isinf(m_star), np.inf, np.maximum(m_star - mu, 0.0))
+    on_host = codes >= 0
+    load = np.bincount(codes[on_host], weights=f[on_host], minlength=capacity.shape[0])
+    return Schedule(
+        objective=goal.name,
+        refresh_rate=f,
+        multiplier=mu,
+        host_multiplier=nu,
+        host_load=load,
+        host_capacity=capacity,
+        bandwidth=float(bandwidth),
+        discovery=float(bandwidth) * discovery_share,
+        value=goal.value(f, lam, w),
+        unspent=max(refresh - float(f.sum()), 0.0),
+        overcommitted_hosts=over,
+    )
+
+
+def _bounds(
+    min_interval: np.ndarray | float | None, max_interval: np.ndarray | float | None, n: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Rate bounds (lo, hi), crawls per period, from interval bounds in periods (None: none)."""
+    lo = hi = None
+    if min_interval is not None:
+        shortest = _pages_array("min_interval", min_interval, n, default=np.nan)
+        _positive_where_given("min_interval", shortest)
+        with np.errstate(divide="ignore"):
+            hi = np.where(np.isnan(shortest), np.inf, 1.0 / shortest)
+    if max_interval is not None:
+        longest = _pages_array("max_interval", max_interval, n, default=np.nan)
+        _positive_where_given("max_interval", longest)
+        with np.errstate(divide="ignore"):
+            lo = np.where(np.isnan(longest), 0.0, 1.0 / longest)
+    if lo is not None and hi is not None:
+        clash = lo > hi
+        if clash.any():
+            k = int(np.flatnonzero(clash)[0])
+            raise ScheduleError(
+                f"{int(clash.sum())} page(s) have min_interval > max_interval (first at row "
+                f"{k}: {1 / hi[k]:g} > {1 / lo[k]:g}); fix the bounds"
+            )
+    return lo, hi
+
+
+def _positive_where_given(name: str, arr: np.ndarray) -> None:
+    bad = ~np.isnan(arr) & ~(arr > 0)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ScheduleError(
+            f"{name} must be > 0 periods where given (NaN or empty for none); row {k} has "
+            f"{arr[k]!r}"
+        )
+
+
+def _hosts(
+    host: np.ndarray | None, capacity: np.ndarray | None, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    if host is None:
+        if capacity is not None and len(capacity):
+            raise ScheduleError("host capacities were given but no page names a host")
+        return np.full(n, -1, np.int64), np.zeros(0)
+    codes = np.asarray(host)
+    if codes.shape != (n,) or not np.issubdtype(codes.dtype, np.integer):
+        raise ScheduleError(f"host must hold one integer index per page ({n} pages)")
+    cap = np.asarray(capacity if capacity is not None else [], dtype=float)
+    if cap.ndim != 1:
+        raise ScheduleError("host capacities must be one value per host")
+    _check("host capacity", cap, allow_inf=True)
+    if codes.size and (codes.max() >= cap.shape[0] or codes.min() < -1):
+        raise ScheduleError(
+            f"host index out of range: pages name hosts up to {int(codes.max())}, "
+            f"but {cap.shape[0]} capacities were given"
+        )
+    return codes.astype(np.int64), cap
+
+
+# -- closed forms --------------------------------------------------------------------------
+
+
+def xyleme_intervals(rate: np.ndarray, importance: np.ndarray, bandwidth: float) -> np.ndarray:
+    """Xyleme's ``t_i = K / sqrt(r_i lam_i)``, ``K = sum_j sqrt(r_j lam_j) / G`` (periods).
+
+    ``importance`` is centered on 1 first. Pages with ``r lam = 0`` get ``inf``.
+    """
+    r = importance / importance.mean()
+    root = np.sqrt(r * rate)
+    with np.errstate(divide="ignore"):
+        return (root.sum() / bandwidth) / root
+
+
+def binary_closed_form(
+    rate: np.ndarray, importance: np.ndarray, bandwidth: float
+) -> tuple[np.ndarray, float]:
+    """Azar et al.'s O(n log n) binary-freshness optimum: (rates, multiplier).
+
+    Sort pages by ``w / lam`` descending; with the top k active the multiplier is
+    ``m = (sum_k sqrt(w lam) / (G + sum_k lam))^2`` and a page is active iff ``w / lam > m``.
+    The answer is the largest k consistent with that. Used to check the general solver.
+    """
+    w = importance / importance.mean()
+    live = (w * rate) > 0
+    order = np.argsort(-(np.where(live, w / np.where(live, rate, 1.0), -np.inf)), kind="stable")
+    order = order[live[order]]
+    root = np.cumsum(np.sqrt(w[order] * rate[order]))
+    lam_sum = np.cumsum(rate[order])
+    m = (root / (bandwidth + lam_sum)) ** 2
+    ratio = w[order] / rate[order]
+    k = int(np.flatnonzero(ratio > m)[-1]) + 1
+    mu = float(m[k - 1])
+    f = np.maximum(np.sqrt(w * rate / mu) - rate, 0.0)
+    return np.where(live, f, 0.0), mu
+
+
+class XylemeSum:
+    """``S = sum_i sqrt(r_i lam_i)`` with r centered on 1, kept up to date incrementally.
+
+    Xyleme's schedule needs only ``K = S / G``: when a page's importance or change rate is
+    re-estimated, :meth:`update` moves the sums by the page's old and new terms instead of
+    summing over every page again. The raw sums (``sum sqrt(r lam)``, ``sum r``, ``n``) are
+    exact under updates up to rounding; centering divides by ``sqrt(mean r)`` at read time.
+    """
+
+    def __init__(self, rate: np.ndarray, importance: np.ndarray) -> None:
+        self._root = math.fsum(np.sqrt(importance * rate).tolist())
+        self._weight = math.fsum(importance.tolist())
+        self._count = int(rate.shape[0])
+
+    def update(
+        self,
+        old_rate: np.ndarray,
+        old_importance: np.ndarray,
+        new_rate: np.ndarray,
+        new_importance: np.ndarray,
+    ) -> None:
+        """Replace pages' (rate, importance) terms; pass empty old arrays for new pages."""
+        removed = old_rate.shape[0]
+        added = new_rate.shape[0]
+        self._root += float(np.sqrt(new_importance * new_rate).sum()) - float(
+            np.sqrt(old_importance * old_rate).sum()
+        )
+        self._weight += float(new_importance.sum()) - float(old_importance.sum())
+        self._count += added - removed
+
+    @property
+    def total(self) -> float:
+        """S with importance centered on 1: ``sum sqrt(r_i / mean(r) * lam_i)``."""
+        if self._count == 0 or self._weight <= 0:
+            return 0.0
+        return self._root / math.sqrt(self._weight / self._count)
+
+    def interval(self, rate: np.ndarray, importance: np.ndarray, bandwidth: float) -> np.ndarray:
+        """Xyleme intervals (periods) of the given pages under the current ``S``."""
+        mean = self._weight / self._count
+        with np.errstate(divide="ignore"):
+            return (self.total / bandwidth) / np.sqrt(importance / mean * rate)
