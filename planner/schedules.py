@@ -153,6 +153,8 @@ class _Pages:
     """The pages of one solve; ``lo``/``hi`` None when unbounded, ``floor`` None without hosts.
 
     ``floor`` is the per-page host multiplier ``m*_h(i)`` (0 where the host never binds).
+    Where a host's capacity falls inside a jump of its load (see :func:`_solve_groups`), its
+    pages, when the host decides, take ``(1 - theta) f(floor) + theta f(floor_over)``.
     """
 
     lam: np.ndarray
@@ -160,6 +162,8 @@ class _Pages:
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     floor: np.ndarray | None = None
+    floor_over: np.ndarray | None = None
+    theta: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -200,6 +204,8 @@ def _rates_at(
     if lo is not None or hi is not None:
         f = np.clip(f, lo if lo is not None else 0.0, hi if hi is not None else np.inf)
     if not slope:
+        if pages.theta is not None:
+            f = _blend_jumps(goal, pages, part, m, f)
         return f, None
     inside = active & ok
     if lo is not None:
@@ -208,9 +214,31 @@ def _rates_at(
         inside &= f < hi
     if pages.floor is not None:
         inside &= pages.floor[part] < np.asarray(m)
+    if pages.theta is not None:
+        f = _blend_jumps(goal, pages, part, m, f)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         d = goal.rate_slope(safe, np.where(inside, f, 1.0), lam, w)
     return f, np.where(inside, d, 0.0)
+
+
+def _blend_jumps(
+    goal: RefreshObjective, pages: _Pages, part: slice, m: np.ndarray | float, f: np.ndarray
+) -> np.ndarray:
+    """Rates of the pages whose host sits in a jump, blended to fill its capacity exactly."""
+    assert pages.theta is not None and pages.floor is not None and pages.floor_over is not None
+    theta = pages.theta[part]
+    blend = (theta > 0) & (pages.floor[part] >= np.asarray(m))
+    if not blend.any():
+        return f
+    idx = np.flatnonzero(blend)
+    first = part.start or 0
+    mine = _Pages(pages.lam[part][idx], pages.w[part][idx])
+    mine.lo = None if pages.lo is None else pages.lo[part][idx]
+    mine.hi = None if pages.hi is None else pages.hi[part][idx]
+    above = _rates_at(goal, mine, slice(0, idx.size), pages.floor_over[first + idx], False)[0]
+    out = f.copy()
+    out[idx] += theta[idx] * (above - out[idx])
+    return out
 
 
 def _total(
@@ -319,7 +347,8 @@ def _host_multipliers(
 ) -> tuple[np.ndarray, np.ndarray]:
     """m*_h per host (0: never binds; inf: over-committed), and the over-committed hosts.
 
-    Lower bounds of over-committed hosts are scaled down in ``pages`` to fit (in place).
+    Sets ``pages.floor`` (and the blend of hosts whose capacity sits in a jump) and scales
+    down the lower bounds of over-committed hosts to fit, in place.
     """
     n_hosts = capacity.shape[0]
     m_star = np.zeros(n_hosts)
@@ -370,8 +399,24 @@ def _host_multipliers(
                     slope += np.bincount(c, weights=d, minlength=size)
             return total, slope
 
-        # where a capacity falls inside a jump, take the side that respects it
-        m_star[groups] = _solve_groups(spend, capacity[groups], np.full(size, scale)).under
+        roots = _solve_groups(spend, capacity[groups], np.full(size, scale))
+        m_star[groups] = roots.under
+        jump = ~roots.solved & (roots.over < roots.under)
+        if jump.any():
+            below = spend(roots.under, jump, False)[0]
+            above = spend(roots.over, jump, False)[0]
+            theta = np.zeros(n_hosts)
+            fill = (capacity[groups] - below) / np.where(above > below, above - below, np.inf)
+            theta[groups[jump]] = np.clip(fill[jump], 0.0, 1.0)
+            m_over = m_star.copy()
+            m_over[groups] = roots.over
+            pages.theta = np.zeros(pages.size)
+            pages.floor_over = np.zeros(pages.size)
+            pages.theta[on_host] = theta[h]
+            pages.floor_over[on_host] = m_over[h]
+    if (m_star > 0).any():
+        pages.floor = np.zeros(pages.size)
+        pages.floor[on_host] = m_star[h]
     return m_star, np.flatnonzero(over)
 
 
@@ -473,9 +518,6 @@ def refresh_schedule(
     pages = _Pages(lam, w, lo, hi)
     scale = _start_scale(pages, refresh)
     m_star, over = _host_multipliers(goal, pages, codes, capacity, scale)
-    if (m_star > 0).any():
-        pages.floor = np.zeros(n)
-        pages.floor[codes >= 0] = m_star[codes[codes >= 0]]
 
     floor_total = float(pages.lo.sum()) if pages.lo is not None else 0.0
     if floor_total > refresh * (1 + 1e-12):
