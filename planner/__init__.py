@@ -21,6 +21,8 @@ EDGE_MODULES = frozenset(
         "planner.demo",
         "planner.errors",
         "planner.files",
+        "planner.page_schedule",
         "planner.pipeline",
+        "planner.schedule_files",
     }
 )

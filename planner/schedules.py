@@ -47,6 +47,7 @@ __all__ = [
     "ScheduleError",
     "XylemeSum",
     "binary_closed_form",
+    "bucket_intervals",
     "refresh_schedule",
     "xyleme_intervals",
 ]
@@ -552,6 +553,36 @@ def refresh_schedule(
         unspent=max(refresh - float(f.sum()), 0.0),
         overcommitted_hosts=over,
     )
+
+
+def bucket_intervals(
+    rate: np.ndarray,
+    importance: np.ndarray,
+    crawls: float,
+    *,
+    objective: str = "obsolescence",
+) -> np.ndarray:
+    """Refresh intervals (periods) of one bucket's pages sharing ``crawls`` per period.
+
+    The plan gives a bucket a number of crawls per period; this splits them among its pages
+    by the page-level schedule, so that important and faster pages come round sooner. ``rate``
+    (changes per period) and ``importance``, shape (n,), may hold NaN where unknown: a missing
+    rate is the median of the bucket's known rates (the bucket is a narrow band of rates), or
+    1 when none is known (then every page is alike); a missing importance is 1. With no
+    crawls every interval is ``inf`` (the plan does not refresh the bucket this cycle).
+    """
+    n = rate.shape[0]
+    if n == 0 or not crawls > 0:
+        return np.full(n, np.inf)
+    known = rate[np.isfinite(rate) & (rate >= 0)]
+    fill = float(np.median(known)) if known.size else 1.0
+    lam = np.where(np.isfinite(rate) & (rate >= 0), rate, fill)
+    if not (lam > 0).any():
+        lam = np.ones(n)
+    w = np.where(np.isfinite(importance) & (importance >= 0), importance, 1.0)
+    if not w.sum() > 0:
+        w = np.ones(n)
+    return refresh_schedule(lam, float(crawls), objective=objective, importance=w).interval
 
 
 def _bounds(

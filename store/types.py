@@ -5,16 +5,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import ColumnElement, DateTime, Float, cast, func
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "utcnow"]
+__all__ = ["UTCDateTime", "epoch_seconds", "sqlite_stamp", "utcnow"]
 
 
 def utcnow() -> datetime:
     """The current time as an aware UTC datetime (the only clock the store uses by default)."""
     return datetime.now(UTC)
+
+
+def sqlite_text(when: datetime) -> str:
+    """``when`` (aware) as SQLite stores a :class:`UTCDateTime`: naive UTC text, microseconds.
+
+    For statements sent straight through the driver (bulk writes), bypassing the type.
+    """
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -46,3 +54,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+def sqlite_stamp(when: datetime) -> str:
+    """``when`` as SQLite stores a :class:`UTCDateTime`: naive UTC text with microseconds.
+
+    For bulk statements sent through the driver, which bypass the type's bind processing.
+    """
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
+
+
+def epoch_seconds(column: Any, dialect: str) -> ColumnElement[float]:
+    """A :class:`UTCDateTime` column as float seconds since the epoch, exact to the microsecond."""
+    if dialect == "postgresql":
+        return cast(func.date_part("epoch", column), Float)
+    # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
+    return cast(func.strftime("%s", column), Float) + cast(func.substr(column, 20), Float)

@@ -1,0 +1,75 @@
+"""The nightly page schedule stage: from the published plan's quotas to each page's due time.
+
+The plan says how many pages of each bucket to crawl per period; the page schedule says how
+often each page should come round inside that: the bucket's mean crawls per period over the
+plan's cycle are split among its pages by :func:`planner.schedules.bucket_intervals`
+(Xyleme's ``t = K / sqrt(importance x rate)`` by default), and every page gets a
+``refresh_interval`` (days) and ``scheduled_at`` (last fetch + interval), which due-URL
+selection orders by. Bucket by bucket, so memory holds one bucket, not the store.
+
+Service edge: wires the store to the planner core; no planning logic of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.schedules import bucket_intervals
+from store import Database, latest_plan, plan_quotas
+from store.page_schedule import bucket_pages, buckets_in_use, write_page_schedule
+
+__all__ = ["PageScheduleSummary", "schedule_pages"]
+
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class PageScheduleSummary:
+    """What :func:`schedule_pages` did: ``plan`` version (None: no plan, nothing done),
+    pages given an interval, pages left unscheduled (their bucket has no quota this cycle),
+    crawls per period per bucket, and the seconds it took."""
+
+    plan: int | None
+    objective: str
+    scheduled: int = 0
+    unscheduled: int = 0
+    crawls_per_period: dict[int, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageScheduleSummary:
+    """Give every fetched page its refresh interval and scheduled time from the current plan."""
+    started = time.perf_counter()
+    plan = latest_plan(db)
+    if plan is None:
+        return PageScheduleSummary(None, objective)
+    quotas = plan_quotas(db, plan.version)
+    crawls: dict[int, float] = {}
+    for (_period, bucket), quota in quotas.items():
+        crawls[bucket] = crawls.get(bucket, 0.0) + quota / plan.periods
+    scheduled = unscheduled = 0
+    for bucket in buckets_in_use(db):
+        pages = bucket_pages(db, bucket)
+        rate = np.array([np.nan if r is None else r for r in pages.rate], dtype=float)
+        importance = np.array([np.nan if v is None else v for v in pages.importance], dtype=float)
+        share = crawls.get(bucket, 0.0)
+        intervals = bucket_intervals(
+            rate * plan.period_days, importance, share, objective=objective
+        )
+        days = intervals * plan.period_days
+        due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY
+        write_page_schedule(db, pages.page_id, days.tolist(), due.tolist())
+        finite = int(np.isfinite(days).sum())
+        scheduled += finite
+        unscheduled += days.size - finite
+    return PageScheduleSummary(
+        plan.version,
+        objective,
+        scheduled,
+        unscheduled,
+        {b: c for b, c in sorted(crawls.items()) if c > 0},
+        time.perf_counter() - started,
+    )
