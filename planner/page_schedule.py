@@ -5,7 +5,9 @@ often each page should come round inside that: the bucket's mean crawls per peri
 plan's cycle are split among its pages by :func:`planner.schedules.bucket_intervals`
 (Xyleme's ``t = K / sqrt(importance x rate)`` by default), and every page gets a
 ``refresh_interval`` (days) and ``scheduled_at`` (last fetch + interval), which due-URL
-selection orders by. Bucket by bucket, so memory holds one bucket, not the store.
+selection orders by. Bucket by bucket, so memory holds one bucket, not the store. Run for a
+plan before its first period release, it also withdraws pages' pending due times, so that
+the crawl follows the new plan's quotas from its first period.
 
 Service edge: wires the store to the planner core; no planning logic of its own.
 """
@@ -19,7 +21,12 @@ import numpy as np
 
 from planner.schedules import bucket_intervals
 from store import Database, latest_plan, plan_quotas
-from store.page_schedule import bucket_pages, buckets_in_use, write_page_schedule
+from store.page_schedule import (
+    bucket_pages,
+    buckets_in_use,
+    plan_released,
+    write_page_schedule,
+)
 
 __all__ = ["PageScheduleSummary", "schedule_pages"]
 
@@ -50,6 +57,9 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
     crawls: dict[int, float] = {}
     for (_period, bucket), quota in quotas.items():
         crawls[bucket] = crawls.get(bucket, 0.0) + quota / plan.periods
+    # A plan none of whose periods was released yet takes over: pending due times of older
+    # plans (or of the time before any plan) are withdrawn, so only its releases make pages due.
+    withdraw = not plan_released(db, plan.version)
     scheduled = unscheduled = 0
     for bucket in buckets_in_use(db):
         pages = bucket_pages(db, bucket)
@@ -61,7 +71,7 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
         )
         days = intervals * plan.period_days
         due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY
-        write_page_schedule(db, pages.page_id, days.tolist(), due.tolist())
+        write_page_schedule(db, pages.page_id, days.tolist(), due.tolist(), withdraw=withdraw)
         finite = int(np.isfinite(days).sum())
         scheduled += finite
         unscheduled += days.size - finite

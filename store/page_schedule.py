@@ -22,11 +22,17 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, bindparam, select, text
 
 from store.database import Database
-from store.models import PAGES
+from store.models import PAGES, PERIOD_RELEASES
 from store.releases import REFRESH_STATUSES
-from store.types import epoch_seconds, sqlite_stamp
+from store.types import UTCDateTime, epoch_seconds, sqlite_stamp, utcnow
 
-__all__ = ["BucketPages", "bucket_pages", "buckets_in_use", "write_page_schedule"]
+__all__ = [
+    "BucketPages",
+    "bucket_pages",
+    "buckets_in_use",
+    "plan_released",
+    "write_page_schedule",
+]
 
 _WRITE_CHUNK = 20_000
 
@@ -84,13 +90,28 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
 
 _PG_WRITE = text(
     """
-    UPDATE pages SET refresh_interval = t.d, scheduled_at = to_timestamp(t.s)
+    UPDATE pages SET refresh_interval = t.d, scheduled_at = to_timestamp(t.s),
+        next_due_at = CASE WHEN :withdraw AND (leased_until IS NULL OR leased_until < :now)
+                      THEN NULL ELSE next_due_at END
     FROM unnest(CAST(:ids AS bigint[]), CAST(:days AS float8[]), CAST(:secs AS float8[]))
          AS t(i, d, s)
     WHERE pages.id = t.i
     """
+).bindparams(bindparam("now", type_=UTCDateTime()))
+_SQLITE_WRITE = (
+    "UPDATE pages SET refresh_interval = ?, scheduled_at = ?, "
+    "next_due_at = CASE WHEN ? AND (leased_until IS NULL OR leased_until < ?) "
+    "THEN NULL ELSE next_due_at END WHERE id = ?"
 )
-_SQLITE_WRITE = "UPDATE pages SET refresh_interval = ?, scheduled_at = ? WHERE id = ?"
+
+
+def plan_released(db: Database, plan_id: int) -> bool:
+    """Whether any period of plan ``plan_id`` has been released to the workers."""
+    with db.read() as conn:
+        row = conn.execute(
+            select(PERIOD_RELEASES.c.period).where(PERIOD_RELEASES.c.plan_id == plan_id).limit(1)
+        ).first()
+    return row is not None
 
 
 def _finite(value: float) -> float | None:
@@ -102,12 +123,17 @@ def write_page_schedule(
     page_ids: Sequence[int],
     interval_days: Sequence[float],
     scheduled_s: Sequence[float],
+    *,
+    withdraw: bool = False,
+    now: datetime | None = None,
 ) -> int:
     """Store pages' refresh intervals (days) and scheduled times (epoch seconds).
 
     NaN or infinite values are stored as NULL: a page the plan does not refresh this cycle
-    has no interval and no scheduled time, so due-URL selection never picks it. Written in
-    transactions of 20,000 pages in id order; returns the number of pages written.
+    has no interval and no scheduled time, so due-URL selection never picks it. With
+    ``withdraw`` the pages' pending due times are cleared too (pages held by a live lease at
+    ``now`` keep theirs): a new plan takes over, and only its period releases make pages due.
+    Written in transactions of 20,000 pages in id order; returns the number of pages written.
     """
     if not (len(page_ids) == len(interval_days) == len(scheduled_s)):
         raise ValueError("page_ids, interval_days and scheduled_s must have the same length")
@@ -115,13 +141,18 @@ def write_page_schedule(
         zip((int(i) for i in page_ids), interval_days, scheduled_s, strict=True),
         key=lambda row: row[0],
     )
+    when = now or utcnow()
     written = 0
     for start in range(0, len(rows), _WRITE_CHUNK):
         chunk = rows[start : start + _WRITE_CHUNK]
         ids = [r[0] for r in chunk]
         days = [_finite(r[1]) for r in chunk]
         secs = [_finite(r[2]) if days[k] is not None else None for k, r in enumerate(chunk)]
-        written += db.run_write(functools.partial(_write, db, ids=ids, days=days, secs=secs))
+        written += db.run_write(
+            functools.partial(
+                _write, db, ids=ids, days=days, secs=secs, withdraw=withdraw, now=when
+            )
+        )
     return written
 
 
@@ -132,12 +163,23 @@ def _write(
     ids: list[int],
     days: list[float | None],
     secs: list[float | None],
+    withdraw: bool,
+    now: datetime,
 ) -> int:
     if db.dialect == "postgresql":
-        result = conn.execute(_PG_WRITE, {"ids": ids, "days": days, "secs": secs})
+        result = conn.execute(
+            _PG_WRITE, {"ids": ids, "days": days, "secs": secs, "withdraw": withdraw, "now": now}
+        )
     else:
+        stamp = sqlite_stamp(now)
         params = [
-            (d, None if s is None else sqlite_stamp(datetime.fromtimestamp(s, UTC)), i)
+            (
+                d,
+                None if s is None else sqlite_stamp(datetime.fromtimestamp(s, UTC)),
+                int(withdraw),
+                stamp,
+                i,
+            )
             for i, d, s in zip(ids, days, secs, strict=True)
         ]
         result = conn.exec_driver_sql(_SQLITE_WRITE, params)
