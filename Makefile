@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python tests/benchmarks/bench_store.py
 	$(BIN)/python tests/benchmarks/bench_crawl.py
 	$(BIN)/python tests/benchmarks/bench_estimators.py
+	$(BIN)/python tests/benchmarks/bench_schedules.py
 	$(BIN)/python tests/benchmarks/bench_selection.py
 
 # The solver benchmark runs the plain formulation beside the planner's: about 40 minutes.

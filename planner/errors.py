@@ -10,12 +10,14 @@ with exit code 2, never a traceback::
     store.errors.StoreError               the database: URL, reachability, schema, leases, plans
     crawler.urls.InvalidURLError          a URL that cannot be crawled (ValueError)
     planner.crawl_instance.InstanceError  a plan instance with a missing or bad key
+    planner.schedules.ScheduleError       refresh-schedule input that cannot be scheduled
 """
 
 from __future__ import annotations
 
 from crawler.urls import InvalidURLError
 from planner.crawl_instance import InstanceError
+from planner.schedules import ScheduleError
 from store.errors import StoreError
 
 __all__ = ["USER_ERRORS", "ConfigError", "CrawlplanError", "InputFileError"]
@@ -38,4 +40,5 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     StoreError,
     InvalidURLError,
     InstanceError,
+    ScheduleError,
 )
