@@ -14,6 +14,7 @@ import math
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
@@ -36,8 +37,9 @@ from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
 from planner.errors import USER_ERRORS, InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
+from planner.page_schedule import schedule_pages
 from planner.paper_instances import paper_instance
-from planner.pipeline import estimate_from_store
+from planner.pipeline import ReleaseSummary, estimate_from_store, release_period
 from planner.plan_solver import PlanSolver
 from planner.refresh_objectives import OBJECTIVES
 from planner.schedule_files import describe_schedule, read_schedule_inputs, schedule_table
@@ -312,17 +314,44 @@ def _crawl_with_progress(
         },
         daemon=True,
     )
+    min_delay = float(settings.values["crawl.min_delay"])
+    _release_line(release_period(database, min_delay_seconds=min_delay))
+    next_release = time.monotonic() + _RELEASE_CHECK_SECONDS
     try:
         with Live(console=err, transient=True, auto_refresh=False, redirect_stdout=False) as live:
             runner.start()
             while runner.is_alive():
                 runner.join(timeout=0.5)
+                if time.monotonic() >= next_release:  # a new plan period: release its work
+                    next_release = time.monotonic() + _RELEASE_CHECK_SECONDS
+                    _release_line(release_period(database, min_delay_seconds=min_delay))
                 if err.is_terminal:
                     live.update(Text(progress_line(stats)), refresh=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return stats
+
+
+#: How often a running crawl checks whether a new plan period has begun (seconds).
+_RELEASE_CHECK_SECONDS = 5.0
+
+
+def _release_line(summary: ReleaseSummary) -> None:
+    """One line on stderr when a period's work was released; nothing otherwise."""
+    if summary.status != "released":
+        return
+    shortfalls = "; ".join(
+        f"{'new pages' if s.bucket < 0 else f'bucket {s.bucket}'}: {s.chosen} of {s.quota} "
+        f"({s.reason})"
+        for s in summary.shortfalls
+    )
+    err.print(
+        f"released plan {summary.plan} period {summary.period}: {summary.released:,} pages "
+        f"({sum(summary.by_bucket.values()):,} re-crawls in {len(summary.by_bucket)} buckets, "
+        f"{summary.new_pages:,} new), withdrawn {summary.withdrawn:,}"
+        + (f"; {shortfalls}" if shortfalls else "")
+    )
 
 
 @app.command()
@@ -369,6 +398,59 @@ def crawl(
         seconds=seconds,
     )
     out.print(progress_line(stats).replace(", hosts active 0", ""))
+
+
+@app.command()
+@user_errors
+def release(
+    reschedule: Annotated[
+        bool,
+        typer.Option(
+            "--reschedule",
+            help="First give every fetched page its refresh interval from the current plan "
+            "(the nightly page schedule), then release.",
+        ),
+    ] = False,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="Page-level schedule inside each bucket's quota (with --reschedule): "
+            + ", ".join(OBJECTIVES)
+            + ".",
+        ),
+    ] = "obsolescence",
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Release the current plan period's work to the workers (once per period).
+
+    Chooses, per bucket, the pages whose scheduled time has passed longest ago up to the
+    plan's quota, and new pages by OPIC cash, within each host's polite capacity; gives each
+    a due time inside the period. `crawlplan crawl` does this by itself when a period begins.
+    """
+    if objective not in OBJECTIVES:
+        raise _fail(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    settings = _settings(db, config)
+    database = _open_checked(settings)
+    if reschedule:
+        done = schedule_pages(database, objective=objective)
+        if done.plan is None:
+            raise _fail("no plan has been published yet: publish one first (crawlplan nightly)")
+        out.print(
+            f"scheduled {done.scheduled:,} pages of plan {done.plan} ({objective}); "
+            f"{done.unscheduled:,} in buckets without a quota this cycle ({done.seconds:.1f} s)"
+        )
+    summary = release_period(database, min_delay_seconds=float(settings.values["crawl.min_delay"]))
+    if summary.status == "released":
+        _release_line(summary)
+    elif summary.status == "no plan":
+        raise _fail("no plan has been published yet: nothing to release")
+    else:
+        out.print(
+            f"plan {summary.plan}: {summary.status}"
+            + (f" (period {summary.period})" if summary.period else "")
+        )
 
 
 @app.command()
