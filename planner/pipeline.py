@@ -309,11 +309,12 @@ def release_period(
         if not to_read and not read_new:
             break
     chosen = selection.page_id
-    withdraw: list[int] = []
-    for cands in [*per_bucket.values(), new]:
-        ids = np.asarray(cands.page_id, dtype=np.int64)
-        waiting = ids[np.asarray(cands.pending, dtype=bool)] if len(ids) else ids
-        withdraw.extend(waiting[~np.isin(waiting, chosen)].tolist())
+    # The waiting candidates not chosen: one membership test over all candidates.
+    read = [*per_bucket.values(), new]
+    ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
+    pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
+    waiting = ids[pending]
+    withdraw: list[int] = waiting[~np.isin(waiting, chosen)].tolist()
     released = release_pages(
         db,
         work.plan_id,

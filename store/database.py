@@ -28,10 +28,26 @@ from sqlalchemy.pool import StaticPool
 
 from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
 
-__all__ = ["DEFAULT_DB_URL", "Database", "open_database", "parse_database_url"]
+__all__ = [
+    "DEFAULT_DB_URL",
+    "PG_BY_ID",
+    "Database",
+    "open_database",
+    "parse_database_url",
+    "sqlite_bulk_cache",
+]
 
 DEFAULT_DB_URL = "sqlite:///crawlplan.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+#: SQLite page cache (KiB) of a connection while it writes rows scattered over a large table,
+#: and the default it returns to (SQLite's own). With the default 2 MiB, a transaction that
+#: dirties more pages spills them to the WAL one at a time, then reads them back.
+SQLITE_BULK_CACHE_KIB = 262_144
+SQLITE_CACHE_KIB = 2_000
+#: PostgreSQL, for the rest of a transaction that joins a list of ids (an ``unnest`` of
+#: array parameters) to a large table: look the rows up by index, in the list's order, rather
+#: than hash the list and scan the whole table (which also writes the rows in random order).
+PG_BY_ID = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
 _RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock detected
 
 T = TypeVar("T")
@@ -141,6 +157,23 @@ def _is_retryable(error: exc.OperationalError) -> bool:
     if sqlstate in _RETRYABLE_SQLSTATES:
         return True
     return "database is locked" in str(error.orig)
+
+
+@contextmanager
+def sqlite_bulk_cache(conn: Connection) -> Iterator[None]:
+    """On SQLite, a large page cache for a bulk write in ``conn``'s transaction (no-op else).
+
+    Only dirty pages are kept pinned, so shrinking the cache back at the end does not spill
+    the transaction's pages; the memory goes back when the transaction ends.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:

@@ -39,14 +39,15 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     update,
 )
 
-from store.database import Database
+from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, PLANS
 from store.pages import insert_ignoring_conflicts
-from store.types import UTCDateTime, utcnow
+from store.types import UTCDateTime, sqlite_text, utcnow
 
 __all__ = [
     "FetchResult",
@@ -180,6 +181,53 @@ _LEASE: BindParameter[Any] = bindparam("lease")
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _PAGE_DUE = and_(PAGES.c.next_due_at <= _NOW, _free(PAGES.c.leased_until))
 
+# PostgreSQL: the first due pages of each picked host, one LATERAL index scan of
+# (host_id, next_due_at) per host, in the hosts' order (one round trip per batch).
+_PG_PAGES_DUE = (
+    text(
+        """
+    SELECT p.host_id, p.id, p.url, p.status, p.last_fetch_at, p.etag, p.last_modified,
+           p.signature
+    FROM unnest(CAST(:hosts AS bigint[])) WITH ORDINALITY AS h(id, ord)
+    CROSS JOIN LATERAL (
+        SELECT pages.host_id, pages.id, pages.url, pages.status, pages.last_fetch_at,
+               pages.etag, pages.last_modified, pages.signature, pages.next_due_at
+        FROM pages
+        WHERE pages.host_id = h.id AND pages.next_due_at <= :now
+          AND (pages.leased_until IS NULL OR pages.leased_until < :now)
+        ORDER BY pages.next_due_at, pages.id
+        LIMIT :limit
+    ) AS p
+    ORDER BY h.ord, p.next_due_at, p.id
+    """
+    )
+    .bindparams(_NOW)
+    .columns(last_fetch_at=UTCDateTime(), last_modified=UTCDateTime())
+)
+# PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement.
+_PG_TAKE_BATCH = text(
+    """
+    WITH leased AS (
+        INSERT INTO leases (worker, host_id, created_at, expires_at, pages)
+        SELECT :worker, t.h, :now, :until, t.n
+        FROM unnest(CAST(:hosts AS bigint[]), CAST(:counts AS integer[])) AS t(h, n)
+        RETURNING id, host_id
+    ), hosts_taken AS (
+        UPDATE hosts SET lease_id = leased.id, leased_until = :until
+        FROM leased WHERE hosts.id = leased.host_id
+    ), pages_taken AS (
+        UPDATE pages SET lease_id = leased.id, leased_until = :until
+        FROM unnest(CAST(:ids AS bigint[]), CAST(:page_hosts AS bigint[])) AS t(i, h)
+        JOIN leased ON leased.host_id = t.h
+        WHERE pages.id = t.i
+    )
+    SELECT host_id, id FROM leased
+    """
+).bindparams(_NOW, _UNTIL)
+# SQLite: hosts and pages marked by id through the driver (times as UTCDateTime stores them).
+_SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ? WHERE id = ?"
+_SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
+
 
 class _Statements:
     """Every statement the queue runs, built once per queue (per dialect), with bind parameters.
@@ -216,6 +264,7 @@ class _Statements:
             self.hosts_due = self.hosts_due.with_for_update(skip_locked=True, of=h)
         self.pages_due = (
             select(
+                p.c.host_id,
                 p.c.id,
                 p.c.url,
                 p.c.status,
@@ -228,15 +277,9 @@ class _Statements:
             .order_by(p.c.next_due_at, p.c.id)
             .limit(bindparam("limit"))
         )
-        self.insert_lease = le.insert().returning(le.c.id)
-        self.take_host = (
-            update(h)
-            .where(h.c.id == bindparam("host"))
-            .values(lease_id=_LEASE, leased_until=_UNTIL)
-        )
-        self.take_pages = (
-            update(p).where(p.c.id.in_(_IDS)).values(lease_id=_LEASE, leased_until=_UNTIL)
-        )
+        self.pages_due_lateral = _PG_PAGES_DUE
+        self.insert_leases = le.insert().returning(le.c.id, le.c.host_id)
+        self.take_batch = _PG_TAKE_BATCH
         self.lease_row = select(
             le.c.id, le.c.worker, le.c.host_id, le.c.expires_at, le.c.released_at
         ).where(le.c.id == _LEASE)
@@ -336,46 +379,113 @@ class LeaseQueue:
         hosts = conn.execute(
             q.hosts_due, {"now": now, "limit": min(self.policy.max_hosts, limit)}
         ).all()
-        leases: list[Lease] = []
-        remaining = limit
-        for host in hosts:
-            if remaining <= 0:
-                break
-            per_host = min(self.policy.max_urls_per_host, remaining)
-            rows = conn.execute(q.pages_due, {"host": host.id, "now": now, "limit": per_host}).all()
-            if not rows:
-                continue
-            lease_id = conn.execute(
-                q.insert_lease,
-                {
-                    "worker": worker,
-                    "host_id": host.id,
-                    "created_at": now,
-                    "expires_at": expires,
-                    "pages": len(rows),
-                },
-            ).scalar_one()
-            conn.execute(q.take_host, {"host": host.id, "lease": lease_id, "until": expires})
-            conn.execute(
-                q.take_pages, {"ids": [r.id for r in rows], "lease": lease_id, "until": expires}
+        if not hosts:
+            return []
+        per_host = min(self.policy.max_urls_per_host, limit)
+        # Each host's first due pages, hosts in the order picked; the batch's first ``limit``
+        # of them (a host gets min(per_host, what is left), as a loop over the hosts would).
+        by_host: dict[int, list[Row[Any]]] = {}
+        for row in self._due_pages(conn, [h.id for h in hosts], per_host, now)[:limit]:
+            by_host.setdefault(row.host_id, []).append(row)
+        if not by_host:
+            return []
+        if self.db.dialect == "postgresql":
+            lease_ids = self._take_postgresql(conn, worker, by_host, now, expires)
+        else:
+            lease_ids = self._take_sqlite(conn, worker, by_host, now, expires)
+        return [
+            Lease(
+                lease_id=lease_ids[host.id],
+                worker=worker,
+                host_id=host.id,
+                origin=host.origin,
+                expires_at=expires,
+                crawl_delay=host.crawl_delay,
+                robots_txt=host.robots_txt,
+                robots_status=host.robots_status,
+                robots_fetched_at=host.robots_fetched_at,
+                robots_expires_at=host.robots_expires_at,
+                pages=tuple(LeasedPage(*r[1:]) for r in by_host[host.id]),
             )
-            remaining -= len(rows)
-            leases.append(
-                Lease(
-                    lease_id=lease_id,
-                    worker=worker,
-                    host_id=host.id,
-                    origin=host.origin,
-                    expires_at=expires,
-                    crawl_delay=host.crawl_delay,
-                    robots_txt=host.robots_txt,
-                    robots_status=host.robots_status,
-                    robots_fetched_at=host.robots_fetched_at,
-                    robots_expires_at=host.robots_expires_at,
-                    pages=tuple(LeasedPage(*r) for r in rows),
-                )
+            for host in hosts
+            if host.id in by_host
+        ]
+
+    def _due_pages(
+        self, conn: Connection, host_ids: list[int], per_host: int, now: datetime
+    ) -> list[Row[Any]]:
+        """Up to ``per_host`` due, free pages of each host, in host order then due order.
+
+        Rows are ``(host_id, id, url, status, last_fetch_at, etag, last_modified, signature)``.
+        PostgreSQL: one statement (a LATERAL index scan per host, one round trip); SQLite:
+        one indexed query per host (in process, no round trips to save).
+        """
+        q = self._sql
+        if self.db.dialect == "postgresql":
+            params = {"hosts": host_ids, "now": now, "limit": per_host}
+            return list(conn.execute(q.pages_due_lateral, params).all())
+        rows: list[Row[Any]] = []
+        for host in host_ids:
+            rows.extend(
+                conn.execute(q.pages_due, {"host": host, "now": now, "limit": per_host}).all()
             )
-        return leases
+        return rows
+
+    def _take_postgresql(
+        self,
+        conn: Connection,
+        worker: str,
+        by_host: dict[int, list[Row[Any]]],
+        now: datetime,
+        expires: datetime,
+    ) -> dict[int, int]:
+        """Insert the batch's leases and mark their hosts and pages: one statement."""
+        hosts = list(by_host)
+        page_ids = [r.id for h in hosts for r in by_host[h]]
+        page_hosts = [h for h in hosts for _ in by_host[h]]
+        params = {
+            "worker": worker,
+            "hosts": hosts,
+            "counts": [len(by_host[h]) for h in hosts],
+            "ids": page_ids,
+            "page_hosts": page_hosts,
+            "now": now,
+            "until": expires,
+        }
+        # Index lookups by id, never a hash join over a scan of the whole table.
+        conn.exec_driver_sql(PG_BY_ID)
+        return dict(conn.execute(self._sql.take_batch, params).tuples().all())
+
+    def _take_sqlite(
+        self,
+        conn: Connection,
+        worker: str,
+        by_host: dict[int, list[Row[Any]]],
+        now: datetime,
+        expires: datetime,
+    ) -> dict[int, int]:
+        """Insert the batch's leases (one multi-row INSERT) and mark hosts and pages by id."""
+        q = self._sql
+        rows = [
+            {
+                "worker": worker,
+                "host_id": h,
+                "created_at": now,
+                "expires_at": expires,
+                "pages": len(pages),
+            }
+            for h, pages in by_host.items()
+        ]
+        lease_ids = {host: lease for lease, host in conn.execute(q.insert_leases, rows).all()}
+        until = sqlite_text(expires)
+        conn.exec_driver_sql(
+            _SQLITE_TAKE_HOST, [(lease_ids[h], until, h) for h in sorted(lease_ids)]
+        )
+        # By id (neighbouring rows share B-tree pages), straight through the driver.
+        marks = sorted((r.id, lease_ids[h]) for h, pages in by_host.items() for r in pages)
+        with sqlite_bulk_cache(conn):
+            conn.exec_driver_sql(_SQLITE_TAKE_PAGE, [(lease, until, pid) for pid, lease in marks])
+        return lease_ids
 
     # -- report ------------------------------------------------------------------------------
     def report(

@@ -72,6 +72,10 @@ OBSERVATION_KINDS = ("fetch", "notification")
 #: The rows of the partial index ``ix_pages_new_cash``: never-fetched pages (a query must
 #: repeat this condition word for word for SQLite to use the index).
 NEW_PAGE_CONDITION = "status = 'new'"
+#: The rows of the partial indexes ``ix_pages_host_due`` and ``ix_pages_lease``: pages with a
+#: due time, pages held by a lease (queries compare the column, which implies the condition).
+DUE_PAGE_CONDITION = "next_due_at IS NOT NULL"
+LEASED_PAGE_CONDITION = "lease_id IS NOT NULL"
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -117,8 +121,9 @@ class Page(Base):
 
     ``next_due_at`` is when the lease queue may hand the page out (NULL: not released;
     once a plan is published a fetched page waits for the release of a plan period); the
-    queue reads it through the ``(host_id, next_due_at)`` index. ``refresh_interval`` (days)
-    is the page's optimal refresh interval from the page-level schedule (NULL: none yet);
+    queue reads it through the ``(host_id, next_due_at)`` index (partial: due pages only).
+    ``refresh_interval`` (days) is the page's optimal refresh interval from the page-level
+    schedule (NULL: none yet);
     ``scheduled_at`` is when that schedule wants the page re-crawled (last fetch + interval):
     due-URL selection reads pages of a bucket in ``scheduled_at`` order through the
     ``(bucket, scheduled_at)`` index, and never-fetched pages by OPIC cash through the partial
@@ -159,7 +164,13 @@ class Page(Base):
     __table_args__ = (
         CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_pages_bucket"),
         CheckConstraint(_in("status", PAGE_STATUSES), name="ck_pages_status"),
-        Index("ix_pages_host_due", "host_id", "next_due_at"),
+        Index(
+            "ix_pages_host_due",
+            "host_id",
+            "next_due_at",
+            postgresql_where=text(DUE_PAGE_CONDITION),
+            sqlite_where=text(DUE_PAGE_CONDITION),
+        ),
         Index("ix_pages_bucket_scheduled", "bucket", "scheduled_at"),
         Index(
             "ix_pages_new_cash",
@@ -168,7 +179,12 @@ class Page(Base):
             postgresql_where=text(NEW_PAGE_CONDITION),
             sqlite_where=text(NEW_PAGE_CONDITION),
         ),
-        Index("ix_pages_lease", "lease_id"),
+        Index(
+            "ix_pages_lease",
+            "lease_id",
+            postgresql_where=text(LEASED_PAGE_CONDITION),
+            sqlite_where=text(LEASED_PAGE_CONDITION),
+        ),
     )
 
 

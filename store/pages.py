@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Insert, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.database import Database
-from store.models import HOSTS, PAGES, Host
+from store.models import HOSTS, PAGES, PLANS, Host
 from store.types import UTCDateTime, utcnow
 
 __all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
@@ -46,6 +46,9 @@ _SQLITE_INSERT_PAGES = (
     .values(status="new", fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
     .on_conflict_do_nothing()
 )
+
+
+_PLAN_PUBLISHED = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).limit(1)
 
 
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
@@ -92,7 +95,10 @@ def _add_chunk(
             seen.add(url)
             urls.append(url)
             hosts.append(host_ids[origin])
-    due_at = now if due else None
+    # Once a plan is published, new pages wait for a period release, which picks them by
+    # OPIC cash within the plan's quota of new pages (as fetched pages wait for theirs).
+    planned = due and conn.execute(_PLAN_PUBLISHED).first() is not None
+    due_at = now if due and not planned else None
     if db.dialect == "postgresql":
         # One statement with two array parameters: one round trip per chunk, and the exact
         # number of rows inserted (conflicts insert none).
@@ -121,7 +127,9 @@ def add_pages(
 
     Each chunk of ``chunk_size`` pairs is one transaction, so memory stays bounded for any
     input size and an interrupted seed keeps what it committed (seeding again is harmless).
-    ``due=True`` makes the pages due for their first fetch at ``now``.
+    ``due=True`` makes the pages due for their first fetch at ``now``, until a plan is
+    published; from then on new pages wait (``next_due_at`` NULL) for a period release,
+    which chooses never-fetched pages by OPIC cash within the plan's new-page quota.
     """
     now = now or utcnow()
     added = known = hosts_added = 0

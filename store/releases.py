@@ -23,9 +23,10 @@ what the planner computes with; no datetime object per page).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -40,10 +41,10 @@ from sqlalchemy import (
     text,
 )
 
-from store.database import Database
+from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.models import HOSTS, NEW_PAGE_CONDITION, PAGES, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS
 from store.pages import insert_ignoring_conflicts
-from store.types import UTCDateTime, utcnow
+from store.types import UTCDateTime, sqlite_text, utcnow
 
 __all__ = [
     "REFRESH_STATUSES",
@@ -249,8 +250,11 @@ _PG_WITHDRAW = text(
       AND (leased_until IS NULL OR leased_until < :now)
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
+# The due time is formatted by SQLite from whole seconds and microseconds, as UTCDateTime
+# stores it (naive UTC text with microseconds): no datetime object per page.
 _SQLITE_RELEASE = (
-    "UPDATE pages SET next_due_at = ? WHERE id = ? AND (leased_until IS NULL OR leased_until < ?)"
+    "UPDATE pages SET next_due_at = strftime('%Y-%m-%d %H:%M:%S', ?, 'unixepoch') "
+    "|| printf('.%06d', ?) WHERE id = ? AND (leased_until IS NULL OR leased_until < ?)"
 )
 _SQLITE_WITHDRAW = (
     "UPDATE pages SET next_due_at = NULL WHERE id = ? "
@@ -258,9 +262,16 @@ _SQLITE_WITHDRAW = (
 )
 
 
-def _sqlite_stamp(when: datetime) -> str:
-    """``when`` as SQLite stores a UTCDateTime: naive UTC text with microseconds."""
-    return when.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
+def _sorted_pairs(ids: list[int], secs: list[float]) -> tuple[list[int], list[float]]:
+    pairs = sorted(zip(ids, secs, strict=True))
+    return [i for i, _ in pairs], [t for _, t in pairs]
+
+
+def _seconds_micros(epoch_s: float) -> tuple[int, int]:
+    """Whole seconds and microseconds (rounded half to even, as ``datetime`` rounds)."""
+    whole = math.floor(epoch_s)
+    micros = round((epoch_s - whole) * 1e6)
+    return (whole + 1, 0) if micros == 1_000_000 else (whole, micros)
 
 
 def release_pages(
@@ -296,21 +307,29 @@ def release_pages(
         if inserted is None:  # the primary key decided: released already
             return None
         if db.dialect == "postgresql":
-            released = conn.execute(_PG_RELEASE, {"ids": ids, "secs": secs, "now": when}).rowcount
+            # By id through the primary key in id order (the ids are sorted), never a hash
+            # join over a scan of the whole table (which also writes in random order).
+            conn.exec_driver_sql(PG_BY_ID)
+            by_id, at = _sorted_pairs(ids, secs)
+            released = conn.execute(_PG_RELEASE, {"ids": by_id, "secs": at, "now": when}).rowcount
             if withdraw:
                 conn.execute(_PG_WITHDRAW, {"ids": withdraw, "now": when})
         else:
             # Through the driver, in id order (neighbouring rows share B-tree pages), with
-            # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds).
-            stamp = _sqlite_stamp(when)
-            rows = [
-                (_sqlite_stamp(datetime.fromtimestamp(s, UTC)), i, stamp)
-                for i, s in zip(ids, secs, strict=True)
-            ]
-            rows.sort(key=lambda row: row[1])
-            released = conn.exec_driver_sql(_SQLITE_RELEASE, rows).rowcount if rows else 0
-            if withdraw:
-                conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
+            # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds);
+            # a large page cache while writing (100,000 scattered rows dirty as many pages).
+            stamp = sqlite_text(when)
+            rows = sorted((i, *_seconds_micros(s)) for i, s in zip(ids, secs, strict=True))
+            with sqlite_bulk_cache(conn):
+                released = (
+                    conn.exec_driver_sql(
+                        _SQLITE_RELEASE, [(w, us, i, stamp) for i, w, us in rows]
+                    ).rowcount
+                    if rows
+                    else 0
+                )
+                if withdraw:
+                    conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
         return int(released or 0)
 
     return db.run_write(work)

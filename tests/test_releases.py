@@ -289,3 +289,22 @@ def test_report_without_a_plan_keeps_the_old_behaviour(db: Database) -> None:
         }
     assert rows[ids[0]].next_due_at == rows[ids[0]].scheduled_at == T0 + 2 * DAY
     assert rows[ids[1]].next_due_at == rows[ids[1]].scheduled_at == T0 + DAY / 2
+
+
+def test_pages_added_after_a_plan_wait_for_a_release(db: Database) -> None:
+    before = _pages(db, "early", 2)  # seeded before any plan: due now, as always
+    assert set(_due(db)) == set(before)
+    _plan(db, {}, new_pages=1)
+    origin = "http://late.test"
+    outcome = add_pages(db, [(f"{origin}/a", origin), (f"{origin}/b", origin)], now=T0)
+    assert outcome.added == 2
+    assert set(_due(db)) == set(before)  # the discoveries bypass no quota
+    with db.write() as conn:
+        late = list(
+            conn.execute(select(PAGES.c.id).where(PAGES.c.url.like(f"{origin}/%"))).scalars()
+        )
+        conn.execute(update(PAGES).where(PAGES.c.id == late[1]).values(cash=0.5))
+    summary = release_period(db, now=T0)
+    assert summary.new_pages == 1
+    assert set(_due(db)) == {late[1]}  # chosen by cash; the early backlog withdrawn
+    assert _lease_all(db, T0 + DAY - timedelta(seconds=1)) == {late[1]}
