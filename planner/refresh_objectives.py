@@ -81,6 +81,10 @@ class RefreshObjective(Protocol):
         """The objective at rates ``f`` (all pages)."""
         ...
 
+    def coarse(self) -> RefreshObjective:
+        """A cheaper copy (rates to about 1e-6) for searching multipliers, or ``self``."""
+        ...
+
 
 def freshness_gain(x: np.ndarray) -> np.ndarray:
     """``g(x) = 1 - exp(-x) (1 + x)``, accurate for small x (x = lam / f >= 0)."""
@@ -129,17 +133,18 @@ def _inverse_gain_newton(c: np.ndarray) -> np.ndarray:
 
 # ln x against logit(c) = ln c - ln(1 - c) is smooth and nearly linear at both ends
 # (ln x ~ (logit + ln 2) / 2 for small c, x ~ logit for c near 1): a uniform table and linear
-# interpolation give x to about 1e-6, and two Newton polishes to rounding level.
-_LOGIT_LOW, _LOGIT_HIGH, _STEP = -40.0, 36.0, 1.0 / 256
+# interpolation give x to about 3e-7, and one Newton polish to about 1e-13.
+_LOGIT_LOW, _LOGIT_HIGH, _STEP = -40.0, 36.0, 1.0 / 512
 _GRID = np.arange(_LOGIT_LOW, _LOGIT_HIGH + _STEP, _STEP)
 _TABLE = np.log(_inverse_gain_newton(1.0 / (1.0 + np.exp(-_GRID))))
 
 
-def inverse_gain(c: np.ndarray) -> np.ndarray:
+def inverse_gain(c: np.ndarray, polish: int = 1) -> np.ndarray:
     """x > 0 with ``g(x) = 1 - exp(-x)(1 + x) = c``, for c in (0, 1) (vectorized).
 
-    Table lookup on logit(c), then two Newton steps (quadratic convergence: 1e-6 -> 1e-12 ->
-    rounding). Tiny c starts from the series ``x = s (1 + s / 3)``, ``s = sqrt(2 c)``.
+    Table lookup on logit(c), then ``polish`` Newton steps (quadratic convergence: 3e-7 ->
+    1e-13 -> rounding; 0 steps give the table's 3e-7 for a cheap search). Tiny c starts from
+    the series ``x = s (1 + s / 3)``, ``s = sqrt(2 c)``.
     """
     c = np.asarray(c, dtype=float)
     target = np.log1p(-c)
@@ -156,7 +161,9 @@ def inverse_gain(c: np.ndarray) -> np.ndarray:
     if huge.any():
         big = -target[huge]
         x[huge] = big + np.log1p(big)
-    return _polish(_polish(x, target), target)
+    for _ in range(polish):
+        x = _polish(x, target)
+    return x
 
 
 class Obsolescence:
@@ -165,6 +172,9 @@ class Obsolescence:
     name = "obsolescence"
     maximize = False
     starves = False
+
+    def coarse(self) -> RefreshObjective:
+        return self
 
     def rate(self, m: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         return np.sqrt(w * lam / (2.0 * m))
@@ -192,13 +202,21 @@ class Freshness:
     maximize = True
     starves = True
 
+    #: Newton polish steps after the table (1: 1e-13; 0: the cheap search copy, 3e-7)
+    polish = 1
+
     def rate(self, m: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.broadcast_to(m * lam / w, lam.shape)
         live = c < 1.0
         cl = np.where(live, c, 0.5)
-        x = inverse_gain(cl)
+        x = inverse_gain(cl, self.polish)
         return np.where(live, lam / x, 0.0)
+
+    def coarse(self) -> RefreshObjective:
+        search = Freshness()
+        search.polish = 0
+        return search
 
     def rate_slope(
         self, m: np.ndarray, f: np.ndarray, lam: np.ndarray, w: np.ndarray
@@ -230,6 +248,9 @@ class Harmonic:
     maximize = False
     starves = False
 
+    def coarse(self) -> RefreshObjective:
+        return self
+
     def rate(self, m: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         # (-lam + sqrt(lam^2 + 4 w lam / m)) / 2, written without cancellation
         q = 4.0 * w * lam / m
@@ -257,6 +278,9 @@ class Binary:
     name = "binary"
     maximize = True
     starves = True
+
+    def coarse(self) -> RefreshObjective:
+        return self
 
     def rate(self, m: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         return np.maximum(np.sqrt(w * lam / m) - lam, 0.0)

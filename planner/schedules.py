@@ -34,7 +34,9 @@ obsolescence is ``S^2 / (2 G)``; :class:`XylemeSum` keeps ``S`` up to date as es
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +55,7 @@ __all__ = [
 ]
 
 _RTOL = 1e-13  # relative residual at which a multiplier is solved
+_COARSE_RTOL = 1e-6  # ... and at which a search with a coarse objective stops
 _MAX_STEPS = 200
 
 
@@ -242,23 +245,43 @@ def _blend_jumps(
     return out
 
 
+#: Threads that evaluate chunks at once: numpy's ufunc loops release the GIL, so chunks of one
+#: pass run on separate cores. Sums are added in chunk order, so results do not depend on it.
+_THREADS = max(1, min(4, os.cpu_count() or 1))
+_POOL = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="schedule")
+
+
+def _map_chunks(
+    work: Callable[[slice], tuple[float, float]], parts: list[slice]
+) -> list[tuple[float, float]]:
+    if _THREADS == 1 or len(parts) < 2:
+        return [work(part) for part in parts]
+    return list(_POOL.map(work, parts))
+
+
 def _total(
-    goal: RefreshObjective, pages: _Pages, mu: float, slope: bool = True
+    goal: RefreshObjective,
+    pages: _Pages,
+    mu: float,
+    slope: bool = True,
+    out: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """(sum f, d sum f / d mu) at the global multiplier ``mu``, chunk by chunk (slope 0 when
-    not asked for)."""
-    total = dtotal = 0.0
-    for part in pages.chunks():
+    not asked for); the rates themselves go to ``out`` when given."""
+
+    def work(part: slice) -> tuple[float, float]:
         f, d = _rates_at(goal, pages, part, mu, slope=slope)
-        total += float(f.sum())
-        dtotal += float(d.sum()) if d is not None else 0.0
-    return total, dtotal
+        if out is not None:
+            out[part] = f
+        return float(f.sum()), float(d.sum()) if d is not None else 0.0
+
+    sums = _map_chunks(work, pages.chunks())
+    return math.fsum(t for t, _ in sums), math.fsum(d for _, d in sums)
 
 
 def _all_rates(goal: RefreshObjective, pages: _Pages, mu: float) -> np.ndarray:
     out = np.empty(pages.size)
-    for part in pages.chunks():
-        out[part] = _rates_at(goal, pages, part, mu, slope=False)[0]
+    _total(goal, pages, mu, slope=False, out=out)
     return out
 
 
@@ -266,6 +289,8 @@ def _solve_groups(
     spend: Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
     target: np.ndarray,
     start: np.ndarray,
+    rtol: float = _RTOL,
+    dlog0: np.ndarray | None = None,
 ) -> _Roots:
     """Per group g, the multiplier m_g > 0 with ``spend(m, ...)[0][g] == target[g]``.
 
@@ -289,12 +314,14 @@ def _solve_groups(
     solved = np.zeros(s.shape, dtype=bool)
     s_prev = np.full_like(s, np.nan)
     gap_prev = np.full_like(s, np.nan)
+    last_dlog = np.full_like(s, -0.5)
     for _ in range(_MAX_STEPS):
-        need_slope = bool(np.isnan(gap_prev[todo]).any())
+        seeded = dlog0 is not None and bool(np.isnan(gap_prev).all())
+        need_slope = not seeded and bool(np.isnan(gap_prev[todo]).any())
         total, slope = spend(np.exp(s), todo, need_slope)
         with np.errstate(divide="ignore", invalid="ignore"):
             gap = np.log(total) - log_target
-        done = todo & (np.abs(total - target) <= _RTOL * target)
+        done = todo & (np.abs(total - target) <= rtol * target)
         solved |= done
         todo = todo & ~done
         if not todo.any():
@@ -307,15 +334,18 @@ def _solve_groups(
             # one (robust when a few pages near their starvation threshold dominate the
             # analytic slope), else the analytic slope
             secant = (gap - gap_prev) / (s - s_prev)
-            analytic = np.exp(s) * slope / total
+            analytic = dlog0 if seeded and dlog0 is not None else np.exp(s) * slope / total
             dlog = np.where(np.isfinite(secant) & (secant < 0), secant, analytic)
+            last_dlog = np.where(todo, dlog, last_dlog)
             newton = s - gap / dlog
         ok = np.isfinite(newton) & (newton > lo) & (newton < hi)
         closed = np.isfinite(lo) & np.isfinite(hi)
-        fallback = np.where(closed, 0.5 * (lo + hi), np.where(np.isfinite(lo), s + 3.0, s - 3.0))
+        with np.errstate(invalid="ignore"):  # lo + hi is inf - inf where the bracket is open
+            middle = 0.5 * (lo + hi)
+        fallback = np.where(closed, middle, np.where(np.isfinite(lo), s + 3.0, s - 3.0))
         step = np.where(ok, newton, fallback)
         if closed.any():
-            narrow = closed & (hi - lo <= 4e-16 * np.maximum(1.0, np.abs(s)))
+            narrow = closed & (hi - lo <= max(4e-16, 0.1 * rtol) * np.maximum(1.0, np.abs(s)))
             todo = todo & ~narrow
         s_prev, gap_prev = np.where(todo, s, s_prev), np.where(todo, gap, gap_prev)
         s = np.where(todo, step, s)
@@ -325,6 +355,7 @@ def _solve_groups(
         under=np.where(solved | ~np.isfinite(hi), m, np.exp(hi)),
         over=np.where(solved | ~np.isfinite(lo), m, np.exp(lo)),
         solved=solved,
+        dlog=last_dlog,
     )
 
 
@@ -337,6 +368,7 @@ class _Roots:
     under: np.ndarray
     over: np.ndarray
     solved: np.ndarray
+    dlog: np.ndarray  # the last slope d ln S / d ln m used: a good first step for a refinement
 
 
 def _host_multipliers(
@@ -362,7 +394,9 @@ def _host_multipliers(
     active = (pages.lam[on_host] > 0) & (pages.w[on_host] > 0)
     top = np.where(active, pages.hi[on_host] if pages.hi is not None else np.inf, lo)
     ceiling = np.bincount(h, weights=np.minimum(top, 1e300), minlength=n_hosts)
-    over = floor >= capacity
+    # over-committed: the lower bounds alone exceed the capacity, or meet it while the pages
+    # want more (a host of capacity 0 with pages to crawl); not an empty host of capacity 0
+    over = (floor > capacity) | ((floor >= capacity) & (ceiling > capacity))
     if over.any():
         if pages.lo is None:  # a host of capacity 0
             pages.lo = np.zeros(pages.size)
@@ -379,7 +413,9 @@ def _host_multipliers(
         groups = np.flatnonzero(binds)
         pick = on_host[binds[h]]
         sub = pages.subset(pick)
-        codes = np.searchsorted(groups, host[pick])
+        code_of = np.full(n_hosts, -1, np.int64)
+        code_of[groups] = np.arange(groups.shape[0])
+        codes = code_of[host[pick]]
         size = groups.shape[0]
 
         def spend(
@@ -400,7 +436,14 @@ def _host_multipliers(
                     slope += np.bincount(c, weights=d, minlength=size)
             return total, slope
 
-        roots = _solve_groups(spend, capacity[groups], np.full(size, scale))
+        start = np.full(size, scale)
+        dlog0 = None
+        search = goal.coarse()
+        if search is not goal:
+            exact, goal = goal, search
+            found = _solve_groups(spend, capacity[groups], start, rtol=_COARSE_RTOL)
+            start, dlog0, goal = found.m, found.dlog, exact
+        roots = _solve_groups(spend, capacity[groups], start, dlog0=dlog0)
         m_star[groups] = roots.under
         jump = ~roots.solved & (roots.over < roots.under)
         if jump.any():
@@ -438,16 +481,22 @@ def _global_rates(
     their marginal value equals mu to one ulp, so the KKT conditions hold.
     """
     start = _start_scale(pages, refresh)
+    search = goal.coarse()
     if pages.size > 4 * _CHUNK and pages.floor is None:
         step = pages.size // _CHUNK
         sample = pages.subset(slice(None, None, step))
         share = refresh * sample.size / pages.size
         if sample.lo is None or float(sample.lo.sum()) < share:
-            start = float(_solve_one(goal, sample, share, start).m[0])
-    roots = _solve_one(goal, pages, refresh, start)
+            start = float(_solve_one(search, sample, share, start, rtol=1e-6).m[0])
+    dlog0 = None
+    if search is not goal:
+        found = _solve_one(search, pages, refresh, start, rtol=_COARSE_RTOL)
+        start, dlog0 = float(found.m[0]), found.dlog
+    last: dict[float, np.ndarray] = {}
+    roots = _solve_one(goal, pages, refresh, start, keep=last, dlog0=dlog0)
     mu = float(roots.m[0])
     if bool(roots.solved[0]):
-        return mu, _all_rates(goal, pages, mu)
+        return mu, last[mu] if mu in last else _all_rates(goal, pages, mu)
     under = _all_rates(goal, pages, float(roots.under[0]))
     over = _all_rates(goal, pages, float(roots.over[0]))
     low, high = float(under.sum()), float(over.sum())
@@ -455,12 +504,28 @@ def _global_rates(
     return mu, under + theta * (over - under)
 
 
-def _solve_one(goal: RefreshObjective, pages: _Pages, target: float, start: float) -> _Roots:
+def _solve_one(
+    goal: RefreshObjective,
+    pages: _Pages,
+    target: float,
+    start: float,
+    *,
+    rtol: float = _RTOL,
+    keep: dict[float, np.ndarray] | None = None,
+    dlog0: np.ndarray | None = None,
+) -> _Roots:
+    """The global multiplier; ``keep`` receives the rates of the last multiplier evaluated
+    (``{mu: rates}``), which saves the caller one pass over the pages."""
+    out = np.empty(pages.size) if keep is not None else None
+
     def spend(mu: np.ndarray, todo: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray]:
-        total, dtotal = _total(goal, pages, float(mu[0]), slope)
+        total, dtotal = _total(goal, pages, float(mu[0]), slope, out)
+        if keep is not None and out is not None:
+            keep.clear()
+            keep[float(mu[0])] = out
         return np.array([total]), np.array([dtotal])
 
-    return _solve_groups(spend, np.array([target]), np.array([start]))
+    return _solve_groups(spend, np.array([target]), np.array([start]), rtol=rtol, dlog0=dlog0)
 
 
 # -- the schedule ----------------------------------------------------------------------------
