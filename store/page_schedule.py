@@ -24,7 +24,7 @@ from sqlalchemy import Connection, bindparam, select, text
 from store.database import Database
 from store.models import PAGES, PERIOD_RELEASES
 from store.releases import REFRESH_STATUSES
-from store.types import UTCDateTime, epoch_seconds, sqlite_stamp, utcnow
+from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
     "BucketPages",
@@ -171,11 +171,11 @@ def _write(
             _PG_WRITE, {"ids": ids, "days": days, "secs": secs, "withdraw": withdraw, "now": now}
         )
     else:
-        stamp = sqlite_stamp(now)
+        stamp = sqlite_text(now)
         params = [
             (
                 d,
-                None if s is None else sqlite_stamp(datetime.fromtimestamp(s, UTC)),
+                None if s is None else sqlite_text(datetime.fromtimestamp(s, UTC)),
                 int(withdraw),
                 stamp,
                 i,

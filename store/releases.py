@@ -32,10 +32,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Float,
     bindparam,
-    cast,
-    func,
     or_,
     select,
     text,
@@ -44,7 +41,7 @@ from sqlalchemy import (
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.models import HOSTS, NEW_PAGE_CONDITION, PAGES, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS
 from store.pages import insert_ignoring_conflicts
-from store.types import UTCDateTime, sqlite_text, utcnow
+from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
     "REFRESH_STATUSES",
@@ -109,14 +106,6 @@ class Candidates:
         self.pending.extend(bool(v) for v in pending)
 
 
-def _epoch_seconds(column: Any, dialect: str) -> ColumnElement[float]:
-    """A timestamp column as float seconds since the epoch, exact to the microsecond."""
-    if dialect == "postgresql":
-        return cast(func.date_part("epoch", column), Float)
-    # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
-    return cast(func.strftime("%s", column), Float) + cast(func.substr(column, 20), Float)
-
-
 _NOW = bindparam("now", type_=UTCDateTime())
 
 
@@ -174,7 +163,7 @@ def refresh_candidates(
         select(
             p.c.id,
             p.c.host_id,
-            _epoch_seconds(p.c.scheduled_at, db.dialect),
+            epoch_seconds(p.c.scheduled_at, db.dialect),
             p.c.importance,
             p.c.next_due_at.is_not(None),
         )

@@ -9,7 +9,7 @@ from sqlalchemy import ColumnElement, DateTime, Float, cast, func
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "epoch_seconds", "sqlite_stamp", "utcnow"]
+__all__ = ["UTCDateTime", "epoch_seconds", "sqlite_text", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -54,14 +54,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
-
-
-def sqlite_stamp(when: datetime) -> str:
-    """``when`` as SQLite stores a :class:`UTCDateTime`: naive UTC text with microseconds.
-
-    For bulk statements sent through the driver, which bypass the type's bind processing.
-    """
-    return when.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
 
 
 def epoch_seconds(column: Any, dialect: str) -> ColumnElement[float]:
