@@ -337,8 +337,8 @@ def _crawl_with_progress(
 _RELEASE_CHECK_SECONDS = 5.0
 
 
-def _release_line(summary: ReleaseSummary) -> None:
-    """One line on stderr when a period's work was released; nothing otherwise."""
+def _release_line(summary: ReleaseSummary, console: Console = err) -> None:
+    """One line (stderr by default) when a period's work was released; nothing otherwise."""
     if summary.status != "released":
         return
     shortfalls = "; ".join(
@@ -346,7 +346,7 @@ def _release_line(summary: ReleaseSummary) -> None:
         f"({s.reason})"
         for s in summary.shortfalls
     )
-    err.print(
+    console.print(
         f"released plan {summary.plan} period {summary.period}: {summary.released:,} pages "
         f"({sum(summary.by_bucket.values()):,} re-crawls in {len(summary.by_bucket)} buckets, "
         f"{summary.new_pages:,} new), withdrawn {summary.withdrawn:,}"
@@ -443,7 +443,7 @@ def release(
         )
     summary = release_period(database, min_delay_seconds=float(settings.values["crawl.min_delay"]))
     if summary.status == "released":
-        _release_line(summary)
+        _release_line(summary, out)
     elif summary.status == "no plan":
         raise _fail("no plan has been published yet: nothing to release")
     else:

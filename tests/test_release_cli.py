@@ -74,7 +74,7 @@ def test_reschedule_then_release_once(tmp_path: Path) -> None:
     code, out, err = _run("--db", url, "--reschedule")
     assert code == 0, err
     assert out.startswith("scheduled 10 pages of plan 1 (obsolescence); 0 in buckets without")
-    assert "released plan 1 period 1: 4 pages (4 re-crawls in 1 buckets, 0 new)" in err
+    assert "released plan 1 period 1: 4 pages (4 re-crawls in 1 buckets, 0 new)" in out
     with db.read() as conn:
         due = conn.execute(select(PAGES.c.id).where(PAGES.c.next_due_at.is_not(None))).all()
     assert len(due) == 4
