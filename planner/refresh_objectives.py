@@ -77,6 +77,14 @@ class RefreshObjective(Protocol):
         """The marginal value of one more crawl per period at rate ``f`` (active pages)."""
         ...
 
+    #: the objective is the importance-weighted mean of the pages' :meth:`terms` over
+    #: ``sum w`` (freshness), not their sum: either way it adds up over chunks of pages
+    mean: bool
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Each page's term of the objective (weighted by ``w`` where ``mean``)."""
+        ...
+
     def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
         """The objective at rates ``f`` (all pages)."""
         ...
@@ -188,11 +196,15 @@ class Obsolescence:
         with np.errstate(divide="ignore"):
             return w * lam / (2.0 * f * f)
 
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+    mean = False
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         load = w * lam
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(load > 0, load / (2.0 * f), 0.0)
-        return float(terms.sum())
+            return np.where(load > 0, load / (2.0 * f), 0.0)
+
+    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return float(self.terms(f, lam, w).sum())
 
 
 class Freshness:
@@ -233,12 +245,20 @@ class Freshness:
             x = np.where(f > 0, lam / f, np.inf)
             return (w / lam) * np.where(np.isinf(x), 1.0, freshness_gain(x))
 
+    mean = True
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return w * self._fresh(f, lam)
+
     def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return _weighted_mean(self._fresh(f, lam), w)
+
+    @staticmethod
+    def _fresh(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = lam / f
             fresh = np.where(f > 0, -np.expm1(-ratio) / ratio, 0.0)
-        fresh = np.where(lam > 0, fresh, 1.0)
-        return _weighted_mean(fresh, w)
+        return np.where(lam > 0, fresh, 1.0)
 
 
 class Harmonic:
@@ -265,11 +285,15 @@ class Harmonic:
         with np.errstate(divide="ignore"):
             return w * lam / (f * (f + lam))
 
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+    mean = False
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         load = w * lam
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(load > 0, w * np.log1p(lam / f), 0.0)
-        return float(terms.sum())
+            return np.where(load > 0, w * np.log1p(lam / f), 0.0)
+
+    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return float(self.terms(f, lam, w).sum())
 
 
 class Binary:
@@ -293,10 +317,18 @@ class Binary:
     def marginal(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         return w * lam / (f + lam) ** 2
 
+    mean = True
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return w * self._fresh(f, lam)
+
     def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return _weighted_mean(self._fresh(f, lam), w)
+
+    @staticmethod
+    def _fresh(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            fresh = np.where(lam > 0, f / (f + lam), 1.0)
-        return _weighted_mean(fresh, w)
+            return np.where(lam > 0, f / (f + lam), 1.0)
 
 
 def _weighted_mean(values: np.ndarray, w: np.ndarray) -> float:

@@ -38,6 +38,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -152,6 +153,10 @@ def _check(name: str, arr: np.ndarray, *, allow_inf: bool = False, positive: boo
 _CHUNK = 1 << 18
 
 
+def _chunks(n: int) -> list[slice]:
+    return [slice(k, min(k + _CHUNK, n)) for k in range(0, n, _CHUNK)]
+
+
 @dataclass
 class _Pages:
     """The pages of one solve; ``lo``/``hi`` None when unbounded, ``floor`` None without hosts.
@@ -174,7 +179,7 @@ class _Pages:
         return int(self.lam.shape[0])
 
     def chunks(self) -> list[slice]:
-        return [slice(k, min(k + _CHUNK, self.size)) for k in range(0, self.size, _CHUNK)]
+        return _chunks(self.size)
 
     def subset(self, pick: np.ndarray | slice) -> _Pages:
         def take(a: np.ndarray | None) -> np.ndarray | None:
@@ -250,10 +255,10 @@ def _blend_jumps(
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 _POOL = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="schedule")
 
+_T = TypeVar("_T")
 
-def _map_chunks(
-    work: Callable[[slice], tuple[float, float]], parts: list[slice]
-) -> list[tuple[float, float]]:
+
+def _map_chunks(work: Callable[[slice], _T], parts: list[slice]) -> list[_T]:
     if _THREADS == 1 or len(parts) < 2:
         return [work(part) for part in parts]
     return list(_POOL.map(work, parts))
@@ -285,12 +290,69 @@ def _all_rates(goal: RefreshObjective, pages: _Pages, mu: float) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _Caps:
+    """Host capacities for the capped total ``T(mu) = sum_h min(S_h(mu), R_h)``.
+
+    ``bins`` is each page's host, or ``H`` for a page on none (``capacity[H]`` is ``inf``), so
+    one ``bincount`` per chunk gives every host's load ``S_h`` without masking.
+    """
+
+    bins: np.ndarray
+    capacity: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Capped:
+    """``T(mu)``, ``dT/dmu`` (0 when not asked for) and the loads and slopes per host bin."""
+
+    total: float
+    slope: float
+    load: np.ndarray
+    load_slope: np.ndarray | None
+
+
+def _capped_total(
+    goal: RefreshObjective, pages: _Pages, caps: _Caps, mu: float, slope: bool
+) -> _Capped:
+    """The bandwidth the schedule spends at ``mu`` when every host is held to its capacity.
+
+    A host binds exactly when its load at ``mu`` exceeds its capacity (``m*_h > mu``), and then
+    spends its capacity, so the spent total is ``T(mu) = sum_h min(S_h(mu), R_h)``: the one
+    equation ``T(mu) = (1 - gamma) G`` gives ``mu`` without knowing any ``m*_h``, and then only
+    the binding hosts need theirs. ``dT/dmu`` sums the slopes of the hosts that do not bind.
+    """
+    size = caps.capacity.shape[0]
+
+    def work(part: slice) -> tuple[np.ndarray, np.ndarray | None]:
+        f, d = _rates_at(goal, pages, part, mu, slope=slope)
+        b = caps.bins[part]
+        load = np.bincount(b, weights=f, minlength=size)
+        return load, None if d is None else np.bincount(b, weights=d, minlength=size)
+
+    parts = _map_chunks(work, pages.chunks())
+    load = parts[0][0].copy()
+    for more, _ in parts[1:]:
+        load += more
+    load_slope = None
+    if slope:
+        load_slope = np.zeros(size)
+        for _, d in parts:
+            assert d is not None
+            load_slope += d
+    free = load < caps.capacity
+    total = float(np.minimum(load, caps.capacity).sum())
+    dtotal = float(load_slope[free].sum()) if load_slope is not None else 0.0
+    return _Capped(total, dtotal, load, load_slope)
+
+
 def _solve_groups(
     spend: Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
     target: np.ndarray,
     start: np.ndarray,
     rtol: float = _RTOL,
     dlog0: np.ndarray | None = None,
+    lower: np.ndarray | None = None,
 ) -> _Roots:
     """Per group g, the multiplier m_g > 0 with ``spend(m, ...)[0][g] == target[g]``.
 
@@ -300,6 +362,8 @@ def _solve_groups(
     ``target`` as m -> 0 to below it as m -> inf (the caller checks). Newton's method on
     ``ln S`` against ``ln m`` (exact in one step for power laws such as Xyleme's), safeguarded
     by a bracket that opens by factors of e^3 until it closes and then bisects in log space.
+    ``lower`` (where finite) is a multiplier known to spend above the target: the bracket
+    starts closed on that side.
 
     S can jump: a page whose marginal value at rate 0 equals m exactly (the starvation
     threshold of ``freshness``) goes from rate ``lam / 37`` to 0 between two neighbouring
@@ -307,7 +371,7 @@ def _solve_groups(
     result keeps both ends so the caller can blend them (see :class:`_Roots`).
     """
     s = np.log(start)
-    lo = np.full_like(s, -np.inf)
+    lo = np.full_like(s, -np.inf) if lower is None else np.log(lower)
     hi = np.full_like(s, np.inf)
     log_target = np.log(target)
     todo = np.ones(s.shape, dtype=bool)
@@ -371,32 +435,41 @@ class _Roots:
     dlog: np.ndarray  # the last slope d ln S / d ln m used: a good first step for a refinement
 
 
-def _host_multipliers(
-    goal: RefreshObjective,
-    pages: _Pages,
-    host: np.ndarray,
-    capacity: np.ndarray,
-    scale: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """m*_h per host (0: never binds; inf: over-committed), and the over-committed hosts.
+def _overcommitted(
+    pages: _Pages, bins: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(over-committed, may bind) host masks and the load per host bin at ``mu = 0``.
 
-    Sets ``pages.floor`` (and the blend of hosts whose capacity sits in a jump) and scales
-    down the lower bounds of over-committed hosts to fit, in place.
+    ``bins`` is each page's host, or ``H`` for none. A host is over-committed when the lower
+    bounds alone exceed its capacity, or meet it while the pages want more (a host of capacity
+    0 with pages to crawl; not an empty host of capacity 0): its lower bounds are scaled down
+    to fit and its pages pinned there, in place. A host may bind only when its pages could take
+    more than its capacity: at ``mu = 0`` every active page wants its upper bound (or ``inf``),
+    the others their lower bound. That load (before the scaling) is returned too: capped by the
+    capacities it is what the schedule can spend at most.
     """
     n_hosts = capacity.shape[0]
-    m_star = np.zeros(n_hosts)
-    on_host = np.flatnonzero(host >= 0)
-    if on_host.size == 0:
-        return m_star, np.zeros(0, np.int64)
-    h = host[on_host]
-    lo = pages.lo[on_host] if pages.lo is not None else np.zeros(on_host.size)
-    floor = np.bincount(h, weights=lo, minlength=n_hosts)
-    active = (pages.lam[on_host] > 0) & (pages.w[on_host] > 0)
-    top = np.where(active, pages.hi[on_host] if pages.hi is not None else np.inf, lo)
-    ceiling = np.bincount(h, weights=np.minimum(top, 1e300), minlength=n_hosts)
-    # over-committed: the lower bounds alone exceed the capacity, or meet it while the pages
-    # want more (a host of capacity 0 with pages to crawl); not an empty host of capacity 0
-    over = (floor > capacity) | ((floor >= capacity) & (ceiling > capacity))
+
+    def work(part: slice) -> tuple[np.ndarray, np.ndarray | None]:
+        active = (pages.lam[part] > 0) & (pages.w[part] > 0)
+        top = np.where(active, np.inf if pages.hi is None else pages.hi[part], 0.0)
+        b = bins[part]
+        if pages.lo is None:
+            return np.bincount(b, weights=top, minlength=n_hosts + 1), None
+        lo = pages.lo[part]
+        top = np.where(active, top, lo)
+        low = np.bincount(b, weights=lo, minlength=n_hosts + 1)
+        return np.bincount(b, weights=top, minlength=n_hosts + 1), low
+
+    ceiling = np.zeros(n_hosts + 1)
+    floor = np.zeros(n_hosts + 1)
+    for high, low in _map_chunks(work, pages.chunks()):
+        ceiling += high
+        if low is not None:
+            floor += low
+    floor = floor[:n_hosts]
+    most = ceiling[:n_hosts]
+    over = (floor > capacity) | ((floor >= capacity) & (most > capacity))
     if over.any():
         if pages.lo is None:  # a host of capacity 0
             pages.lo = np.zeros(pages.size)
@@ -404,94 +477,298 @@ def _host_multipliers(
             pages.hi = np.full(pages.size, np.inf)
         with np.errstate(divide="ignore", invalid="ignore"):
             shrink = np.where(floor > 0, capacity / floor, 1.0)
-        mine = on_host[over[h]]
-        pages.lo[mine] *= shrink[host[mine]]
+        mine = np.flatnonzero(np.append(over, False)[bins])
+        pages.lo[mine] *= shrink[bins[mine]]
         pages.hi[mine] = pages.lo[mine]
-        m_star[over] = np.inf
-    binds = ~over & (ceiling > capacity)
-    if binds.any():
-        groups = np.flatnonzero(binds)
-        pick = on_host[binds[h]]
-        sub = pages.subset(pick)
-        code_of = np.full(n_hosts, -1, np.int64)
-        code_of[groups] = np.arange(groups.shape[0])
-        codes = code_of[host[pick]]
-        size = groups.shape[0]
+    return over, ~over & (most > capacity), ceiling
 
-        def spend(
-            m: np.ndarray, todo: np.ndarray, want_slope: bool
-        ) -> tuple[np.ndarray, np.ndarray]:
-            live, live_codes = sub, codes
-            if not todo.all():  # only the hosts not solved yet
-                keep = np.flatnonzero(todo[codes])
-                live, live_codes = sub.subset(keep), codes[keep]
-            total = np.ones(size)
-            slope = np.zeros(size)
-            total[todo] = 0.0
-            for part in live.chunks():
-                c = live_codes[part]
-                f, d = _rates_at(goal, live, part, m[c], slope=want_slope)
-                total += np.bincount(c, weights=f, minlength=size)
-                if d is not None:
-                    slope += np.bincount(c, weights=d, minlength=size)
-            return total, slope
 
-        start = np.full(size, scale)
-        dlog0 = None
-        search = goal.coarse()
-        if search is not goal:
-            exact, goal = goal, search
-            found = _solve_groups(spend, capacity[groups], start, rtol=_COARSE_RTOL)
-            start, dlog0, goal = found.m, found.dlog, exact
-        roots = _solve_groups(spend, capacity[groups], start, dlog0=dlog0)
-        m_star[groups] = roots.under
-        jump = ~roots.solved & (roots.over < roots.under)
-        if jump.any():
-            below = spend(roots.under, jump, False)[0]
-            above = spend(roots.over, jump, False)[0]
-            theta = np.zeros(n_hosts)
-            fill = (capacity[groups] - below) / np.where(above > below, above - below, np.inf)
-            theta[groups[jump]] = np.clip(fill[jump], 0.0, 1.0)
-            m_over = m_star.copy()
-            m_over[groups] = roots.over
-            pages.theta = np.zeros(pages.size)
-            pages.floor_over = np.zeros(pages.size)
-            pages.theta[on_host] = theta[h]
-            pages.floor_over[on_host] = m_over[h]
-    if (m_star > 0).any():
-        pages.floor = np.zeros(pages.size)
-        pages.floor[on_host] = m_star[h]
-    return m_star, np.flatnonzero(over)
+def _host_roots(
+    goal: RefreshObjective,
+    pages: _Pages,
+    bins: np.ndarray,
+    capacity: np.ndarray,
+    groups: np.ndarray,
+    start: np.ndarray,
+    lower: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """m*_h of the hosts ``groups``: the multiplier at which their pages fill them exactly.
+
+    Returns (under, over, theta) per group: ``under`` is m*_h; where the capacity sits inside
+    a jump of the host's load (see :func:`_solve_groups`), ``over`` is the float below it and
+    ``theta`` the blend of the rates at both that fills the capacity (elsewhere ``over ==
+    under`` and ``theta == 0``). Only these hosts' pages are evaluated, and as hosts are solved
+    the pages evaluated shrink to those of the hosts left (re-gathered when half are gone).
+    """
+    size = groups.shape[0]
+    code_of = np.full(bins.max(initial=0) + 1, -1, np.int64)
+    code_of[groups] = np.arange(size)
+    pick = np.flatnonzero(code_of[bins] >= 0)
+    sub = _Pages(
+        pages.lam[pick],
+        pages.w[pick],
+        None if pages.lo is None else pages.lo[pick],
+        None if pages.hi is None else pages.hi[pick],
+    )
+    codes = code_of[bins[pick]]
+    target = capacity[groups]
+
+    def loads(
+        obj: RefreshObjective, live: _Pages, live_codes: np.ndarray, m: np.ndarray, slope: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        def work(part: slice) -> tuple[np.ndarray, np.ndarray | None]:
+            c = live_codes[part]
+            f, d = _rates_at(obj, live, part, m[c], slope=slope)
+            s = np.bincount(c, weights=f, minlength=size)
+            return s, None if d is None else np.bincount(c, weights=d, minlength=size)
+
+        total, dtotal = np.zeros(size), np.zeros(size)
+        for s, d in _map_chunks(work, live.chunks()):
+            total += s
+            if d is not None:
+                dtotal += d
+        return total, dtotal
+
+    def spender(
+        obj: RefreshObjective,
+    ) -> Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]]:
+        state = [sub, codes]
+
+        def spend(m: np.ndarray, todo: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray]:
+            live, live_codes = state
+            mine = todo[live_codes]
+            if 2 * int(np.count_nonzero(mine)) < live.size:  # drop the solved hosts' pages
+                keep = np.flatnonzero(mine)
+                live, live_codes = live.subset(keep), live_codes[keep]
+                state[:] = [live, live_codes]
+            total, dtotal = loads(obj, live, live_codes, m, slope)
+            return np.where(todo, total, 1.0), dtotal
+
+        return spend
+
+    dlog0 = None
+    search = goal.coarse()
+    if search is not goal:
+        found = _solve_groups(spender(search), target, start, _COARSE_RTOL, lower=lower)
+        start, dlog0 = found.m, found.dlog
+    roots = _solve_groups(spender(goal), target, start, dlog0=dlog0, lower=lower)
+    theta = np.zeros(size)
+    jump = ~roots.solved & (roots.over < roots.under)
+    if jump.any():
+        keep = np.flatnonzero(jump[codes])
+        mine, mine_codes = sub.subset(keep), codes[keep]
+        below = loads(goal, mine, mine_codes, roots.under, False)[0]
+        above = loads(goal, mine, mine_codes, roots.over, False)[0]
+        fill = (target - below) / np.where(above > below, above - below, np.inf)
+        theta[jump] = np.clip(fill[jump], 0.0, 1.0)
+    return roots.under, roots.over, theta
+
+
+def _hosted_rates(
+    goal: RefreshObjective,
+    pages: _Pages,
+    bins: np.ndarray,
+    capacity: np.ndarray,
+    over: np.ndarray,
+    ceiling: np.ndarray,
+    refresh: float,
+    floor_total: float,
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(mu, rates, m*_h per host) under host capacities: an active set of binding hosts.
+
+    First ``mu`` from ``T(mu) = sum_h min(S_h(mu), R_h) = refresh`` (:func:`_capped_total`),
+    which needs no ``m*_h``; the hosts whose load at ``mu`` exceeds their capacity bind, and
+    only theirs are solved (each from a Newton step off ``mu``, with ``mu`` as the lower end
+    of its bracket). Then ``mu`` and the rates again with those floors (a step or two from the
+    ``mu`` found). Should rounding leave another host above its capacity, it joins the set
+    and its ``m*_h`` is solved too (``m*_h`` does not depend on ``mu`` or other hosts).
+
+    ``bins`` is each page's host or ``H`` for none; ``ceiling`` the load per bin at ``mu = 0``
+    (see :func:`_overcommitted`).
+    """
+    n_hosts = capacity.shape[0]
+    caps = _Caps(bins, np.append(capacity, np.inf))
+    m_star = np.where(over, np.inf, 0.0)
+    m_over = m_star.copy()
+    theta = np.zeros(n_hosts)
+
+    def set_floors() -> None:
+        if (m_star > 0).any():
+            pages.floor = _per_page(m_star, bins)
+        if (theta > 0).any():
+            pages.floor_over = _per_page(m_over, bins)
+            pages.theta = _per_page(theta, bins)
+
+    set_floors()
+    at_zero = _Capped(float(np.minimum(ceiling, caps.capacity).sum()), 0.0, ceiling, None)
+    probe: _Capped | None = at_zero
+    low, dlog = 0.0, None
+    if at_zero.total <= refresh * (1 + _RTOL):
+        mu = 0.0
+    elif floor_total >= refresh * (1 - _RTOL):
+        mu, probe = math.inf, None
+    else:
+        mu, low, dlog, probe = _capped_multiplier(goal, pages, caps, refresh)
+    solved = over.copy()
+    new = np.zeros(n_hosts, bool)
+    start = np.full(n_hosts, _start_scale(pages, refresh) if mu == 0 else mu)
+    lower: np.ndarray | None = None
+    if probe is not None:
+        load = probe.load[:n_hosts]
+        new = ~solved & (load > capacity)
+        if mu > 0:
+            start = np.full(n_hosts, low)
+            lower = start.copy()
+        if mu > 0 and probe.load_slope is not None:  # one Newton step per host off ``low``
+            with np.errstate(divide="ignore", invalid="ignore"):
+                host_dlog = low * probe.load_slope[:n_hosts] / load
+                step = -(np.log(load) - np.log(capacity)) / host_dlog
+            start *= np.exp(np.where(np.isfinite(step) & (step > 0), np.minimum(step, 30.0), 0.0))
+    while True:
+        if new.any():
+            groups = np.flatnonzero(new)
+            bracket = None if lower is None else lower[groups]
+            under, above, blend = _host_roots(
+                goal, pages, bins, capacity, groups, start[groups], bracket
+            )
+            m_star[groups], m_over[groups], theta[groups] = under, above, blend
+            solved |= new
+            set_floors()
+        if 0 < mu < math.inf:
+            mu, f = _global_rates(goal, pages, refresh, start=mu, dlog0=dlog)
+        else:
+            f = _all_rates(goal, pages, mu)
+        load = _host_loads(f, bins, n_hosts)
+        new = ~solved & (load > capacity)
+        if not new.any():
+            return mu, f, m_star
+        start = np.full(n_hosts, _start_scale(pages, refresh) if mu == 0 else mu)
+        lower = None
+
+
+def _capped_multiplier(
+    goal: RefreshObjective, pages: _Pages, caps: _Caps, refresh: float
+) -> tuple[float, float, np.ndarray, _Capped]:
+    """mu with ``T(mu) = refresh`` (see :func:`_capped_total`), the smaller end of its bracket
+    (``mu`` unless T jumps there), the last slope d ln T / d ln mu, and T's parts at the
+    smaller end (the larger loads: no binding host is missed where T jumps).
+
+    Like :func:`_global_rates`: large problems start from a sample (its capacities scaled by
+    its share of the pages), then the coarse objective's root, then the exact one's.
+    """
+    start = _start_scale(pages, refresh)
+    search = goal.coarse()
+    if pages.size > 4 * _CHUNK:
+        step = pages.size // _CHUNK
+        sample = pages.subset(slice(None, None, step))
+        share = sample.size / pages.size
+        small = _Caps(caps.bins[::step], caps.capacity * share)
+        if sample.lo is None or float(sample.lo.sum()) < refresh * share:
+            start = float(_solve_capped(search, sample, small, refresh * share, start, 1e-6).m[0])
+    dlog0 = None
+    if search is not goal:
+        found = _solve_capped(search, pages, caps, refresh, start, _COARSE_RTOL)
+        start, dlog0 = float(found.m[0]), found.dlog
+    last: dict[float, _Capped] = {}
+    roots = _solve_capped(goal, pages, caps, refresh, start, _RTOL, dlog0, last)
+    mu, low = float(roots.m[0]), float(roots.over[0])
+    probe = last.get(low) or _capped_total(goal, pages, caps, low, slope=True)
+    return mu, low, roots.dlog, probe
+
+
+def _solve_capped(
+    goal: RefreshObjective,
+    pages: _Pages,
+    caps: _Caps,
+    target: float,
+    start: float,
+    rtol: float,
+    dlog0: np.ndarray | None = None,
+    keep: dict[float, _Capped] | None = None,
+) -> _Roots:
+    """The root of ``T(mu) = target``; ``keep`` receives the last evaluation ``{mu: T's}``."""
+
+    def spend(mu: np.ndarray, todo: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray]:
+        found = _capped_total(goal, pages, caps, float(mu[0]), slope)
+        if keep is not None:
+            keep.clear()
+            keep[float(mu[0])] = found
+        return np.array([found.total]), np.array([found.slope])
+
+    return _solve_groups(spend, np.array([target]), np.array([start]), rtol=rtol, dlog0=dlog0)
+
+
+def _per_page(table: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """``table[h]`` of each page's host bin ``h`` (0 for bin ``H``: no host), filled chunk by
+    chunk on all cores (one output array, no full-size temporaries)."""
+    padded = np.append(table, 0.0)
+    out = np.empty(bins.shape[0])
+
+    def work(part: slice) -> None:
+        np.take(padded, bins[part], out=out[part])
+
+    _map_chunks(work, _chunks(out.shape[0]))
+    return out
+
+
+def _host_loads(f: np.ndarray, bins: np.ndarray, n_hosts: int) -> np.ndarray:
+    """Crawls per period per host (pages in bin ``H`` have none)."""
+    if n_hosts == 0:
+        return np.zeros(0)
+    return np.bincount(bins, weights=f, minlength=n_hosts + 1)[:n_hosts]
+
+
+def _value(goal: RefreshObjective, pages: _Pages, f: np.ndarray) -> float:
+    """The objective at rates ``f``, chunk by chunk on all cores (see ``goal.terms``)."""
+    parts = pages.chunks()
+    total = math.fsum(
+        _map_chunks(lambda p: float(goal.terms(f[p], pages.lam[p], pages.w[p]).sum()), parts)
+    )
+    if not goal.mean:
+        return total
+    weight = math.fsum(_map_chunks(lambda p: float(pages.w[p].sum()), parts))
+    return total / weight if weight > 0 else goal.value(f, pages.lam, pages.w)
 
 
 def _start_scale(pages: _Pages, bandwidth: float) -> float:
     """A multiplier of the right order: Xyleme's closed form ``(sum sqrt(w lam / 2) / G)^2``."""
-    root = float(np.sqrt(pages.w * pages.lam / 2.0).sum())
+    root = math.fsum(
+        _map_chunks(
+            lambda part: float(np.sqrt(pages.w[part] * pages.lam[part] / 2.0).sum()),
+            pages.chunks(),
+        )
+    )
     scale = (root / bandwidth) ** 2 if root > 0 else 1.0
     return scale if np.isfinite(scale) and scale > 0 else 1.0
 
 
 def _global_rates(
-    goal: RefreshObjective, pages: _Pages, refresh: float
+    goal: RefreshObjective,
+    pages: _Pages,
+    refresh: float,
+    start: float | None = None,
+    dlog0: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray]:
     """mu and the rates that spend exactly ``refresh``; large problems start from a sample.
 
     Where the budget falls inside a jump of the total (see :func:`_solve_groups`), the pages
     at their threshold get the blend of their rates on both sides that spends it exactly:
-    their marginal value equals mu to one ulp, so the KKT conditions hold.
+    their marginal value equals mu to one ulp, so the KKT conditions hold. Given a ``start``
+    already near the root (the capped solve's, with its slope ``dlog0``), the exact objective
+    starts there directly.
     """
-    start = _start_scale(pages, refresh)
-    search = goal.coarse()
-    if pages.size > 4 * _CHUNK and pages.floor is None:
-        step = pages.size // _CHUNK
-        sample = pages.subset(slice(None, None, step))
-        share = refresh * sample.size / pages.size
-        if sample.lo is None or float(sample.lo.sum()) < share:
-            start = float(_solve_one(search, sample, share, start, rtol=1e-6).m[0])
-    dlog0 = None
-    if search is not goal:
-        found = _solve_one(search, pages, refresh, start, rtol=_COARSE_RTOL)
-        start, dlog0 = float(found.m[0]), found.dlog
+    if start is None:
+        start = _start_scale(pages, refresh)
+        search = goal.coarse()
+        if pages.size > 4 * _CHUNK and pages.floor is None:
+            step = pages.size // _CHUNK
+            sample = pages.subset(slice(None, None, step))
+            share = refresh * sample.size / pages.size
+            if sample.lo is None or float(sample.lo.sum()) < share:
+                start = float(_solve_one(search, sample, share, start, rtol=1e-6).m[0])
+        if search is not goal:
+            found = _solve_one(search, pages, refresh, start, rtol=_COARSE_RTOL)
+            start, dlog0 = float(found.m[0]), found.dlog
     last: dict[float, np.ndarray] = {}
     roots = _solve_one(goal, pages, refresh, start, keep=last, dlog0=dlog0)
     mu = float(roots.m[0])
@@ -582,8 +859,14 @@ def refresh_schedule(
 
     refresh = float(bandwidth) * (1.0 - discovery_share)
     pages = _Pages(lam, w, lo, hi)
-    scale = _start_scale(pages, refresh)
-    m_star, over = _host_multipliers(goal, pages, codes, capacity, scale)
+    # each page's host bin, H for none (codes themselves when every page has a host)
+    bins = codes
+    if capacity.shape[0] and n and codes.min() < 0:
+        bins = np.where(codes >= 0, codes, capacity.shape[0])
+    if capacity.shape[0]:
+        over, may_bind, ceiling = _overcommitted(pages, bins, capacity)
+    else:
+        over = may_bind = ceiling = np.zeros(0, bool)
 
     floor_total = float(pages.lo.sum()) if pages.lo is not None else 0.0
     if floor_total > refresh * (1 + 1e-12):
@@ -592,9 +875,15 @@ def refresh_schedule(
             f"{floor_total:.6g} that the pages' max intervals require; raise the bandwidth or "
             "relax max_interval"
         )
-    unbounded = pages.hi is None and pages.floor is None and bool(((lam > 0) & (w > 0)).any())
-    most = math.inf if unbounded else (_total(goal, pages, 0.0, slope=False)[0] if n else 0.0)
-    if n == 0 or most <= refresh * (1 + _RTOL):
+    m_star = np.zeros(capacity.shape[0])
+    if over.any() or may_bind.any():
+        mu, f, m_star = _hosted_rates(
+            goal, pages, bins, capacity, over, ceiling, refresh, floor_total
+        )
+    elif n == 0 or (
+        not (pages.hi is None and bool(((lam > 0) & (w > 0)).any()))
+        and _total(goal, pages, 0.0, False)[0] <= refresh * (1 + _RTOL)
+    ):
         mu = 0.0
         f = _all_rates(goal, pages, mu)
     elif floor_total >= refresh * (1 - _RTOL):
@@ -603,8 +892,7 @@ def refresh_schedule(
     else:
         mu, f = _global_rates(goal, pages, refresh)
     nu = np.where(np.isinf(m_star), np.inf, np.maximum(m_star - mu, 0.0))
-    on_host = codes >= 0
-    load = np.bincount(codes[on_host], weights=f[on_host], minlength=capacity.shape[0])
+    load = _host_loads(f, bins, capacity.shape[0])
     return Schedule(
         objective=goal.name,
         refresh_rate=f,
@@ -614,9 +902,9 @@ def refresh_schedule(
         host_capacity=capacity,
         bandwidth=float(bandwidth),
         discovery=float(bandwidth) * discovery_share,
-        value=goal.value(f, lam, w),
+        value=_value(goal, pages, f),
         unspent=max(refresh - float(f.sum()), 0.0),
-        overcommitted_hosts=over,
+        overcommitted_hosts=np.flatnonzero(over),
     )
 
 
@@ -705,7 +993,7 @@ def _hosts(
             f"host index out of range: pages name hosts up to {int(codes.max())}, "
             f"but {cap.shape[0]} capacities were given"
         )
-    return codes.astype(np.int64), cap
+    return codes.astype(np.int64, copy=False), cap
 
 
 # -- closed forms --------------------------------------------------------------------------
