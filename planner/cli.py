@@ -446,6 +446,11 @@ def release(
         _release_line(summary, out)
     elif summary.status == "no plan":
         raise _fail("no plan has been published yet: nothing to release")
+    elif summary.status == "not scheduled yet":
+        raise _fail(
+            f"plan {summary.plan} has no page schedule yet: run `crawlplan release "
+            "--reschedule` (the nightly pipeline runs it after publishing a plan)"
+        )
     else:
         out.print(
             f"plan {summary.plan}: {summary.status}"

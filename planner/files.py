@@ -30,7 +30,7 @@ def open_text_input(stack: ExitStack, path: Path) -> TextIO:
     except IsADirectoryError:
         raise InputFileError(f"file {path} is a directory; pass a file") from None
     except OSError as error:
-        raise InputFileError(f"cannot read file {path}: {error.strerror}") from None
+        raise InputFileError(f"cannot read file {path}: {error.strerror or error}") from None
 
 
 def read_json(path: Path) -> Any:
@@ -54,7 +54,7 @@ def write_json(path: Path, data: Any) -> None:
     try:
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     except OSError as error:
-        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
+        raise InputFileError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -87,4 +87,4 @@ def write_table(table: pd.DataFrame, path: Path) -> None:
         else:
             table.to_parquet(path, index=False)
     except OSError as error:
-        raise InputFileError(f"cannot write {path}: {error.strerror}") from None
+        raise InputFileError(f"cannot write {path}: {error.strerror or error}") from None

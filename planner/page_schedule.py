@@ -7,7 +7,8 @@ plan's cycle are split among its pages by :func:`planner.schedules.bucket_interv
 ``refresh_interval`` (days) and ``scheduled_at`` (last fetch + interval), which due-URL
 selection orders by. Bucket by bucket, so memory holds one bucket, not the store. Run for a
 plan before its first period release, it also withdraws pages' pending due times, so that
-the crawl follows the new plan's quotas from its first period.
+the crawl follows the new plan's quotas from its first period; periods are released only
+once it has finished (a release on half-written scheduled times would choose wrong pages).
 
 Service edge: wires the store to the planner core; no planning logic of its own.
 """
@@ -22,9 +23,11 @@ import numpy as np
 from planner.schedules import bucket_intervals
 from store import Database, latest_plan, plan_quotas
 from store.page_schedule import (
+    HORIZON_DAYS,
     bucket_pages,
     buckets_in_use,
-    plan_released,
+    finish_page_schedule,
+    withdraw_due_pages,
     write_page_schedule,
 )
 
@@ -36,13 +39,15 @@ _DAY = 86_400.0
 @dataclass(frozen=True)
 class PageScheduleSummary:
     """What :func:`schedule_pages` did: ``plan`` version (None: no plan, nothing done),
-    pages given an interval, pages left unscheduled (their bucket has no quota this cycle),
+    pages given an interval, pages left unscheduled (their bucket has no quota this cycle, or
+    their interval is past the horizon), pending due times withdrawn from the older regime,
     crawls per period per bucket, and the seconds it took."""
 
     plan: int | None
     objective: str
     scheduled: int = 0
     unscheduled: int = 0
+    withdrawn: int = 0
     crawls_per_period: dict[int, float] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -57,9 +62,9 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
     crawls: dict[int, float] = {}
     for (_period, bucket), quota in quotas.items():
         crawls[bucket] = crawls.get(bucket, 0.0) + quota / plan.periods
-    # A plan none of whose periods was released yet takes over: pending due times of older
-    # plans (or of the time before any plan) are withdrawn, so only its releases make pages due.
-    withdraw = not plan_released(db, plan.version)
+    # The plan takes over: pending due times of older plans (or of the time before any plan)
+    # are withdrawn, so that only its releases make pages due (a no-op once one happened).
+    withdrawn = withdraw_due_pages(db, plan.version)
     scheduled = unscheduled = 0
     for bucket in buckets_in_use(db):
         pages = bucket_pages(db, bucket)
@@ -71,15 +76,17 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
         )
         days = intervals * plan.period_days
         due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY
-        write_page_schedule(db, pages.page_id, days.tolist(), due.tolist(), withdraw=withdraw)
-        finite = int(np.isfinite(days).sum())
+        write_page_schedule(db, pages.page_id, days.tolist(), due.tolist(), pages.fetches)
+        finite = int((np.isfinite(days) & (days <= HORIZON_DAYS)).sum())
         scheduled += finite
         unscheduled += days.size - finite
+    finish_page_schedule(db, plan.version, objective=objective, pages=scheduled)
     return PageScheduleSummary(
         plan.version,
         objective,
         scheduled,
         unscheduled,
+        withdrawn,
         {b: c for b, c in sorted(crawls.items()) if c > 0},
         time.perf_counter() - started,
     )

@@ -41,6 +41,7 @@ from store.estimates import (
     iter_page_states,
     write_estimates,
 )
+from store.page_schedule import page_schedule_finished
 from store.releases import (
     Candidates,
     PeriodWork,
@@ -181,7 +182,8 @@ class ReleaseSummary:
 
     ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
     nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls
-    outside the published plan's periods). ``by_bucket`` maps each quota bucket to the pages
+    outside the published plan's periods); ``not scheduled yet`` (the plan's page schedule
+    has not finished). ``by_bucket`` maps each quota bucket to the pages
     chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
     given a due time; ``withdrawn`` the waiting pages the release read but did not choose
     (their due time cleared); ``shortfalls`` names the quotas not met and why.
@@ -254,6 +256,7 @@ def release_period(
     min_delay_seconds: float = 1.0,
     candidate_factor: float = 1.25,
     max_rounds: int = 4,
+    require_schedule: bool = True,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.
 
@@ -263,6 +266,11 @@ def release_period(
     short because hosts were full, with more candidates unread, reads four times more, up to
     ``max_rounds`` reads. Releasing a period twice (or from two processes at once) releases
     it once.
+
+    A period is released only once the plan's page schedule is written in full
+    (:func:`planner.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
+    before that the pages' scheduled times are the previous plan's. ``require_schedule=False``
+    releases anyway (for scheduled times written by other means).
     """
     when = now or datetime.now(UTC)
     plan = latest_plan(db)
@@ -280,6 +288,14 @@ def release_period(
     )
     if is_released(db, work.plan_id, work.period):
         return done
+    if require_schedule and not page_schedule_finished(db, plan.version):
+        return ReleaseSummary(
+            "not scheduled yet",
+            plan=plan.version,
+            period=work.period,
+            starts_at=work.starts_at,
+            ends_at=work.ends_at,
+        )
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
@@ -315,12 +331,16 @@ def release_period(
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
     waiting = ids[pending]
     withdraw: list[int] = waiting[~np.isin(waiting, chosen)].tolist()
+    counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
+    order = np.argsort(ids, kind="stable")
+    fetches = counts[order][np.searchsorted(ids[order], chosen)]
     released = release_pages(
         db,
         work.plan_id,
         work.period,
         page_ids=chosen.tolist(),
         due_epoch_s=selection.release_at.tolist(),
+        fetches=fetches.tolist(),
         withdraw_ids=withdraw,
         now=when,
     )

@@ -45,8 +45,9 @@ from sqlalchemy import (
 
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
-from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, PLANS
+from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
 from store.pages import insert_ignoring_conflicts
+from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, sqlite_text, utcnow
 
 __all__ = [
@@ -298,7 +299,7 @@ class _Statements:
             .order_by(p.c.id)
         )
         # Once a plan is published, fetched pages wait for a period release (one probe).
-        self.plan_published = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).limit(1)
+        self.plan_published = PLAN_PUBLISHED
         if postgres:
             # Lock in id order: concurrent reports on the same pages serialize, never deadlock.
             self.pages_reported = self.pages_reported.with_for_update(of=p)

@@ -41,6 +41,7 @@ __all__ = [
     "OBSERVATIONS",
     "OBSERVATION_KINDS",
     "PAGES",
+    "PAGE_SCHEDULES",
     "PAGE_STATUSES",
     "PERIOD_RELEASES",
     "PLANS",
@@ -51,6 +52,7 @@ __all__ = [
     "Lease",
     "Observation",
     "Page",
+    "PageSchedule",
     "PeriodRelease",
     "Plan",
     "PlanPeriod",
@@ -319,6 +321,21 @@ class PeriodRelease(Base):
     pages: Mapped[int] = mapped_column(Integer)
 
 
+class PageSchedule(Base):
+    """A plan whose page schedule is written in full (every page's interval and due time).
+
+    Periods of a plan are released only once this row exists (see
+    :mod:`store.page_schedule`); ``pages`` counts the pages given an interval.
+    """
+
+    __tablename__ = "page_schedules"
+
+    plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
+    finished_at: Mapped[datetime]
+    objective: Mapped[str] = mapped_column(String(32))
+    pages: Mapped[int] = mapped_column(Integer)
+
+
 #: The tables as Core ``Table`` objects, for bulk statements (typed for mypy).
 HOSTS = cast(Table, Host.__table__)
 PAGES = cast(Table, Page.__table__)
@@ -328,3 +345,4 @@ PLANS = cast(Table, Plan.__table__)
 PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
 QUOTAS = cast(Table, Quota.__table__)
 PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)
+PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)

@@ -7,8 +7,17 @@ the ``(bucket, scheduled_at)`` index (memory: one bucket, not the store);
 :func:`write_page_schedule` stores each page's ``refresh_interval`` (days) and
 ``scheduled_at`` (last fetch + interval), the key due-URL selection orders by.
 
-Arrays cross this boundary as numpy-free Python sequences and float seconds since the epoch,
-so the store holds no planning logic and imports nothing beyond SQLAlchemy.
+A new plan takes over in three steps, and a period of it is released only after the last:
+:func:`withdraw_due_pages` clears the due times of the older regime (one set-based statement,
+only while none of the plan's periods is released), the buckets are written, and
+:func:`finish_page_schedule` records the plan's schedule as complete (``page_schedules``).
+
+Writes race with workers: a page fetched and reported while the schedule runs has a newer
+``last_fetch_at`` and ``scheduled_at`` than the schedule read, so each page is written only
+if its fetch count is still the one read (a report increments it).
+
+Arrays cross this boundary as Python sequences and float seconds since the epoch, so the
+store holds no planning logic and imports nothing beyond SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -17,24 +26,32 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, bindparam, exists, select, text, update
 
 from store.database import Database
-from store.models import PAGES, PERIOD_RELEASES
+from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
+from store.pages import insert_ignoring_conflicts
 from store.releases import REFRESH_STATUSES
-from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
+from store.types import UTCDateTime, epoch_seconds, seconds_micros, utcnow
 
 __all__ = [
+    "HORIZON_DAYS",
     "BucketPages",
     "bucket_pages",
     "buckets_in_use",
-    "plan_released",
+    "finish_page_schedule",
+    "page_schedule_finished",
+    "withdraw_due_pages",
     "write_page_schedule",
 ]
 
 _WRITE_CHUNK = 20_000
+
+#: Intervals longer than this (days, a century) are stored as "never": a page so unimportant
+#: or so static that its next crawl would fall past any plan, and past what timestamps hold.
+HORIZON_DAYS = 36_500.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +59,8 @@ class BucketPages:
     """The fetched pages of one bucket, one entry per page in each list.
 
     ``rate``: changes per day (None without an estimate); ``importance``: None when unknown;
-    ``last_fetch_s``: seconds since the epoch of the page's latest fetch.
+    ``last_fetch_s``: seconds since the epoch of the page's latest fetch; ``fetches``: its
+    fetch count when read.
     """
 
     bucket: int
@@ -51,6 +69,7 @@ class BucketPages:
     rate: list[float | None]
     importance: list[float | None]
     last_fetch_s: list[float]
+    fetches: list[int]
 
 
 def buckets_in_use(db: Database) -> list[int]:
@@ -75,6 +94,7 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
         p.c.rate,
         p.c.importance,
         epoch_seconds(p.c.last_fetch_at, db.dialect),
+        p.c.fetches,
     ).where(
         p.c.bucket == bindparam("bucket"),
         p.c.status.in_(REFRESH_STATUSES),
@@ -83,39 +103,84 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
     with db.read() as conn:
         rows = conn.execute(stmt, {"bucket": bucket}).all()
     if not rows:
-        return BucketPages(bucket, [], [], [], [], [])
-    ids, hosts, rates, importance, fetched = zip(*rows, strict=True)
-    return BucketPages(bucket, list(ids), list(hosts), list(rates), list(importance), list(fetched))
+        return BucketPages(bucket, [], [], [], [], [], [])
+    ids, hosts, rates, importance, fetched, fetches = zip(*rows, strict=True)
+    return BucketPages(
+        bucket,
+        list(ids),
+        list(hosts),
+        list(rates),
+        list(importance),
+        list(fetched),
+        list(fetches),
+    )
 
 
-_PG_WRITE = text(
+_NOW = bindparam("now", type_=UTCDateTime())
+
+
+def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = None) -> int:
+    """Clear the pending due times of the regime before plan ``plan_id``, once it takes over.
+
+    Pages waiting to be leased (``next_due_at`` set, no live lease at ``now``) that are new or
+    in a re-crawl status lose their due time, so that only the new plan's releases make pages
+    due (error and robots-blocked pages keep the retry time their worker set). Does nothing
+    once a period of the plan has been released (the check is in the same statement). One
+    statement over the pages with a due time (the partial index ``ix_pages_host_due``).
+    Returns the number of pages withdrawn.
     """
-    UPDATE pages SET refresh_interval = t.d, scheduled_at = to_timestamp(t.s),
-        next_due_at = CASE WHEN :withdraw AND (leased_until IS NULL OR leased_until < :now)
-                      THEN NULL ELSE next_due_at END
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:days AS float8[]), CAST(:secs AS float8[]))
-         AS t(i, d, s)
-    WHERE pages.id = t.i
-    """
-).bindparams(bindparam("now", type_=UTCDateTime()))
-_SQLITE_WRITE = (
-    "UPDATE pages SET refresh_interval = ?, scheduled_at = ?, "
-    "next_due_at = CASE WHEN ? AND (leased_until IS NULL OR leased_until < ?) "
-    "THEN NULL ELSE next_due_at END WHERE id = ?"
-)
+    p = PAGES
+    released = exists().where(PERIOD_RELEASES.c.plan_id == plan_id)
+    stmt = (
+        update(p)
+        .where(
+            p.c.next_due_at.is_not(None),
+            p.c.status.in_(("new", *REFRESH_STATUSES)),
+            (p.c.leased_until.is_(None)) | (p.c.leased_until < _NOW),
+            ~released,
+        )
+        .values(next_due_at=None)
+    )
+    when = now or utcnow()
+    return db.run_write(lambda conn: int(conn.execute(stmt, {"now": when}).rowcount or 0))
 
 
-def plan_released(db: Database, plan_id: int) -> bool:
-    """Whether any period of plan ``plan_id`` has been released to the workers."""
+def finish_page_schedule(
+    db: Database, plan_id: int, *, objective: str, pages: int, now: datetime | None = None
+) -> None:
+    """Record plan ``plan_id``'s page schedule as written in full (idempotent)."""
+    record = insert_ignoring_conflicts(db, PAGE_SCHEDULES)
+    row = {"plan_id": plan_id, "finished_at": now or utcnow(), "objective": objective}
+    db.run_write(lambda conn: conn.execute(record, {**row, "pages": pages}))
+
+
+def page_schedule_finished(db: Database, plan_id: int) -> bool:
+    """Whether plan ``plan_id``'s page schedule has been written in full."""
     with db.read() as conn:
         row = conn.execute(
-            select(PERIOD_RELEASES.c.period).where(PERIOD_RELEASES.c.plan_id == plan_id).limit(1)
+            select(PAGE_SCHEDULES.c.plan_id).where(PAGE_SCHEDULES.c.plan_id == plan_id)
         ).first()
     return row is not None
 
 
-def _finite(value: float) -> float | None:
-    return None if math.isnan(value) or math.isinf(value) else float(value)
+_PG_WRITE = text(
+    """
+    UPDATE pages SET refresh_interval = t.d, scheduled_at = to_timestamp(t.s)
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:days AS float8[]), CAST(:secs AS float8[]),
+                CAST(:fetches AS int[])) AS t(i, d, s, f)
+    WHERE pages.id = t.i AND pages.fetches = t.f
+    """
+)
+_SQLITE_WRITE = (
+    "UPDATE pages SET refresh_interval = ?, "
+    "scheduled_at = strftime('%Y-%m-%d %H:%M:%S', ?, 'unixepoch') || printf('.%06d', ?) "
+    "WHERE id = ? AND fetches = ?"
+)
+
+
+def _interval(days: float) -> float | None:
+    ok = not math.isnan(days) and 0 < days <= HORIZON_DAYS
+    return float(days) if ok else None
 
 
 def write_page_schedule(
@@ -123,36 +188,35 @@ def write_page_schedule(
     page_ids: Sequence[int],
     interval_days: Sequence[float],
     scheduled_s: Sequence[float],
-    *,
-    withdraw: bool = False,
-    now: datetime | None = None,
+    fetches: Sequence[int],
 ) -> int:
     """Store pages' refresh intervals (days) and scheduled times (epoch seconds).
 
-    NaN or infinite values are stored as NULL: a page the plan does not refresh this cycle
-    has no interval and no scheduled time, so due-URL selection never picks it. With
-    ``withdraw`` the pages' pending due times are cleared too (pages held by a live lease at
-    ``now`` keep theirs): a new plan takes over, and only its period releases make pages due.
+    An interval that is NaN, infinite or past :data:`HORIZON_DAYS` is stored as NULL with no
+    scheduled time: a page the plan does not refresh, which due-URL selection never picks.
+    A page whose fetch count is no longer ``fetches`` (reported meanwhile) is left alone.
     Written in transactions of 20,000 pages in id order; returns the number of pages written.
     """
-    if not (len(page_ids) == len(interval_days) == len(scheduled_s)):
-        raise ValueError("page_ids, interval_days and scheduled_s must have the same length")
+    if not (len(page_ids) == len(interval_days) == len(scheduled_s) == len(fetches)):
+        raise ValueError("page_ids, interval_days, scheduled_s and fetches must be as long")
     rows = sorted(
-        zip((int(i) for i in page_ids), interval_days, scheduled_s, strict=True),
+        zip((int(i) for i in page_ids), interval_days, scheduled_s, fetches, strict=True),
         key=lambda row: row[0],
     )
-    when = now or utcnow()
     written = 0
     for start in range(0, len(rows), _WRITE_CHUNK):
         chunk = rows[start : start + _WRITE_CHUNK]
-        ids = [r[0] for r in chunk]
-        days = [_finite(r[1]) for r in chunk]
-        secs = [_finite(r[2]) if days[k] is not None else None for k, r in enumerate(chunk)]
-        written += db.run_write(
-            functools.partial(
-                _write, db, ids=ids, days=days, secs=secs, withdraw=withdraw, now=when
-            )
+        days = [_interval(r[1]) for r in chunk]
+        secs = [float(r[2]) if d is not None else None for r, d in zip(chunk, days, strict=True)]
+        part = functools.partial(
+            _write,
+            db,
+            ids=[r[0] for r in chunk],
+            days=days,
+            secs=secs,
+            fetches=[int(r[3]) for r in chunk],
         )
+        written += db.run_write(part)
     return written
 
 
@@ -163,24 +227,15 @@ def _write(
     ids: list[int],
     days: list[float | None],
     secs: list[float | None],
-    withdraw: bool,
-    now: datetime,
+    fetches: list[int],
 ) -> int:
     if db.dialect == "postgresql":
-        result = conn.execute(
-            _PG_WRITE, {"ids": ids, "days": days, "secs": secs, "withdraw": withdraw, "now": now}
-        )
+        params = {"ids": ids, "days": days, "secs": secs, "fetches": fetches}
+        result = conn.execute(_PG_WRITE, params)
     else:
-        stamp = sqlite_text(now)
-        params = [
-            (
-                d,
-                None if s is None else sqlite_text(datetime.fromtimestamp(s, UTC)),
-                int(withdraw),
-                stamp,
-                i,
-            )
-            for i, d, s in zip(ids, days, secs, strict=True)
-        ]
-        result = conn.exec_driver_sql(_SQLITE_WRITE, params)
+        rows = []
+        for i, d, s, f in zip(ids, days, secs, fetches, strict=True):
+            whole, micros = (None, None) if s is None else seconds_micros(s)
+            rows.append((d, whole, micros, i, f))
+        result = conn.exec_driver_sql(_SQLITE_WRITE, rows)
     return int(result.rowcount or 0)

@@ -15,7 +15,8 @@ from sqlalchemy import Connection, Insert, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.database import Database
-from store.models import HOSTS, PAGES, PLANS, Host
+from store.models import HOSTS, PAGES, Host
+from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
 
 __all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
@@ -46,9 +47,6 @@ _SQLITE_INSERT_PAGES = (
     .values(status="new", fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
     .on_conflict_do_nothing()
 )
-
-
-_PLAN_PUBLISHED = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).limit(1)
 
 
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
@@ -97,7 +95,7 @@ def _add_chunk(
             hosts.append(host_ids[origin])
     # Once a plan is published, new pages wait for a period release, which picks them by
     # OPIC cash within the plan's quota of new pages (as fetched pages wait for theirs).
-    planned = due and conn.execute(_PLAN_PUBLISHED).first() is not None
+    planned = due and conn.execute(PLAN_PUBLISHED).first() is not None
     due_at = now if due and not planned else None
     if db.dialect == "postgresql":
         # One statement with two array parameters: one round trip per chunk, and the exact

@@ -20,7 +20,12 @@ from store.errors import InvalidPlanError
 from store.models import PLAN_PERIODS, PLANS, QUOTAS, Plan, PlanPeriod, Quota
 from store.types import utcnow
 
+#: One row when a plan has been published (a cheap probe: once one is, the plan decides what
+#: is due, and reports and new pages leave ``next_due_at`` to its period releases).
+PLAN_PUBLISHED = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).limit(1)
+
 __all__ = [
+    "PLAN_PUBLISHED",
     "PlanDraft",
     "PlanPeriodDraft",
     "PlanSummary",

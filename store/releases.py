@@ -23,7 +23,6 @@ what the planner computes with; no datetime object per page).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,12 +35,13 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    update,
 )
 
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.models import HOSTS, NEW_PAGE_CONDITION, PAGES, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS
 from store.pages import insert_ignoring_conflicts
-from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
+from store.types import UTCDateTime, epoch_seconds, seconds_micros, sqlite_text, utcnow
 
 __all__ = [
     "REFRESH_STATUSES",
@@ -80,6 +80,8 @@ class Candidates:
 
     ``scheduled_s``: seconds since the epoch (``cash`` for new pages); ``importance``: NaN
     when unknown; ``pending``: the page has a ``next_due_at`` (waiting to be leased);
+    ``fetches``: the page's fetch count when read (a release writes the page only if no fetch
+    was reported since, so a page fetched meanwhile is not released again);
     ``exhausted``: per bucket (``-1`` for new pages), True when the query returned fewer rows
     than asked, i.e. every candidate was read.
     """
@@ -90,14 +92,16 @@ class Candidates:
     scheduled_s: list[float] = field(default_factory=list)
     importance: list[float] = field(default_factory=list)
     pending: list[bool] = field(default_factory=list)
+    fetches: list[int] = field(default_factory=list)
     exhausted: dict[int, bool] = field(default_factory=dict)
 
     def extend(self, rows: Sequence[Any], bucket: int, limit: int) -> None:
-        """Append ``(id, host_id, key, importance, pending)`` rows of one bucket."""
+        """Append ``(id, host_id, key, importance, pending, fetches)`` rows of one bucket."""
         self.exhausted[bucket] = len(rows) < limit
         if not rows:
             return
-        ids, hosts, keys, importance, pending = zip(*rows, strict=True)
+        ids, hosts, keys, importance, pending, fetches = zip(*rows, strict=True)
+        self.fetches.extend(fetches)
         self.page_id.extend(ids)
         self.host_id.extend(hosts)
         self.bucket.extend([bucket] * len(rows))
@@ -166,6 +170,7 @@ def refresh_candidates(
             epoch_seconds(p.c.scheduled_at, db.dialect),
             p.c.importance,
             p.c.next_due_at.is_not(None),
+            p.c.fetches,
         )
         .where(
             p.c.bucket == bindparam("bucket"),
@@ -201,7 +206,14 @@ def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidate
     if limit <= 0:
         return out
     stmt = (
-        select(p.c.id, p.c.host_id, p.c.cash, p.c.importance, p.c.next_due_at.is_not(None))
+        select(
+            p.c.id,
+            p.c.host_id,
+            p.c.cash,
+            p.c.importance,
+            p.c.next_due_at.is_not(None),
+            p.c.fetches,
+        )
         .where(text(NEW_PAGE_CONDITION), _free())
         .order_by(p.c.cash.desc(), p.c.id.desc())
         .limit(bindparam("limit"))
@@ -228,8 +240,10 @@ def host_delays(db: Database, host_ids: Sequence[int]) -> dict[int, float | None
 _PG_RELEASE = text(
     """
     UPDATE pages SET next_due_at = to_timestamp(t.s)
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[])) AS t(i, s)
-    WHERE pages.id = t.i AND (pages.leased_until IS NULL OR pages.leased_until < :now)
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]), CAST(:fetches AS int[]))
+         AS t(i, s, f)
+    WHERE pages.id = t.i AND pages.fetches = t.f
+      AND (pages.leased_until IS NULL OR pages.leased_until < :now)
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 _PG_WITHDRAW = text(
@@ -243,7 +257,8 @@ _PG_WITHDRAW = text(
 # stores it (naive UTC text with microseconds): no datetime object per page.
 _SQLITE_RELEASE = (
     "UPDATE pages SET next_due_at = strftime('%Y-%m-%d %H:%M:%S', ?, 'unixepoch') "
-    "|| printf('.%06d', ?) WHERE id = ? AND (leased_until IS NULL OR leased_until < ?)"
+    "|| printf('.%06d', ?) WHERE id = ? AND fetches = ? "
+    "AND (leased_until IS NULL OR leased_until < ?)"
 )
 _SQLITE_WITHDRAW = (
     "UPDATE pages SET next_due_at = NULL WHERE id = ? "
@@ -251,16 +266,11 @@ _SQLITE_WITHDRAW = (
 )
 
 
-def _sorted_pairs(ids: list[int], secs: list[float]) -> tuple[list[int], list[float]]:
-    pairs = sorted(zip(ids, secs, strict=True))
-    return [i for i, _ in pairs], [t for _, t in pairs]
-
-
-def _seconds_micros(epoch_s: float) -> tuple[int, int]:
-    """Whole seconds and microseconds (rounded half to even, as ``datetime`` rounds)."""
-    whole = math.floor(epoch_s)
-    micros = round((epoch_s - whole) * 1e6)
-    return (whole + 1, 0) if micros == 1_000_000 else (whole, micros)
+def _sorted_rows(
+    ids: list[int], secs: list[float], fetches: list[int]
+) -> tuple[list[int], list[float], list[int]]:
+    rows = sorted(zip(ids, secs, fetches, strict=True))
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 def release_pages(
@@ -270,21 +280,26 @@ def release_pages(
     *,
     page_ids: Sequence[int],
     due_epoch_s: Sequence[float],
+    fetches: Sequence[int],
     withdraw_ids: Sequence[int] = (),
     now: datetime | None = None,
 ) -> int | None:
     """Release period ``period`` of plan ``plan_id``: one transaction, once.
 
     Sets ``next_due_at`` of ``page_ids`` to ``due_epoch_s`` (seconds since the epoch, one
-    per page), clears it for ``withdraw_ids``, and records the release (``period_releases``);
-    pages held by a live lease at ``now`` are left alone. Returns the number of pages given a
-    due time, or None when the period had been released already (nothing written).
+    per page), clears it for ``withdraw_ids``, and records the release (``period_releases``,
+    with the number of pages released). A page is left alone when a live lease holds it at
+    ``now``, or when its fetch count is no longer the ``fetches`` it had when read (a worker
+    fetched and reported it in between: releasing it would fetch it twice). Returns the
+    number of pages given a due time, or None when the period had been released already
+    (nothing written).
     """
-    if len(page_ids) != len(due_epoch_s):
-        raise ValueError("page_ids and due_epoch_s must have the same length")
+    if not len(page_ids) == len(due_epoch_s) == len(fetches):
+        raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
     when = now or utcnow()
     ids = [int(i) for i in page_ids]
     secs = [float(s) for s in due_epoch_s]
+    counts = [int(f) for f in fetches]
     withdraw = [int(i) for i in withdraw_ids]
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
 
@@ -299,8 +314,10 @@ def release_pages(
             # By id through the primary key in id order (the ids are sorted), never a hash
             # join over a scan of the whole table (which also writes in random order).
             conn.exec_driver_sql(PG_BY_ID)
-            by_id, at = _sorted_pairs(ids, secs)
-            released = conn.execute(_PG_RELEASE, {"ids": by_id, "secs": at, "now": when}).rowcount
+            by_id, at, seen = _sorted_rows(ids, secs, counts)
+            released = conn.execute(
+                _PG_RELEASE, {"ids": by_id, "secs": at, "fetches": seen, "now": when}
+            ).rowcount
             if withdraw:
                 conn.execute(_PG_WITHDRAW, {"ids": withdraw, "now": when})
         else:
@@ -308,17 +325,24 @@ def release_pages(
             # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds);
             # a large page cache while writing (100,000 scattered rows dirty as many pages).
             stamp = sqlite_text(when)
-            rows = sorted((i, *_seconds_micros(s)) for i, s in zip(ids, secs, strict=True))
+            rows = sorted(
+                (i, *seconds_micros(s), f) for i, s, f in zip(ids, secs, counts, strict=True)
+            )
             with sqlite_bulk_cache(conn):
                 released = (
                     conn.exec_driver_sql(
-                        _SQLITE_RELEASE, [(w, us, i, stamp) for i, w, us in rows]
+                        _SQLITE_RELEASE, [(w, us, i, f, stamp) for i, w, us, f in rows]
                     ).rowcount
                     if rows
                     else 0
                 )
                 if withdraw:
                     conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
+        conn.execute(
+            update(PERIOD_RELEASES)
+            .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
+            .values(pages=int(released or 0))
+        )
         return int(released or 0)
 
     return db.run_write(work)

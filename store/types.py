@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from sqlalchemy import ColumnElement, DateTime, Float, cast, func
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "epoch_seconds", "sqlite_text", "utcnow"]
+__all__ = ["UTCDateTime", "epoch_seconds", "seconds_micros", "sqlite_text", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -62,3 +63,11 @@ def epoch_seconds(column: Any, dialect: str) -> ColumnElement[float]:
         return cast(func.date_part("epoch", column), Float)
     # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
     return cast(func.strftime("%s", column), Float) + cast(func.substr(column, 20), Float)
+
+
+def seconds_micros(epoch_s: float) -> tuple[int, int]:
+    """Whole seconds and microseconds of an epoch time (rounded half to even, as ``datetime``
+    rounds), for SQLite statements that format the stored text themselves."""
+    whole = math.floor(epoch_s)
+    micros = round((epoch_s - whole) * 1e6)
+    return (whole + 1, 0) if micros == 1_000_000 else (whole, micros)

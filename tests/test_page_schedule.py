@@ -13,6 +13,8 @@ from planner.pipeline import release_period
 from planner.schedules import bucket_intervals, xyleme_intervals
 from store import Database, LeasePolicy, LeaseQueue, PlanDraft, PlanPeriodDraft, publish_plan
 from store.models import PAGES
+from store.page_schedule import HORIZON_DAYS, withdraw_due_pages, write_page_schedule
+from store.releases import release_pages
 from tests.conftest import T0
 from tests.test_releases import _pages
 
@@ -129,3 +131,77 @@ def test_bucket_intervals_fill_missing_values() -> None:
     np.testing.assert_allclose(bucket_intervals(rate, importance, 2.0), 2.0)
     assert np.isinf(bucket_intervals(rate, importance, 0.0)).all()
     np.testing.assert_allclose(bucket_intervals(np.full(3, np.nan), np.ones(3), 3.0), 1.0)
+
+
+# -- races and edges (each once seen to go wrong) ----------------------------------------------
+
+
+def test_release_waits_for_the_page_schedule(db: Database) -> None:
+    _pages(db, "a", 3, status="ok", bucket=5, rate=1.0, fetches=1, last_fetch_at=T0 - 3 * DAY)
+    _publish(db, {5: [2, 2]})
+    now = T0 + timedelta(minutes=1)
+    assert release_period(db, now=now).status == "not scheduled yet"
+    schedule_pages(db)
+    assert release_period(db, now=now).status == "released"
+
+
+def test_withdrawal_never_undoes_a_release(db: Database) -> None:
+    ids = _pages(db, "a", 3, status="ok", bucket=5, rate=1.0, fetches=1, last_fetch_at=T0 - DAY)
+    version = _publish(db, {5: [2, 2]})
+    schedule_pages(db)
+    release_period(db, now=T0 + timedelta(minutes=1))
+    due = _due_ids(db)
+    assert len(due) == 2
+    assert withdraw_due_pages(db, version) == 0  # a late or repeated schedule run
+    assert _due_ids(db) == due
+    assert set(due) <= set(ids)
+
+
+def test_backlog_of_the_old_regime_is_withdrawn(db: Database) -> None:
+    new = _pages(db, "n", 30, next_due_at=T0)  # seeded before any plan: due
+    old = _pages(
+        db, "o", 5, status="ok", bucket=9, fetches=2, last_fetch_at=T0 - DAY, next_due_at=T0 + DAY
+    )  # due again under the revisit rule
+    errors = _pages(db, "e", 2, status="error", fetches=1, last_fetch_at=T0, next_due_at=T0)
+    _publish(db, {9: [0, 0]})
+    summary = schedule_pages(db)
+    assert summary.withdrawn == len(new) + len(old)
+    assert set(_due_ids(db)) == set(errors)  # retries stay the worker's
+
+
+def test_a_page_reported_meanwhile_keeps_its_fresher_schedule(db: Database) -> None:
+    (pid,) = _pages(db, "a", 1, status="ok", bucket=5, fetches=3, last_fetch_at=T0 - DAY)
+    fresh = T0 + timedelta(hours=20)
+    with db.write() as conn:  # a report after the schedule read the page
+        conn.execute(update(PAGES).values(fetches=4, scheduled_at=fresh))
+    stale = (T0 - DAY).timestamp()
+    assert write_page_schedule(db, [pid], [1.0], [stale + 86_400], [3]) == 0
+    assert _rows(db, [pid]) == [(None, fresh)]
+    assert write_page_schedule(db, [pid], [1.0], [stale + 86_400], [4]) == 1
+
+
+def test_a_page_fetched_between_read_and_release_is_not_released_again(db: Database) -> None:
+    (pid,) = _pages(db, "a", 1, status="ok", bucket=5, fetches=3, next_due_at=None)
+    _publish(db, {5: [1, 1]})
+    with db.write() as conn:
+        conn.execute(update(PAGES).values(fetches=4))  # the report between read and write
+    released = release_pages(
+        db, 1, 1, page_ids=[pid], due_epoch_s=[T0.timestamp()], fetches=[3], now=T0
+    )
+    assert released == 0 and _due_ids(db) == []
+
+
+def test_intervals_past_the_horizon_mean_never(db: Database) -> None:
+    ids = _pages(db, "a", 2, status="ok", bucket=5, fetches=1, last_fetch_at=T0)
+    huge = [HORIZON_DAYS * 10, 1e12]
+    write_page_schedule(db, ids, huge, [T0.timestamp() + d * 86_400 for d in huge], [1, 1])
+    assert _rows(db, ids) == [(None, None), (None, None)]
+
+
+def _due_ids(db: Database) -> list[int]:
+    with db.read() as conn:
+        return list(
+            conn.execute(
+                select(PAGES.c.id).where(PAGES.c.next_due_at.is_not(None)).order_by(PAGES.c.id)
+            ).scalars()
+        )

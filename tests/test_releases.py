@@ -23,6 +23,7 @@ from store import (
     publish_plan,
 )
 from store.models import HOSTS, PAGES, PERIOD_RELEASES
+from store.page_schedule import finish_page_schedule
 from store.releases import release_pages
 from tests.conftest import T0
 
@@ -55,7 +56,8 @@ def _fetched(db: Database, host: str, bucket: int, scheduled: list[datetime]) ->
 
 
 def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int = 2) -> int:
-    return publish_plan(
+    """Publish a plan whose page schedule counts as done (the tests set scheduled_at)."""
+    version = publish_plan(
         db,
         PlanDraft(
             starts_at=T0,
@@ -77,6 +79,8 @@ def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int
         ),
         now=T0 - DAY,
     )
+    finish_page_schedule(db, version, objective="test", pages=0, now=T0 - DAY)
+    return version
 
 
 def _due(db: Database) -> dict[int, datetime]:
@@ -196,7 +200,10 @@ def test_a_second_release_does_nothing(db: Database) -> None:
     again = release_period(db, now=T0 + timedelta(hours=1))
     assert again.status == "already released" and (again.plan, again.period) == (1, 1)
     assert _due(db) == {}
-    assert release_pages(db, 1, 1, page_ids=ids, due_epoch_s=[T0.timestamp()] * 4) is None
+    again_ids = release_pages(
+        db, 1, 1, page_ids=ids, due_epoch_s=[T0.timestamp()] * 4, fetches=[1] * 4
+    )
+    assert again_ids is None
     assert _due(db) == {}
     with db.read() as conn:
         (row,) = conn.execute(select(PERIOD_RELEASES)).all()

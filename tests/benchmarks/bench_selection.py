@@ -296,7 +296,8 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
     figures["select_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    summary = release_period(db, now=now, min_delay_seconds=MIN_DELAY)
+    # scheduled_at is built in bulk SQL here, not by the page schedule
+    summary = release_period(db, now=now, min_delay_seconds=MIN_DELAY, require_schedule=False)
     figures["release_s"] = time.perf_counter() - t0
     assert summary.status == "released", summary
     assert summary.released == len(selection.page_id), (summary.released, len(selection.page_id))
