@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -289,13 +289,7 @@ def release_period(
     if is_released(db, work.plan_id, work.period):
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
-        return ReleaseSummary(
-            "not scheduled yet",
-            plan=plan.version,
-            period=work.period,
-            starts_at=work.starts_at,
-            ends_at=work.ends_at,
-        )
+        return replace(done, status="not scheduled yet")
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
