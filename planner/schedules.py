@@ -57,6 +57,7 @@ __all__ = [
 
 _RTOL = 1e-13  # relative residual at which a multiplier is solved
 _COARSE_RTOL = 1e-6  # ... and at which a search with a coarse objective stops
+_GLOBAL_COARSE_RTOL = 1e-7  # the global multiplier's search: closer, as its passes are dear
 _MAX_STEPS = 200
 
 
@@ -185,7 +186,15 @@ class _Pages:
         def take(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else a[pick]
 
-        return _Pages(self.lam[pick], self.w[pick], take(self.lo), take(self.hi), take(self.floor))
+        return _Pages(
+            self.lam[pick],
+            self.w[pick],
+            take(self.lo),
+            take(self.hi),
+            take(self.floor),
+            take(self.floor_over),
+            take(self.theta),
+        )
 
 
 def _rates_at(
@@ -313,7 +322,12 @@ class _Capped:
 
 
 def _capped_total(
-    goal: RefreshObjective, pages: _Pages, caps: _Caps, mu: float, slope: bool
+    goal: RefreshObjective,
+    pages: _Pages,
+    caps: _Caps,
+    mu: float,
+    slope: bool,
+    out: np.ndarray | None = None,
 ) -> _Capped:
     """The bandwidth the schedule spends at ``mu`` when every host is held to its capacity.
 
@@ -321,11 +335,14 @@ def _capped_total(
     spends its capacity, so the spent total is ``T(mu) = sum_h min(S_h(mu), R_h)``: the one
     equation ``T(mu) = (1 - gamma) G`` gives ``mu`` without knowing any ``m*_h``, and then only
     the binding hosts need theirs. ``dT/dmu`` sums the slopes of the hosts that do not bind.
+    The rates (without the binding hosts' floors) go to ``out`` when given.
     """
     size = caps.capacity.shape[0]
 
     def work(part: slice) -> tuple[np.ndarray, np.ndarray | None]:
         f, d = _rates_at(goal, pages, part, mu, slope=slope)
+        if out is not None:
+            out[part] = f
         b = caps.bins[part]
         load = np.bincount(b, weights=f, minlength=size)
         return load, None if d is None else np.bincount(b, weights=d, minlength=size)
@@ -501,9 +518,9 @@ def _host_roots(
     the pages evaluated shrink to those of the hosts left (re-gathered when half are gone).
     """
     size = groups.shape[0]
-    code_of = np.full(bins.max(initial=0) + 1, -1, np.int64)
+    code_of = np.full(capacity.shape[0] + 1, -1, np.int64)
     code_of[groups] = np.arange(size)
-    pick = np.flatnonzero(code_of[bins] >= 0)
+    pick = _pages_of(code_of >= 0, bins)
     sub = _Pages(
         pages.lam[pick],
         pages.w[pick],
@@ -602,13 +619,13 @@ def _hosted_rates(
     set_floors()
     at_zero = _Capped(float(np.minimum(ceiling, caps.capacity).sum()), 0.0, ceiling, None)
     probe: _Capped | None = at_zero
-    low, dlog = 0.0, None
+    low, dlog, rates = 0.0, None, None
     if at_zero.total <= refresh * (1 + _RTOL):
         mu = 0.0
     elif floor_total >= refresh * (1 - _RTOL):
         mu, probe = math.inf, None
     else:
-        mu, low, dlog, probe = _capped_multiplier(goal, pages, caps, refresh)
+        mu, low, dlog, probe, rates = _capped_multiplier(goal, pages, caps, refresh)
     solved = over.copy()
     new = np.zeros(n_hosts, bool)
     start = np.full(n_hosts, _start_scale(pages, refresh) if mu == 0 else mu)
@@ -634,7 +651,15 @@ def _hosted_rates(
             m_star[groups], m_over[groups], theta[groups] = under, above, blend
             solved |= new
             set_floors()
-        if 0 < mu < math.inf:
+        if rates is not None and new.any():
+            # the capped solve's rates are right but on the binding hosts: redo only theirs
+            f, rates = rates, None
+            mine = _pages_of(np.append(new, False), bins)
+            f[mine] = _all_rates(goal, pages.subset(mine), mu)
+            spent = _sum(f)
+            if not abs(spent - refresh) <= _RTOL * refresh:
+                mu, f = _global_rates(goal, pages, refresh, start=mu, dlog0=dlog)
+        elif 0 < mu < math.inf:
             mu, f = _global_rates(goal, pages, refresh, start=mu, dlog0=dlog)
         else:
             f = _all_rates(goal, pages, mu)
@@ -648,10 +673,11 @@ def _hosted_rates(
 
 def _capped_multiplier(
     goal: RefreshObjective, pages: _Pages, caps: _Caps, refresh: float
-) -> tuple[float, float, np.ndarray, _Capped]:
+) -> tuple[float, float, np.ndarray, _Capped, np.ndarray | None]:
     """mu with ``T(mu) = refresh`` (see :func:`_capped_total`), the smaller end of its bracket
-    (``mu`` unless T jumps there), the last slope d ln T / d ln mu, and T's parts at the
-    smaller end (the larger loads: no binding host is missed where T jumps).
+    (``mu`` unless T jumps there), the last slope d ln T / d ln mu, T's parts at the smaller
+    end (the larger loads: no binding host is missed where T jumps), and the rates at ``mu``
+    without host floors (None where T jumps).
 
     Like :func:`_global_rates`: large problems start from a sample (its capacities scaled by
     its share of the pages), then the coarse objective's root, then the exact one's.
@@ -667,13 +693,15 @@ def _capped_multiplier(
             start = float(_solve_capped(search, sample, small, refresh * share, start, 1e-6).m[0])
     dlog0 = None
     if search is not goal:
-        found = _solve_capped(search, pages, caps, refresh, start, _COARSE_RTOL)
+        found = _solve_capped(search, pages, caps, refresh, start, _GLOBAL_COARSE_RTOL)
         start, dlog0 = float(found.m[0]), found.dlog
     last: dict[float, _Capped] = {}
-    roots = _solve_capped(goal, pages, caps, refresh, start, _RTOL, dlog0, last)
+    out = np.empty(pages.size)
+    roots = _solve_capped(goal, pages, caps, refresh, start, _RTOL, dlog0, last, out)
     mu, low = float(roots.m[0]), float(roots.over[0])
+    rates = out if bool(roots.solved[0]) and mu in last else None
     probe = last.get(low) or _capped_total(goal, pages, caps, low, slope=True)
-    return mu, low, roots.dlog, probe
+    return mu, low, roots.dlog, probe, rates
 
 
 def _solve_capped(
@@ -685,11 +713,13 @@ def _solve_capped(
     rtol: float,
     dlog0: np.ndarray | None = None,
     keep: dict[float, _Capped] | None = None,
+    out: np.ndarray | None = None,
 ) -> _Roots:
-    """The root of ``T(mu) = target``; ``keep`` receives the last evaluation ``{mu: T's}``."""
+    """The root of ``T(mu) = target``; ``keep`` receives the last evaluation ``{mu: T's}``
+    (and ``out`` its rates)."""
 
     def spend(mu: np.ndarray, todo: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray]:
-        found = _capped_total(goal, pages, caps, float(mu[0]), slope)
+        found = _capped_total(goal, pages, caps, float(mu[0]), slope, out)
         if keep is not None:
             keep.clear()
             keep[float(mu[0])] = found
@@ -709,6 +739,18 @@ def _per_page(table: np.ndarray, bins: np.ndarray) -> np.ndarray:
 
     _map_chunks(work, _chunks(out.shape[0]))
     return out
+
+
+def _pages_of(member: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """Indexes of the pages whose host bin is in ``member`` (bool, one per bin), in order."""
+    parts = _chunks(bins.shape[0])
+    found = _map_chunks(lambda p: np.flatnonzero(member[bins[p]]) + (p.start or 0), parts)
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _sum(a: np.ndarray) -> float:
+    """``sum(a)``, chunk by chunk on all cores."""
+    return math.fsum(_map_chunks(lambda p: float(a[p].sum()), _chunks(a.shape[0])))
 
 
 def _host_loads(f: np.ndarray, bins: np.ndarray, n_hosts: int) -> np.ndarray:
@@ -767,7 +809,7 @@ def _global_rates(
             if sample.lo is None or float(sample.lo.sum()) < share:
                 start = float(_solve_one(search, sample, share, start, rtol=1e-6).m[0])
         if search is not goal:
-            found = _solve_one(search, pages, refresh, start, rtol=_COARSE_RTOL)
+            found = _solve_one(search, pages, refresh, start, rtol=_GLOBAL_COARSE_RTOL)
             start, dlog0 = float(found.m[0]), found.dlog
     last: dict[float, np.ndarray] = {}
     roots = _solve_one(goal, pages, refresh, start, keep=last, dlog0=dlog0)
