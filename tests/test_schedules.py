@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner import schedules
 from planner.refresh_objectives import (
     OBJECTIVES,
     freshness_gain,
@@ -169,6 +170,73 @@ def test_kkt_with_hosts_bounds_and_discovery(objective: str) -> None:
     lo = np.nan_to_num(1 / longest, nan=0.0)
     hi = np.nan_to_num(1 / shortest, nan=np.inf)
     _assert_kkt(s, lam, w, host=host, lo=lo, hi=hi)
+
+
+def _many_hosts(n: int, hosts: int, seed: int) -> dict[str, np.ndarray]:
+    """Pages on hosts of log-normal sizes (some on none), capacities around their Xyleme load:
+    half or twice it, as in the benchmark, so that a share of the hosts binds."""
+    rng = np.random.default_rng(seed)
+    lam = 10.0 ** rng.normal(-1.0, 1.0, n)
+    w = np.exp(rng.normal(0.0, 1.0, n))
+    size = np.exp(rng.normal(0.0, 1.5, hosts))
+    host = np.minimum(np.searchsorted(np.cumsum(size / size.sum()), rng.random(n)), hosts - 1)
+    host[rng.random(n) < 0.05] = -1
+    xyleme = 1.0 / xyleme_intervals(lam, w, 0.1 * n)
+    load = np.bincount(host[host >= 0], weights=xyleme[host >= 0], minlength=hosts)
+    capacity = np.where(rng.random(hosts) < 0.2, 0.5, 2.0) * load
+    return {"lam": lam, "w": w, "host": host, "capacity": capacity}
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_kkt_with_many_hosts_in_small_chunks(
+    objective: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # small chunks: the capped total, the samples that start the searches and the host solves
+    # all run over many chunks (on threads), as on millions of pages; the schedule does not
+    # depend on the chunking
+    p = _many_hosts(20_000, 400, 11)
+
+    def solve() -> Schedule:
+        return refresh_schedule(
+            p["lam"],
+            2_000.0,
+            objective=objective,
+            importance=p["w"],
+            host=p["host"],
+            host_capacity=p["capacity"],
+        )
+
+    whole = solve()
+    monkeypatch.setattr(schedules, "_CHUNK", 256)
+    s = solve()
+    assert s.spent == pytest.approx(2_000.0, rel=1e-12)
+    assert 40 < len(s.binding_hosts) < 400
+    _assert_kkt(s, p["lam"], p["w"], host=p["host"])
+    assert s.multiplier == pytest.approx(whole.multiplier, rel=1e-12)
+    np.testing.assert_array_equal(s.binding_hosts, whole.binding_hosts)
+    np.testing.assert_allclose(s.refresh_rate, whole.refresh_rate, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_capacities_beyond_the_bandwidth_then_below_it(objective: str) -> None:
+    # generous capacities: few hosts bind; scarce ones: most do, and what they leave unspent
+    # is reported (every page is on a host here)
+    p = _many_hosts(5_000, 100, 12)
+    host = np.where(p["host"] >= 0, p["host"], 0)
+    for scale, bandwidth in ((4.0, 500.0), (0.05, 500.0)):
+        s = refresh_schedule(
+            p["lam"],
+            bandwidth,
+            objective=objective,
+            importance=p["w"],
+            host=host,
+            host_capacity=scale * p["capacity"],
+        )
+        _assert_kkt(s, p["lam"], p["w"], host=host)
+        if scale < 1:
+            assert s.multiplier == 0.0
+            assert s.unspent > 0
+            np.testing.assert_allclose(s.host_load, scale * p["capacity"], rtol=1e-9)
 
 
 def test_freshness_starves_fast_pages_beyond_the_multiplier() -> None:
