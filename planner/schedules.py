@@ -149,9 +149,14 @@ def _check(name: str, arr: np.ndarray, *, allow_inf: bool = False, positive: boo
 
 # -- multiplier solves -----------------------------------------------------------------------
 
-#: Pages per chunk: every pass over the pages works on slices this long, so temporaries stay a
-#: few MB (reused by the allocator) instead of fresh page-faulted arrays of the full size.
-_CHUNK = 1 << 18
+#: Pages per chunk: every pass over the pages works on slices this long, so temporaries stay
+#: small instead of fresh page-faulted arrays of the full size. 2**17 (1 MB a temporary): at
+#: 2**18 (2 MB) glibc hands the temporaries back to the kernel and faults them in again on
+#: every chunk (1.5 M page faults in a freshness solve of 10 M pages, half its time); smaller
+#: chunks add Python overhead per chunk.
+_CHUNK = 1 << 17
+#: Pages in the sample that starts a large problem's search (every k-th page).
+_SAMPLE = 1 << 18
 
 
 def _chunks(n: int) -> list[slice]:
@@ -373,6 +378,7 @@ def _solve_groups(
     rtol: float = _RTOL,
     dlog0: np.ndarray | None = None,
     lower: np.ndarray | None = None,
+    width: float | None = None,
 ) -> _Roots:
     """Per group g, the multiplier m_g > 0 with ``spend(m, ...)[0][g] == target[g]``.
 
@@ -388,8 +394,11 @@ def _solve_groups(
     S can jump: a page whose marginal value at rate 0 equals m exactly (the starvation
     threshold of ``freshness``) goes from rate ``lam / 37`` to 0 between two neighbouring
     floats of m. Then the bracket closes to one ulp with the target inside the jump, and the
-    result keeps both ends so the caller can blend them (see :class:`_Roots`).
+    result keeps both ends so the caller can blend them (see :class:`_Roots`). A bracket
+    stops narrowing at a relative ``width`` (default: near one ulp, from ``rtol``).
     """
+    if width is None:
+        width = max(4e-16, 0.1 * rtol)
     s = np.log(start)
     lo = np.full_like(s, -np.inf) if lower is None else np.log(lower)
     hi = np.full_like(s, np.inf)
@@ -429,7 +438,7 @@ def _solve_groups(
         fallback = np.where(closed, middle, np.where(np.isfinite(lo), s + 3.0, s - 3.0))
         step = np.where(ok, newton, fallback)
         if closed.any():
-            narrow = closed & (hi - lo <= max(4e-16, 0.1 * rtol) * np.maximum(1.0, np.abs(s)))
+            narrow = closed & (hi - lo <= width * np.maximum(1.0, np.abs(s)))
             todo = todo & ~narrow
         s_prev, gap_prev = np.where(todo, s, s_prev), np.where(todo, gap, gap_prev)
         s = np.where(todo, step, s)
@@ -569,9 +578,14 @@ def _host_roots(
     dlog0 = None
     search = goal.coarse()
     if search is not goal:
-        found = _solve_groups(spender(search), target, start, _COARSE_RTOL, lower=lower)
+        found = _solve_groups(
+            spender(search), target, start, _COARSE_RTOL, lower=lower, width=_COARSE_RTOL
+        )
         start, dlog0 = found.m, found.dlog
-    roots = _solve_groups(spender(goal), target, start, dlog0=dlog0, lower=lower)
+    # a host whose capacity falls in a jump of its load (or between two floats of m) is
+    # blended at both ends of its bracket, which fills it exactly; the pages' multipliers
+    # then differ by at most the bracket, so 1e-12 keeps their KKT conditions to 1e-12
+    roots = _solve_groups(spender(goal), target, start, dlog0=dlog0, lower=lower, width=1e-12)
     theta = np.zeros(size)
     jump = ~roots.solved & (roots.over < roots.under)
     if jump.any():
@@ -687,8 +701,8 @@ def _capped_multiplier(
     """
     start = _start_scale(pages, refresh)
     search = goal.coarse()
-    if pages.size > 4 * _CHUNK:
-        step = pages.size // _CHUNK
+    if pages.size > 4 * _SAMPLE:
+        step = pages.size // _SAMPLE
         sample = pages.subset(slice(None, None, step))
         share = sample.size / pages.size
         small = _Caps(np.ascontiguousarray(caps.bins[::step]), caps.capacity * share)
@@ -805,8 +819,8 @@ def _global_rates(
     if start is None:
         start = _start_scale(pages, refresh)
         search = goal.coarse()
-        if pages.size > 4 * _CHUNK and pages.floor is None:
-            step = pages.size // _CHUNK
+        if pages.size > 4 * _SAMPLE and pages.floor is None:
+            step = pages.size // _SAMPLE
             sample = pages.subset(slice(None, None, step))
             share = refresh * sample.size / pages.size
             if sample.lo is None or float(sample.lo.sum()) < share:

@@ -208,6 +208,7 @@ def test_kkt_with_many_hosts_in_small_chunks(
 
     whole = solve()
     monkeypatch.setattr(schedules, "_CHUNK", 256)
+    monkeypatch.setattr(schedules, "_SAMPLE", 1024)
     s = solve()
     assert s.spent == pytest.approx(2_000.0, rel=1e-12)
     assert 40 < len(s.binding_hosts) < 400
