@@ -16,10 +16,12 @@ multipliers, not the schedule.
 The KKT conditions say each page is refreshed where its marginal value equals the multiplier
 it faces, ``m_i = mu + nu_{h(i)}``, clipped to its bounds. For a host, ``nu_h > 0`` only when
 its capacity binds, and then its pages' common multiplier is the ``m*_h`` at which they exactly
-fill ``R_h``, which does not depend on ``mu``. So the solve is: find ``m*_h`` for every host
-(vectorized Newton in log space, one ``bincount`` per step), then the one ``mu`` with
-``sum_i f_i(max(mu, m*_h(i))) = (1 - gamma) G`` (the same safeguarded Newton). Both are
-solved to a relative residual near machine precision; ``nu_h = max(0, m*_h - mu)``.
+fill ``R_h``, which does not depend on ``mu``. A host binds exactly when its load ``S_h(mu)``
+exceeds ``R_h``, so the budget spent at ``mu`` is ``T(mu) = sum_h min(S_h(mu), R_h)``: the
+solve finds ``mu`` from ``T(mu) = (1 - gamma) G`` first (a safeguarded Newton/secant in log
+space, one ``bincount`` per pass), then ``m*_h`` only for the hosts that bind at that ``mu``
+(vectorized over hosts, on their pages alone), and keeps the rates of every other page. Both
+are solved to a relative residual near machine precision; ``nu_h = max(0, m*_h - mu)``.
 
 When the bandwidth cannot be spent (every page at its upper bound or on a saturated host),
 ``mu = 0`` and :attr:`Schedule.unspent` says how much is left. When a host's pages need more
@@ -612,10 +614,12 @@ def _hosted_rates(
 
     First ``mu`` from ``T(mu) = sum_h min(S_h(mu), R_h) = refresh`` (:func:`_capped_total`),
     which needs no ``m*_h``; the hosts whose load at ``mu`` exceeds their capacity bind, and
-    only theirs are solved (each from a Newton step off ``mu``, with ``mu`` as the lower end
-    of its bracket). Then ``mu`` and the rates again with those floors (a step or two from the
-    ``mu`` found). Should rounding leave another host above its capacity, it joins the set
-    and its ``m*_h`` is solved too (``m*_h`` does not depend on ``mu`` or other hosts).
+    only theirs are solved, on their pages alone (``mu`` is the lower end of each bracket).
+    The capped solve's rates stand but on those hosts' pages, which are evaluated again with
+    their floors; should the budget then not be spent to ``_RTOL`` (a jump of T), ``mu`` is
+    solved again with the floors, from the ``mu`` found. Should rounding leave another host
+    above its capacity, it joins the set and its ``m*_h`` is solved too (``m*_h`` depends on
+    neither ``mu`` nor the other hosts).
 
     ``bins`` is each page's host or ``H`` for none; ``ceiling`` the load per bin at ``mu = 0``
     (see :func:`_overcommitted`).
