@@ -672,11 +672,12 @@ def _hosted_rates(
             m_star[groups], m_over[groups], theta[groups] = under, above, blend
             solved |= new
             set_floors()
-        if rates is not None and new.any():
+        if rates is not None:
             # the capped solve's rates are right but on the binding hosts: redo only theirs
             f, rates = rates, None
-            mine = _pages_of(np.append(new, False), bins)
-            f[mine] = _all_rates(goal, pages.subset(mine), mu)
+            if new.any():
+                mine = _pages_of(np.append(new, False), bins)
+                f[mine] = _all_rates(goal, pages.subset(mine), mu)
             spent = _sum(f)
             if not abs(spent - refresh) <= _RTOL * refresh:
                 mu, f = _global_rates(goal, pages, refresh, start=mu, dlog0=dlog)

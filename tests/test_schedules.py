@@ -240,6 +240,20 @@ def test_capacities_beyond_the_bandwidth_then_below_it(objective: str) -> None:
             np.testing.assert_allclose(s.host_load, scale * p["capacity"], rtol=1e-9)
 
 
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_hosts_that_never_bind_leave_the_schedule_alone(objective: str) -> None:
+    lam, w = _instance(3_000, 13)
+    host = np.arange(3_000) % 30
+    free = refresh_schedule(lam, 500.0, objective=objective, importance=w)
+    s = refresh_schedule(
+        lam, 500.0, objective=objective, importance=w, host=host, host_capacity=np.full(30, 1e4)
+    )
+    assert len(s.binding_hosts) == 0
+    assert s.multiplier == pytest.approx(free.multiplier, rel=1e-12)
+    np.testing.assert_allclose(s.refresh_rate, free.refresh_rate, rtol=1e-12)
+    _assert_kkt(s, lam, w, host=host)
+
+
 def test_freshness_starves_fast_pages_beyond_the_multiplier() -> None:
     lam = np.array([0.1, 0.5, 1.0, 5.0, 50.0])
     s = refresh_schedule(lam, 2.0, objective="freshness")
