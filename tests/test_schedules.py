@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import schedules
+from planner import multipliers
 from planner.refresh_objectives import (
     OBJECTIVES,
     freshness_gain,
@@ -207,8 +207,8 @@ def test_kkt_with_many_hosts_in_small_chunks(
         )
 
     whole = solve()
-    monkeypatch.setattr(schedules, "_CHUNK", 256)
-    monkeypatch.setattr(schedules, "_SAMPLE", 1024)
+    monkeypatch.setattr(multipliers, "_CHUNK", 256)
+    monkeypatch.setattr(multipliers, "_SAMPLE", 1024)
     s = solve()
     assert s.spent == pytest.approx(2_000.0, rel=1e-12)
     assert 40 < len(s.binding_hosts) < 400
