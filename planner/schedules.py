@@ -21,7 +21,8 @@ exceeds ``R_h``, so the budget spent at ``mu`` is ``T(mu) = sum_h min(S_h(mu), R
 solve finds ``mu`` from ``T(mu) = (1 - gamma) G`` first (a safeguarded Newton/secant in log
 space, one ``bincount`` per pass), then ``m*_h`` only for the hosts that bind at that ``mu``
 (vectorized over hosts, on their pages alone), and keeps the rates of every other page. Both
-are solved to a relative residual near machine precision; ``nu_h = max(0, m*_h - mu)``.
+are solved to a relative residual near machine precision (:mod:`planner.multipliers`);
+``nu_h = max(0, m*_h - mu)``.
 
 When the bandwidth cannot be spent (every page at its upper bound or on a saturated host),
 ``mu = 0`` and :attr:`Schedule.unspent` says how much is left. When a host's pages need more
