@@ -58,7 +58,8 @@ class WebServer:
         self.lock = threading.Lock()
         self.epoch = datetime.now(UTC)
         self._t0 = time.monotonic()
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._rngs: dict[int, random.Random] = {}
         self._visits = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -178,7 +179,7 @@ class WebServer:
         page = self.web.page_at(host, path)
         if page is None:
             return aioweb.Response(status=404, text="not found")
-        roll = self._rng.random()
+        roll = self._rng(host).random()
         if roll < behavior.error_rate:
             return aioweb.Response(
                 status=behavior.error_status,
@@ -190,7 +191,7 @@ class WebServer:
             return aioweb.Response(status=500, text="internal error")
         roll -= behavior.server_error_rate
         if roll < behavior.garbage_rate:
-            return await self._garbage(request)
+            return await self._garbage(request, host)
         if t < self.web.born[page]:
             return aioweb.Response(status=404, text="not yet")
         if t >= self.web.dies[page]:
@@ -307,8 +308,15 @@ class WebServer:
         )
         return aioweb.Response(text=xml, content_type="application/xml")
 
-    async def _garbage(self, request: aioweb.Request) -> aioweb.StreamResponse:
-        kind = self._rng.choice(("truncated", "reset", "bad-utf8"))
+    def _rng(self, host: int) -> random.Random:
+        """The host's own random stream: a host is crawled by one worker at a time, so its
+        requests, and hence its errors, come in the same order on every run."""
+        if host not in self._rngs:
+            self._rngs[host] = random.Random(f"{self._seed}/{host}")
+        return self._rngs[host]
+
+    async def _garbage(self, request: aioweb.Request, host: int) -> aioweb.StreamResponse:
+        kind = self._rng(host).choice(("truncated", "reset", "bad-utf8"))
         if kind == "reset" and request.transport is not None:
             request.transport.abort()
             return aioweb.Response(status=499)  # never sent: the connection is gone
