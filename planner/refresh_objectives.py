@@ -174,6 +174,23 @@ def inverse_gain(c: np.ndarray, polish: int = 1) -> np.ndarray:
     return x
 
 
+class _FreshShare:
+    """Objectives that are an importance-weighted mean of each page's fresh share of time
+    (``_fresh``, in [0, 1]); a page that never changes is always fresh."""
+
+    mean = True
+
+    @staticmethod
+    def _fresh(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return w * self._fresh(f, lam)
+
+    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return _weighted_mean(self._fresh(f, lam), w)
+
+
 class Obsolescence:
     """Xyleme's average obsolescence ``sum w lam / (2 f)`` (minimised)."""
 
@@ -207,7 +224,7 @@ class Obsolescence:
         return float(self.terms(f, lam, w).sum())
 
 
-class Freshness:
+class Freshness(_FreshShare):
     """Cho & Garcia-Molina's importance-weighted average freshness (maximised)."""
 
     name = "freshness"
@@ -244,14 +261,6 @@ class Freshness:
         with np.errstate(divide="ignore", invalid="ignore"):
             x = np.where(f > 0, lam / f, np.inf)
             return (w / lam) * np.where(np.isinf(x), 1.0, freshness_gain(x))
-
-    mean = True
-
-    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return w * self._fresh(f, lam)
-
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
-        return _weighted_mean(self._fresh(f, lam), w)
 
     @staticmethod
     def _fresh(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
@@ -296,7 +305,7 @@ class Harmonic:
         return float(self.terms(f, lam, w).sum())
 
 
-class Binary:
+class Binary(_FreshShare):
     """Azar et al.'s binary freshness under Poisson crawling ``sum w f / (f + lam)`` (max)."""
 
     name = "binary"
@@ -316,14 +325,6 @@ class Binary:
 
     def marginal(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         return w * lam / (f + lam) ** 2
-
-    mean = True
-
-    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return w * self._fresh(f, lam)
-
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
-        return _weighted_mean(self._fresh(f, lam), w)
 
     @staticmethod
     def _fresh(f: np.ndarray, lam: np.ndarray) -> np.ndarray:
