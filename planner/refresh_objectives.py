@@ -174,6 +174,18 @@ def inverse_gain(c: np.ndarray, polish: int = 1) -> np.ndarray:
     return x
 
 
+class _SumOfTerms:
+    """Objectives that are a sum over pages of ``terms`` (costs to minimise)."""
+
+    mean = False
+
+    def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
+        return float(self.terms(f, lam, w).sum())
+
+
 class _FreshShare:
     """Objectives that are an importance-weighted mean of each page's fresh share of time
     (``_fresh``, in [0, 1]); a page that never changes is always fresh."""
@@ -191,7 +203,7 @@ class _FreshShare:
         return _weighted_mean(self._fresh(f, lam), w)
 
 
-class Obsolescence:
+class Obsolescence(_SumOfTerms):
     """Xyleme's average obsolescence ``sum w lam / (2 f)`` (minimised)."""
 
     name = "obsolescence"
@@ -213,15 +225,10 @@ class Obsolescence:
         with np.errstate(divide="ignore"):
             return w * lam / (2.0 * f * f)
 
-    mean = False
-
     def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         load = w * lam
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(load > 0, load / (2.0 * f), 0.0)
-
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
-        return float(self.terms(f, lam, w).sum())
 
 
 class Freshness(_FreshShare):
@@ -270,7 +277,7 @@ class Freshness(_FreshShare):
         return np.where(lam > 0, fresh, 1.0)
 
 
-class Harmonic:
+class Harmonic(_SumOfTerms):
     """Kolobov et al.'s harmonic staleness ``sum w ln(1 + lam / f)`` (minimised)."""
 
     name = "harmonic"
@@ -294,15 +301,10 @@ class Harmonic:
         with np.errstate(divide="ignore"):
             return w * lam / (f * (f + lam))
 
-    mean = False
-
     def terms(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> np.ndarray:
         load = w * lam
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(load > 0, w * np.log1p(lam / f), 0.0)
-
-    def value(self, f: np.ndarray, lam: np.ndarray, w: np.ndarray) -> float:
-        return float(self.terms(f, lam, w).sum())
 
 
 class Binary(_FreshShare):
