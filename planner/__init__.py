@@ -17,6 +17,9 @@ EDGE_MODULES = frozenset(
     {
         "planner.__main__",
         "planner.cli",
+        "planner.cli_support",
+        "planner.importance_command",
+        "planner.scenario_command",
         "planner.config",
         "planner.demo",
         "planner.errors",

@@ -7,7 +7,6 @@ Exit codes: 0 success; 1 done, but some input was rejected (listed on stderr); 2
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
@@ -15,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -27,15 +26,15 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy import exc as sa_exc
 
 from crawler.seeds import RejectedURL, SeedReader
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from estimators.fetch_table import estimate_fetch_table
+from planner.cli_support import err, fail, out, user_errors
 from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
-from planner.errors import USER_ERRORS, InputFileError
+from planner.errors import InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
 from planner.page_schedule import schedule_pages
 from planner.paper_instances import paper_instance
@@ -74,8 +73,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DbOption = Annotated[
     str | None,
@@ -95,27 +92,6 @@ ConfigOption = Annotated[
         show_default=False,
     ),
 ]
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"error: {message}", markup=False)
-    return typer.Exit(code)
-
-
-def user_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn the user's mistakes into one ``error:`` line and exit code 2, not a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except USER_ERRORS as error:
-            raise _fail(str(error)) from None
-        except sa_exc.OperationalError as error:
-            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-            raise _fail(f"database error: {reason}") from None
-
-    return wrapper
 
 
 def _settings(db: str | None, config: Path | None) -> Settings:
@@ -180,7 +156,7 @@ def seed(
     Exits 1 when some lines were rejected (the good ones are stored all the same).
     """
     if not urls and file is None:
-        raise _fail("nothing to seed: pass URLs as arguments or --file FILE")
+        raise fail("nothing to seed: pass URLs as arguments or --file FILE")
     settings = _settings(db, config)
     database = _open_checked(settings)
     with ExitStack() as stack:
@@ -430,13 +406,13 @@ def release(
     a due time inside the period. `crawlplan crawl` does this by itself when a period begins.
     """
     if objective not in OBJECTIVES:
-        raise _fail(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        raise fail(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     settings = _settings(db, config)
     database = _open_checked(settings)
     if reschedule:
         done = schedule_pages(database, objective=objective)
         if done.plan is None:
-            raise _fail("no plan has been published yet: publish one first (crawlplan nightly)")
+            raise fail("no plan has been published yet: publish one first (crawlplan nightly)")
         out.print(
             f"scheduled {done.scheduled:,} pages of plan {done.plan} ({objective}); "
             f"{done.unscheduled:,} in buckets without a quota this cycle ({done.seconds:.1f} s)"
@@ -445,9 +421,9 @@ def release(
     if summary.status == "released":
         _release_line(summary, out)
     elif summary.status == "no plan":
-        raise _fail("no plan has been published yet: nothing to release")
+        raise fail("no plan has been published yet: nothing to release")
     elif summary.status == "not scheduled yet":
-        raise _fail(
+        raise fail(
             f"plan {summary.plan} has no page schedule yet: run `crawlplan release "
             "--reschedule` (the nightly pipeline runs it after publishing a plan)"
         )
@@ -531,7 +507,7 @@ def solve(
     (the solution file still says why).
     """
     if (instance_file is None) == (paper is None):
-        raise _fail("pass an instance file or --paper 1|2|3 (one of them)")
+        raise fail("pass an instance file or --paper 1|2|3 (one of them)")
     if paper is not None:
         instance = paper_instance(paper, **({"periods": periods} if periods else {}))
         weights = strategy_weights(strategy, instance.buckets, instance.periods)
@@ -593,7 +569,7 @@ def estimate(
     """
     if observations is None:
         if out_file is not None:
-            raise _fail("--out needs --observations; without them the store is estimated")
+            raise fail("--out needs --observations; without them the store is estimated")
         database = _open_checked(_settings(db, config))
         summary = estimate_from_store(database)
         out.print(
@@ -604,7 +580,7 @@ def estimate(
         )
         return
     if out_file is None:
-        raise _fail("--observations needs --out FILE (.csv or .parquet)")
+        raise fail("--observations needs --out FILE (.csv or .parquet)")
     table = read_table(observations)
     missing = [c for c in ("page", "fetched_at", "changed") if c not in table.columns]
     if missing:
@@ -699,17 +675,17 @@ def schedule(
     capacity cannot meet their pages' max intervals get a warning; the schedule is written.
     """
     if pages is None or out_file is None or bandwidth is None:
-        raise _fail("pass --pages FILE, --bandwidth G and --out FILE (.csv or .parquet)")
+        raise fail("pass --pages FILE, --bandwidth G and --out FILE (.csv or .parquet)")
     if not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise _fail(
+        raise fail(
             f"--bandwidth must be a finite number > 0 (crawls per period), got {bandwidth:g}"
         )
     if objective not in OBJECTIVES:
-        raise _fail(f"unknown --objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        raise fail(f"unknown --objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if not (0.0 <= discovery_share < 1.0):
-        raise _fail(f"--discovery-share must be in [0, 1), got {discovery_share:g}")
+        raise fail(f"--discovery-share must be in [0, 1), got {discovery_share:g}")
     if out_file.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise _fail(f"{out_file}: the output must end in .csv or .parquet")
+        raise fail(f"{out_file}: the output must end in .csv or .parquet")
     inputs = read_schedule_inputs(pages, hosts, bounds)
     result = refresh_schedule(
         inputs.rate,
