@@ -38,6 +38,8 @@ from store.types import UTCDateTime
 __all__ = [
     "HOSTS",
     "LEASES",
+    "NIGHTLY_RUNS",
+    "NIGHTLY_STATUSES",
     "OBSERVATIONS",
     "OBSERVATION_KINDS",
     "PAGES",
@@ -50,6 +52,7 @@ __all__ = [
     "Base",
     "Host",
     "Lease",
+    "NightlyRun",
     "Observation",
     "Page",
     "PageSchedule",
@@ -336,6 +339,37 @@ class PageSchedule(Base):
     pages: Mapped[int] = mapped_column(Integer)
 
 
+#: Nightly run outcomes. ``running``: in progress (or killed: a later run marks it
+#: ``abandoned``). ``published``: a new plan version was published. ``unchanged``: this cycle's
+#: plan was already published, nothing done. ``resumed``: finished an interrupted run's page
+#: schedule. ``failed``: the solver found no plan; the previous plan stays current.
+NIGHTLY_STATUSES = ("running", "published", "unchanged", "resumed", "failed", "abandoned")
+
+
+class NightlyRun(Base):
+    """One ``crawlplan nightly`` run: when, for which cycle, what it published, stage timings.
+
+    ``heartbeat_at`` moves at every stage, so a run whose heartbeat is old was killed;
+    ``stages`` maps stage name to seconds; ``message`` says why a run failed.
+    """
+
+    __tablename__ = "nightly_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    cycle_start: Mapped[datetime]
+    status: Mapped[str] = mapped_column(String(16))
+    plan_id: Mapped[int | None] = mapped_column(Integer)
+    stages: Mapped[dict[str, Any]] = mapped_column(JSON)
+    message: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        CheckConstraint(_in("status", NIGHTLY_STATUSES), name="ck_nightly_runs_status"),
+    )
+
+
 #: The tables as Core ``Table`` objects, for bulk statements (typed for mypy).
 HOSTS = cast(Table, Host.__table__)
 PAGES = cast(Table, Page.__table__)
@@ -346,3 +380,4 @@ PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
 QUOTAS = cast(Table, Quota.__table__)
 PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)
 PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)
+NIGHTLY_RUNS = cast(Table, NightlyRun.__table__)
