@@ -24,6 +24,7 @@ EDGE_MODULES = frozenset(
         "planner.demo",
         "planner.errors",
         "planner.files",
+        "planner.nightly",
         "planner.page_schedule",
         "planner.pipeline",
         "planner.schedule_files",

@@ -36,6 +36,7 @@ from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
 from planner.errors import InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
+from planner.nightly import NightlyReport, NightlySettings, run_nightly
 from planner.page_schedule import schedule_pages
 from planner.paper_instances import paper_instance
 from planner.pipeline import ReleaseSummary, estimate_from_store, release_period
@@ -374,6 +375,115 @@ def crawl(
         seconds=seconds,
     )
     out.print(progress_line(stats).replace(", hosts active 0", ""))
+
+
+def _nightly_settings(settings: Settings) -> NightlySettings:
+    v = settings.values
+    return NightlySettings(
+        period_days=float(v["plan.period_days"]),
+        periods=int(v["plan.periods"]),
+        strategy=int(v["plan.strategy"]),
+        capacity=float(v["plan.capacity"]),
+        window_days=float(v["plan.window_days"]),
+        objective=str(v["plan.objective"]),
+    )
+
+
+def _cycle_table(report: NightlyReport, periods: int) -> Table:
+    """Per bucket: pages per period in the current plan and in the new cycle."""
+    assert report.cycle is not None
+    new: dict[int, float] = {}
+    for quotas in report.cycle.quotas:
+        for bucket, pages in quotas.items():
+            new[bucket] = new.get(bucket, 0.0) + pages / periods
+    old: dict[int, float] = {}
+    current_periods = report.current.periods if report.current else 1
+    for (_period, bucket), pages in report.current_quotas.items():
+        old[bucket] = old.get(bucket, 0.0) + pages / current_periods
+    table = Table("bucket", "current /period", "new /period", "change", box=None)
+    changes = sorted(set(new) | set(old), key=lambda b: -abs(new.get(b, 0) - old.get(b, 0)))
+    for bucket in sorted(changes[:15]):
+        a, b = old.get(bucket, 0.0), new.get(bucket, 0.0)
+        table.add_row(str(bucket), f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}")
+    cur_new = sum(report.current_new_pages.values()) / current_periods
+    new_new = sum(report.cycle.new_pages) / periods
+    table.add_row("new", f"{cur_new:,.1f}", f"{new_new:,.1f}", f"{new_new - cur_new:+,.1f}")
+    return table
+
+
+@app.command()
+@user_errors
+def nightly(
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Plan from the estimates in the store and print how the new plan differs "
+            "from the current one; write nothing.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Plan again even if this cycle already has a plan.")
+    ] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Nightly plan generation: estimate, aggregate, measure, solve, publish, schedule pages.
+
+    Publishes the new plan version atomically (workers lease from the previous plan until
+    then). Safe to re-run: a cycle already planned is left alone, and a run killed half-way is
+    completed by the next. Exit code 0 when a plan is in place, 1 when the solver found none
+    (the previous plan stays current), 2 on a user error such as a missing capacity.
+    [plan] settings in crawlplan.toml: period_days, periods, strategy, capacity, window_days,
+    objective (`crawlplan config` lists them).
+    """
+    settings = _settings(db, config)
+    nightly_settings = _nightly_settings(settings)
+    database = _open_checked(settings)
+    report = run_nightly(
+        database,
+        nightly_settings,
+        dry_run=dry_run,
+        force=force,
+        say=lambda line: err.print(f"  {line}", markup=False),
+    )
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in report.stages.items())
+    if report.resumed is not None:
+        out.print(f"finished the page schedule of plan {report.resumed} (an interrupted run)")
+    if report.status in ("unchanged", "resumed"):
+        out.print(f"{report.message}; nothing to do (--force plans again)", markup=False)
+        return
+    if report.status == "failed":
+        err.print(f"error: {report.message}; the current plan stays in place", markup=False)
+        raise typer.Exit(1)
+    inputs = report.inputs
+    assert inputs is not None and report.cycle is not None
+    solver = report.solver
+    buckets = len(inputs.bucket_ids)
+    d = inputs.discovery
+    out.print(
+        f"cycle from {report.cycle_start:%Y-%m-%d %H:%M:%S} UTC: {nightly_settings.periods} "
+        f"periods of {nightly_settings.period_days:g} days, {buckets} buckets with pages, "
+        f"{inputs.new_pages:,} new pages; capacity {inputs.capacity_crawls:,.0f} crawls per "
+        f"period at {inputs.seconds_per_fetch:.3f} s each; discovery per crawl: old "
+        f"{d.oldnwt:.3g}, new {d.newnwt:.3g}, outside {d.nconst:.3g} per period ({d.method})",
+        markup=False,
+    )
+    out.print(
+        f"solver: {solver.get('status')}, objective {solver.get('objective', float('nan')):.6g}, "
+        f"{solver.get('iterations', 0)} iterations",
+        markup=False,
+    )
+    if report.status == "dry-run":
+        out.print(_cycle_table(report, nightly_settings.periods))
+        out.print(f"dry run: nothing written ({timings})", markup=False)
+        return
+    recrawls = sum(sum(q.values()) for q in report.cycle.quotas)
+    out.print(
+        f"published plan {report.plan}: {recrawls:,} "
+        f"re-crawls and {sum(report.cycle.new_pages):,} new pages over the cycle ({timings})",
+        markup=False,
+    )
 
 
 @app.command()

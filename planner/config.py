@@ -149,6 +149,46 @@ SETTINGS: tuple[Setting, ...] = (
         CrawlSettings().user_agent,
         "User-Agent header; its first word is the robots.txt token",
     ),
+    Setting(
+        "plan.period_days",
+        "CRAWLPLAN_PERIOD_DAYS",
+        float,
+        1.0,
+        "days per plan period",
+        minimum=1e-6,
+    ),
+    Setting("plan.periods", "CRAWLPLAN_PERIODS", int, 14, "periods per plan cycle (T)", minimum=1),
+    Setting(
+        "plan.strategy",
+        "CRAWLPLAN_STRATEGY",
+        int,
+        1,
+        "objective weighting: the WebFountain paper's strategy 1, 2 or 3",
+        minimum=1,
+    ),
+    Setting(
+        "plan.capacity",
+        "CRAWLPLAN_CAPACITY",
+        float,
+        0.0,
+        "crawls per period the plan may use; 0: the throughput measured over the window",
+        minimum=0,
+    ),
+    Setting(
+        "plan.window_days",
+        "CRAWLPLAN_WINDOW_DAYS",
+        float,
+        7.0,
+        "days of crawl history measured for capacity, costs and discovery",
+        minimum=1e-6,
+    ),
+    Setting(
+        "plan.objective",
+        "CRAWLPLAN_OBJECTIVE",
+        str,
+        "obsolescence",
+        "page schedule inside each bucket's quota: obsolescence, freshness, harmonic, binary",
+    ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 

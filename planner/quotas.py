@@ -86,9 +86,10 @@ def integer_quotas(
     x = np.clip(np.asarray(x, dtype=float), 0.0, None)
     z = np.clip(np.asarray(z, dtype=float), 0.0, None)
     if available is not None:
-        x = np.minimum(x, np.floor(np.asarray(available, dtype=float)))
+        x = np.minimum(x, np.floor(np.clip(np.asarray(available, dtype=float), 0.0, None)))
     if new_available is not None:
-        z = np.minimum(z, np.floor(np.asarray(new_available, dtype=float)))
+        # The solver's n may end a hair below 0 (within its tolerance): no quota below 0.
+        z = np.minimum(z, np.floor(np.clip(np.asarray(new_available, dtype=float), 0.0, None)))
     B, T = x.shape
     old = np.zeros((B, T), dtype=np.int64)
     new = np.zeros(T, dtype=np.int64)

@@ -57,3 +57,7 @@ class InvalidPlanError(StoreError):
 
 class InvalidReportError(StoreError):
     """A report names pages that were not part of the lease it cites."""
+
+
+class NightlyRunBusyError(StoreError):
+    """Another nightly run is in progress (its heartbeat is recent)."""

@@ -26,10 +26,12 @@ PLAN_PUBLISHED = select(PLANS.c.id).where(PLANS.c.published_at.is_not(None)).lim
 
 __all__ = [
     "PLAN_PUBLISHED",
+    "PlanDetail",
     "PlanDraft",
     "PlanPeriodDraft",
     "PlanSummary",
     "latest_plan",
+    "plan_detail",
     "plan_quotas",
     "publish_plan",
 ]
@@ -211,3 +213,35 @@ def plan_quotas(db: Database, version: int) -> dict[tuple[int, int], int]:
             select(Quota.period, Quota.bucket, Quota.pages).where(Quota.plan_id == version)
         ).all()
     return {(r.period, r.bucket): r.pages for r in rows}
+
+
+@dataclass(frozen=True)
+class PlanDetail:
+    """A plan version's cycle: per period its quotas, crawl fractions and new-page quota.
+
+    ``quotas`` and ``fractions`` map ``(period, bucket)``; ``new_pages`` maps period.
+    """
+
+    version: int
+    quotas: dict[tuple[int, int], int]
+    fractions: dict[tuple[int, int], float]
+    new_pages: dict[int, int]
+
+
+def plan_detail(db: Database, version: int) -> PlanDetail:
+    """The quotas, fractions and new-page quotas of plan ``version``."""
+    with db.read() as conn:
+        rows = conn.execute(
+            select(Quota.period, Quota.bucket, Quota.pages, Quota.fraction).where(
+                Quota.plan_id == version
+            )
+        ).all()
+        periods = conn.execute(
+            select(PlanPeriod.period, PlanPeriod.new_pages).where(PlanPeriod.plan_id == version)
+        ).all()
+    return PlanDetail(
+        version,
+        {(r.period, r.bucket): r.pages for r in rows},
+        {(r.period, r.bucket): r.fraction for r in rows},
+        {r.period: r.new_pages for r in periods},
+    )

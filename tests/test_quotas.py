@@ -79,3 +79,17 @@ def test_limits_and_fractions() -> None:
     assert q.old.tolist() == [[4, 2]] and q.new.tolist() == [2, 0]
     f = crawl_fractions(x, np.array([10.0]), np.array([[10.0, 20.0]]))
     np.testing.assert_allclose(f, [[0.5, 0.2]])
+
+
+def test_limits_a_hair_below_zero_give_no_negative_quota() -> None:
+    # Ipopt may return n[t-1] = -1e-9 (inside its tolerance): the floor is 0, not -1.
+    q = integer_quotas(
+        np.array([[2.0]]),
+        np.array([0.0]),
+        np.ones((1, 1)),
+        np.ones(1),
+        np.array([5.0]),
+        available=np.array([[-1e-9]]),
+        new_available=np.array([-1e-9]),
+    )
+    assert q.old.tolist() == [[0]] and q.new.tolist() == [0]

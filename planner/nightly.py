@@ -1,0 +1,350 @@
+"""``crawlplan nightly``: from the crawl's evidence to a published plan and its page schedule.
+
+Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly_runs`` row):
+
+1. ``estimate``: every fetched page's change rate and bucket from its observations
+   (:func:`planner.pipeline.estimate_from_store`).
+2. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
+   the never-fetched pages n (:func:`planner.pipeline.aggregates_from_store`).
+3. ``measure``: capacity (configured, else the fetches of the last ``window_days``), the
+   seconds per fetch of each bucket, and the discovery rates oldnwt, newnwt, nconst
+   (:mod:`store.measurements`, :mod:`estimators.discovery`).
+4. ``solve``: the WebFountain model on the populated buckets, warm-started from the current
+   plan moved on to this cycle (:mod:`planner.plan_inputs`, :mod:`planner.plan_solver`).
+5. ``publish``: whole-page quotas within capacity, written and published in one transaction;
+   until that commit workers keep leasing from the previous plan.
+6. ``schedule``: every page's refresh interval and scheduled time inside its bucket's quota
+   (:func:`planner.page_schedule.schedule_pages`); periods of the new plan are released only
+   after it.
+
+**Idempotent and resumable.** A cycle starts at ``now`` rounded down to a whole period since
+the epoch. A run for a cycle whose plan is already published does nothing (``unchanged``),
+unless ``force``. A run that finds the current plan's page schedule unfinished (the run that
+published it was killed) finishes it first. A killed run leaves the previous plan current; the
+next run marks it ``abandoned`` and does the work again. One run at a time
+(:func:`store.nightly_runs.start_run`).
+
+``dry_run`` plans from the estimates already in the store, writes nothing, and returns the
+new cycle beside the current plan's.
+
+Service edge: wires store, estimators and the planner core; no planning logic here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from estimators.discovery import discovery_rates
+from planner.crawl_instance import InstanceError
+from planner.errors import ConfigError
+from planner.page_schedule import schedule_pages
+from planner.pipeline import aggregates_from_store, estimate_from_store
+from planner.plan_inputs import (
+    PlanInputs,
+    PlannedCycle,
+    cold_start_cycle,
+    cycle_from_trajectory,
+    plan_inputs,
+    warm_start,
+)
+from planner.plan_solver import PlanSolver
+from planner.refresh_objectives import OBJECTIVES
+from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
+from store.measurements import measure_crawl
+from store.nightly_runs import finish_run, heartbeat, start_run
+from store.page_schedule import page_schedule_finished
+from store.plans import PlanSummary, plan_detail
+
+__all__ = ["NightlyReport", "NightlySettings", "cycle_start", "run_nightly"]
+
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class NightlySettings:
+    """The ``plan.*`` configuration: period length (days), periods T, strategy 1-3, capacity
+    (crawls per period, 0 = measured), history window (days) and page-schedule objective."""
+
+    period_days: float = 1.0
+    periods: int = 14
+    strategy: int = 1
+    capacity: float = 0.0
+    window_days: float = 7.0
+    objective: str = "obsolescence"
+    stale_after: timedelta = timedelta(minutes=30)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (1, 2, 3):
+            raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(
+                f"plan.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
+            )
+
+
+@dataclass
+class NightlyReport:
+    """What a run did. ``status``: ``published``, ``unchanged``, ``resumed`` (finished an
+    interrupted run's page schedule and found this cycle already planned), ``failed`` (no
+    plan: the previous one stays current), ``dry-run``. ``cycle`` is the new plan's quotas
+    (also for a dry run), ``current`` the previous plan's summary."""
+
+    status: str
+    cycle_start: datetime
+    run_id: int | None = None
+    plan: int | None = None
+    message: str = ""
+    stages: dict[str, float] = field(default_factory=dict)
+    inputs: PlanInputs | None = None
+    cycle: PlannedCycle | None = None
+    current: PlanSummary | None = None
+    current_quotas: dict[tuple[int, int], int] = field(default_factory=dict)
+    current_new_pages: dict[int, int] = field(default_factory=dict)
+    solver: dict[str, Any] = field(default_factory=dict)
+    resumed: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the run left a usable plan in place as intended, 1 when solving failed."""
+        return 1 if self.status == "failed" else 0
+
+
+def cycle_start(now: datetime, period_days: float) -> datetime:
+    """``now`` rounded down to a whole number of periods since the epoch (UTC)."""
+    period = period_days * _DAY
+    start = (now.timestamp() // period) * period
+    return datetime.fromtimestamp(start, UTC)
+
+
+class _Stages:
+    """Times stages and moves the run's heartbeat after each."""
+
+    def __init__(self, db: Database, run_id: int | None, say: Callable[[str], None]) -> None:
+        self.db, self.run_id, self.say = db, run_id, say
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - t0, 3)
+        self.say(f"{name}: {self.seconds[name]:.1f} s")
+        if self.run_id is not None:
+            heartbeat(self.db, self.run_id, self.seconds)
+
+
+def _capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
+    if settings.capacity > 0:
+        return settings.capacity
+    if fetches == 0 or window_seconds <= 0:
+        raise ConfigError(
+            "no crawl throughput has been measured yet: set plan.capacity (crawls per period) "
+            "in crawlplan.toml or $CRAWLPLAN_CAPACITY, or crawl first"
+        )
+    return fetches * settings.period_days * _DAY / window_seconds
+
+
+def _solve(
+    db: Database,
+    inputs: PlanInputs,
+    settings: NightlySettings,
+    current: PlanSummary | None,
+    start: datetime,
+) -> tuple[PlannedCycle | None, dict[str, Any], str]:
+    """Solve the cycle; returns (cycle or None when the solver failed, solver record, message)."""
+    if inputs.instance is None:
+        cycle = cold_start_cycle(inputs, settings.periods)
+        return cycle, {"status": "cold start", "note": "no page fetched yet"}, ""
+    solver = PlanSolver(inputs.instance, settings.strategy)
+    warm = None
+    if current is not None:
+        detail = plan_detail(db, current.version)
+        shift = round((start - current.starts_at).total_seconds() / (current.period_days * _DAY))
+        warm = warm_start(
+            inputs.instance,
+            inputs.bucket_ids,
+            detail.fractions,
+            detail.new_pages,
+            shift=max(shift, 0),
+        )
+    solution = solver.solve(warm)
+    if not solution.status.ok and warm is not None:
+        solution = solver.solve(None)  # the uniform crawl: a start that is always feasible
+    record = {
+        "status": solution.status.value,
+        "objective": solution.objective,
+        "iterations": solution.iterations,
+        "build_seconds": round(solution.build_seconds, 3),
+        "solve_seconds": round(solution.solve_seconds, 3),
+        "starts": [s.name for s in solution.starts],
+        "weights": solution.weights,
+        "buckets": int(inputs.instance.buckets),
+    }
+    if not solution.status.ok:
+        return None, record, solution.message
+    return cycle_from_trajectory(inputs, solution.trajectory), record, ""
+
+
+def _draft(
+    start: datetime,
+    settings: NightlySettings,
+    inputs: PlanInputs,
+    cycle: PlannedCycle,
+    solver: dict[str, Any],
+) -> PlanDraft:
+    period = timedelta(days=settings.period_days)
+    instance = inputs.instance
+    recorded: dict[str, Any] = {
+        "buckets": inputs.bucket_ids.tolist(),
+        "capacity_crawls": inputs.capacity_crawls,
+        "seconds_per_fetch": inputs.seconds_per_fetch,
+        "new_pages": inputs.new_pages,
+        "discovery": {
+            "oldnwt": inputs.discovery.oldnwt,
+            "newnwt": inputs.discovery.newnwt,
+            "nconst": inputs.discovery.nconst,
+            "method": inputs.discovery.method,
+        },
+    }
+    if instance is not None:
+        recorded.update(
+            b0=instance.b0.tolist(), y0=instance.y0.tolist(), a=instance.a[:, 0].tolist()
+        )
+    return PlanDraft(
+        starts_at=start,
+        period_days=settings.period_days,
+        strategy=f"strategy {settings.strategy}",
+        periods=[
+            PlanPeriodDraft(
+                period=t + 1,
+                starts_at=start + t * period,
+                ends_at=start + (t + 1) * period,
+                capacity=inputs.capacity_crawls,
+                new_pages=cycle.new_pages[t],
+                quotas=cycle.quotas[t],
+                fractions=cycle.fractions[t],
+            )
+            for t in range(settings.periods)
+        ],
+        inputs=recorded,
+        solver=solver,
+        objective=solver.get("objective"),
+        solver_status=str(solver.get("status")),
+        note=f"nightly run for the cycle starting {start:%Y-%m-%d %H:%M:%S} UTC",
+    )
+
+
+def run_nightly(
+    db: Database,
+    settings: NightlySettings,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _line: None,
+) -> NightlyReport:
+    """Run the nightly stages; see the module docstring."""
+    when = now or datetime.now(UTC)
+    start = cycle_start(when, settings.period_days)
+    run_id = (
+        None
+        if dry_run
+        else start_run(db, cycle_start=start, stale_after=settings.stale_after, now=now)
+    )
+    stages = _Stages(db, run_id, say)
+    report = NightlyReport("running", start, run_id=run_id, stages=stages.seconds)
+    try:
+        _run(db, settings, report, stages, when, dry_run=dry_run, force=force)
+    except BaseException as error:
+        if run_id is not None:
+            finish_run(db, run_id, status="failed", stages=stages.seconds, message=repr(error))
+        raise
+    if run_id is not None:
+        finish_run(
+            db,
+            run_id,
+            status=report.status,
+            stages=stages.seconds,
+            plan_id=report.plan,
+            message=report.message or None,
+        )
+    return report
+
+
+def _run(
+    db: Database,
+    settings: NightlySettings,
+    report: NightlyReport,
+    stages: _Stages,
+    when: datetime,
+    *,
+    dry_run: bool,
+    force: bool,
+) -> None:
+    start = report.cycle_start
+    current = latest_plan(db)
+    report.current = current
+    if current is not None and not dry_run and not page_schedule_finished(db, current.version):
+        with stages.stage("schedule (resumed)"):
+            schedule_pages(db, objective=settings.objective)
+        report.resumed = current.version
+    if current is not None and current.starts_at == start and not force and not dry_run:
+        report.status = "resumed" if report.resumed else "unchanged"
+        report.plan = current.version
+        report.message = f"plan {current.version} already covers the cycle starting {start:%c}"
+        return
+    if not dry_run:
+        with stages.stage("estimate"):
+            estimate_from_store(db)
+    with stages.stage("aggregate"):
+        aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+    with stages.stage("measure"):
+        window = timedelta(days=settings.window_days)
+        period_seconds = settings.period_days * _DAY
+        bin_seconds = min(period_seconds, window.total_seconds()) / 4
+        measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
+        discovery = discovery_rates(
+            measured.old_crawls,
+            measured.new_crawls,
+            measured.discovered,
+            bin_seconds=bin_seconds,
+            period_seconds=period_seconds,
+        )
+        capacity = _capacity(settings, measured.fetches, measured.window_seconds)
+        try:
+            inputs = plan_inputs(
+                aggregates.buckets,
+                new_pages=aggregates.new_pages,
+                periods=settings.periods,
+                capacity_crawls=capacity,
+                bucket_seconds=measured.bucket_seconds,
+                seconds_per_fetch=measured.seconds_per_fetch,
+                discovery=discovery,
+            )
+        except InstanceError as error:
+            raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
+    report.inputs = inputs
+    with stages.stage("solve"):
+        cycle, solver, message = _solve(db, inputs, settings, current, start)
+    report.solver = solver
+    if current is not None:
+        detail = plan_detail(db, current.version)
+        report.current_quotas, report.current_new_pages = detail.quotas, detail.new_pages
+    if cycle is None:
+        report.status = "failed"
+        report.message = f"the solver found no plan ({solver['status']}): {message}"
+        return
+    report.cycle = cycle
+    if dry_run:
+        report.status = "dry-run"
+        return
+    with stages.stage("publish"):
+        report.plan = publish_plan(db, _draft(start, settings, inputs, cycle, solver))
+    with stages.stage("schedule"):
+        schedule_pages(db, objective=settings.objective)
+    report.status = "published"

@@ -1,0 +1,228 @@
+"""The nightly plan's instance, warm start and quotas, from what the store measured.
+
+Pure computation between the store's numbers and the WebFountain model
+(:mod:`planner.webfountain`): no I/O.
+
+**Buckets solved.** The store has 256 change-rate classes (0 = fetched but no estimate yet,
+1..255 by rate). The instance holds only the classes that have pages, in class order; its
+``bucket_ids`` map row i of the instance back to the class. Class 0 is planned like the others
+with the population's mean change rate and obsolete share (its pages have one fetch: their
+rate is unknown, the population's is the best guess).
+
+**Units.** Pages are counts; rates per day in the aggregates become change fractions per
+period of ``period_days``; crawl time is seconds: the capacity C[t] is the crawls a period
+allows times the mean measured seconds per fetch, and c[i] is bucket i's mean measured fetch
+duration (the overall mean where a bucket has none measured), so a bucket of slow pages costs
+more of the period than a bucket of fast ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from estimators.buckets import BucketAggregates
+from estimators.discovery import DiscoveryRates
+from planner.crawl_instance import CrawlInstance, InstanceError
+from planner.quotas import Quotas, integer_quotas
+from planner.webfountain import Trajectory, simulate, uniform_crawl
+
+__all__ = [
+    "PlanInputs",
+    "PlannedCycle",
+    "cold_start_cycle",
+    "cycle_from_trajectory",
+    "plan_inputs",
+    "warm_start",
+]
+
+#: Seconds per fetch assumed before any fetch was timed (only the ratio of costs matters).
+DEFAULT_SECONDS_PER_FETCH = 1.0
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """An instance of the model over the populated classes, and where each row came from.
+
+    ``bucket_ids`` [B] is the class (0..255) of each instance row; ``capacity_crawls`` is
+    the crawls per period the capacity was computed from; ``seconds_per_fetch`` the mean
+    cost of one crawl, seconds.
+    """
+
+    instance: CrawlInstance | None
+    bucket_ids: npt.NDArray[np.int64]
+    capacity_crawls: float
+    seconds_per_fetch: float
+    new_pages: int
+    discovery: DiscoveryRates
+
+
+def _population(agg: BucketAggregates) -> tuple[float, float]:
+    """Pages-weighted mean change fraction per period and obsolete share of estimated pages."""
+    pages = agg.pages[1:].astype(float)
+    known = pages > 0
+    if not known.any():
+        return 0.5, 0.5
+    a = float(np.average(agg.change_fraction[1:][known], weights=pages[known]))
+    share = float(agg.obsolete[1:][known].sum() / pages[known].sum())
+    return a, min(max(share, 0.0), 1.0)
+
+
+def plan_inputs(
+    agg: BucketAggregates,
+    *,
+    new_pages: int,
+    periods: int,
+    capacity_crawls: float,
+    bucket_seconds: npt.ArrayLike,
+    seconds_per_fetch: float,
+    discovery: DiscoveryRates,
+) -> PlanInputs:
+    """The instance for the next cycle.
+
+    Parameters
+    ----------
+    agg : BucketAggregates
+        Pages, change fraction a per period, obsolete pages now; shape (256,) each.
+    new_pages : int
+        n0, never-fetched pages known.
+    periods : int
+        T.
+    capacity_crawls : float
+        Crawls a period allows (> 0).
+    bucket_seconds : array_like, shape (256,)
+        Measured mean seconds per fetch of each class (NaN: not measured).
+    seconds_per_fetch : float
+        Measured mean seconds per fetch overall (NaN: not measured).
+    discovery : DiscoveryRates
+        oldnwt, newnwt, nconst.
+    """
+    if not capacity_crawls > 0:
+        raise InstanceError(f"capacity must be > 0 crawls per period, got {capacity_crawls}")
+    mean_cost = (
+        seconds_per_fetch
+        if np.isfinite(seconds_per_fetch) and seconds_per_fetch > 0
+        else (DEFAULT_SECONDS_PER_FETCH)
+    )
+    cost = np.asarray(bucket_seconds, dtype=float)
+    cost = np.where(np.isfinite(cost) & (cost > 0), cost, mean_cost)
+    ids = np.flatnonzero(agg.pages > 0).astype(np.int64)
+    empty = PlanInputs(None, ids[:0], capacity_crawls, mean_cost, new_pages, discovery)
+    if ids.size == 0:
+        return empty
+    a_pop, obsolete_share = _population(agg)
+    b0 = agg.pages[ids].astype(float)
+    a = agg.change_fraction[ids].astype(float)
+    y0 = agg.obsolete[ids].astype(float)
+    if ids[0] == 0:
+        a[0], y0[0] = a_pop, obsolete_share * b0[0]
+    a = np.clip(np.nan_to_num(a, nan=a_pop), 0.0, 1.0)
+    y0 = np.clip(np.nan_to_num(y0, nan=0.0), 0.0, b0)
+    instance = CrawlInstance.from_mapping(
+        {
+            "periods": periods,
+            "buckets": int(ids.size),
+            "b0": b0.tolist(),
+            "y0": y0.tolist(),
+            "n0": float(new_pages),
+            "a": np.repeat(a[:, None], periods, axis=1).tolist(),
+            "capacity": float(capacity_crawls * mean_cost),
+            "crawl_cost": cost[ids].tolist(),
+            "new_crawl_cost": float(cost[0]),
+            "oldnwt": discovery.oldnwt,
+            "newnwt": discovery.newnwt,
+            "nconst": discovery.nconst,
+        }
+    )
+    return PlanInputs(instance, ids, capacity_crawls, mean_cost, new_pages, discovery)
+
+
+def warm_start(
+    instance: CrawlInstance,
+    bucket_ids: npt.NDArray[np.int64],
+    fractions: Mapping[tuple[int, int], float],
+    new_quotas: Mapping[int, int],
+    *,
+    shift: int,
+) -> Trajectory | None:
+    """The previous plan's crawl, moved ``shift`` periods on, as a start for this cycle.
+
+    ``fractions`` maps (period, class) of the previous plan to its crawl fraction x/b,
+    ``new_quotas`` period to its new-page quota. Period t of this cycle takes the previous
+    plan's period t + shift, or its last period when that is past its end. Classes the
+    previous plan did not have take the uniform crawl's fraction. None when there is no
+    previous period to take from.
+    """
+    if not fractions:
+        return None
+    last = max(p for p, _ in fractions)
+    uniform = uniform_crawl(instance)
+    before = np.concatenate([instance.b0[:, None], uniform.b[:, :-1]], axis=1)
+    f = uniform.x / np.maximum(before, 1e-300)
+    z = uniform.z.copy()
+    for t in range(instance.periods):
+        source = min(t + 1 + shift, last)
+        for row, bucket in enumerate(bucket_ids.tolist()):
+            value = fractions.get((source, bucket))
+            if value is not None:
+                f[row, t] = value
+        if source in new_quotas:
+            z[t] = float(new_quotas[source])
+    return simulate(instance, f * before, z)
+
+
+@dataclass(frozen=True)
+class PlannedCycle:
+    """Whole-page quotas of one cycle: ``quotas`` [T] maps class to pages, ``new_pages`` [T],
+    ``fractions`` [T] maps class to x/b."""
+
+    quotas: list[dict[int, int]]
+    new_pages: list[int]
+    fractions: list[dict[int, float]]
+
+
+def cycle_from_trajectory(inputs: PlanInputs, trajectory: Trajectory) -> PlannedCycle:
+    """Integer quotas within capacity (largest remainders) from a solved trajectory."""
+    instance = inputs.instance
+    assert instance is not None
+    b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
+    n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    q: Quotas = integer_quotas(
+        trajectory.x,
+        trajectory.z,
+        instance.crawl_cost,
+        instance.new_crawl_cost,
+        instance.capacity,
+        available=b_before,
+        new_available=n_before,
+    )
+    frac = trajectory.x / np.maximum(b_before, 1e-300)
+    ids = inputs.bucket_ids.tolist()
+    return PlannedCycle(
+        quotas=[
+            {b: int(q.old[row, t]) for row, b in enumerate(ids)} for t in range(instance.periods)
+        ],
+        new_pages=[int(v) for v in q.new],
+        fractions=[
+            {b: float(frac[row, t]) for row, b in enumerate(ids)} for t in range(instance.periods)
+        ],
+    )
+
+
+def cold_start_cycle(inputs: PlanInputs, periods: int) -> PlannedCycle:
+    """No page fetched yet: every period crawls new pages up to capacity (nothing else to do).
+
+    The pool grows by what the crawls discover (``newnwt`` per crawl, ``nconst`` per period).
+    """
+    capacity = int(np.floor(inputs.capacity_crawls))
+    pool = float(inputs.new_pages)
+    new_pages = []
+    for _ in range(periods):
+        z = min(capacity, int(np.floor(pool)))
+        new_pages.append(z)
+        pool += (inputs.discovery.newnwt - 1.0) * z + inputs.discovery.nconst
+        pool = max(pool, 0.0)
+    return PlannedCycle([{} for _ in range(periods)], new_pages, [{} for _ in range(periods)])

@@ -1,0 +1,151 @@
+"""What the crawl measured recently: throughput, fetch durations per bucket, discovery counts.
+
+The nightly pipeline estimates the plan's inputs from the store itself: crawl capacity from
+the fetches the workers made, crawl cost per bucket from measured fetch durations, and the
+discovery rates from how many new URLs appeared while old and new pages were crawled. This
+module reads those numbers with a few aggregate queries; turning them into rates is the
+estimators' job (:mod:`estimators.discovery`).
+
+The window is bounded twice: at most ``window`` back from ``until``, and at most the latest
+``max_fetches`` fetches (found by the ``fetched_at`` index), so the cost of measuring does not
+grow with the age or the size of the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Float, Integer, and_, cast, func, select
+
+from store.database import Database
+from store.models import OBSERVATIONS, PAGES
+from store.types import epoch_seconds
+
+__all__ = ["CrawlMeasurements", "measure_crawl"]
+
+_N_BUCKETS = 255
+
+
+@dataclass(frozen=True)
+class CrawlMeasurements:
+    """The crawl's recent record, over ``since``..``until``.
+
+    Attributes
+    ----------
+    since, until : datetime
+        The window measured.
+    fetches : int
+        Fetches made in the window (every answer, errors included: they cost crawl time).
+    seconds_per_fetch : float
+        Mean measured duration of a fetch, seconds (NaN when none was timed).
+    bucket_fetches : ndarray of int64, shape (256,)
+        Timed fetches per bucket (index = the page's current bucket, 0 = no estimate).
+    bucket_seconds : ndarray of float, shape (256,)
+        Mean duration of a fetch per bucket, seconds (NaN where none was timed).
+    bin_seconds : float
+        Width of the bins below, seconds.
+    old_crawls, new_crawls, discovered : ndarray of int64, shape (bins,)
+        Per bin: fetches of pages fetched before, first fetches of pages, pages first seen.
+    """
+
+    since: datetime
+    until: datetime
+    fetches: int
+    seconds_per_fetch: float
+    bucket_fetches: npt.NDArray[np.int64]
+    bucket_seconds: npt.NDArray[np.float64]
+    bin_seconds: float
+    old_crawls: npt.NDArray[np.int64]
+    new_crawls: npt.NDArray[np.int64]
+    discovered: npt.NDArray[np.int64]
+
+    @property
+    def window_seconds(self) -> float:
+        """Length of the window, seconds."""
+        return (self.until - self.since).total_seconds()
+
+
+def _bin(column: Any, dialect: str, since_s: float, width: float) -> Any:
+    offset = (epoch_seconds(column, dialect) - since_s) / width
+    if dialect == "postgresql":
+        return cast(func.floor(offset), Integer)
+    return cast(offset, Integer)  # truncation is the floor: offsets are >= 0 here
+
+
+def _counts(rows: Any, bins: int) -> npt.NDArray[np.int64]:
+    out = np.zeros(bins, dtype=np.int64)
+    for index, count in rows:
+        if index is not None and 0 <= int(index) < bins:
+            out[int(index)] += int(count)
+    return out
+
+
+def measure_crawl(
+    db: Database,
+    *,
+    until: datetime,
+    window: timedelta,
+    bin_seconds: float,
+    max_fetches: int = 500_000,
+) -> CrawlMeasurements:
+    """Measure throughput, durations and discovery over the recent window."""
+    obs = OBSERVATIONS.c
+    fetch = obs.kind == "fetch"
+    with db.read() as conn:
+        since = until - window
+        oldest = conn.execute(
+            select(obs.fetched_at)
+            .where(fetch, obs.fetched_at < until)
+            .order_by(obs.fetched_at.desc())
+            .offset(max_fetches)
+            .limit(1)
+        ).scalar_one_or_none()
+        after = obs.fetched_at >= since
+        if oldest is not None and oldest >= since:
+            # The latest max_fetches fetches: those strictly after the one just older.
+            since, after = oldest, obs.fetched_at > oldest
+        in_window = and_(fetch, after, obs.fetched_at < until)
+        dialect = db.dialect
+        since_s = since.timestamp()
+        bins = max(1, int(np.ceil((until - since).total_seconds() / bin_seconds)))
+        total, timed, duration = conn.execute(
+            select(func.count(), func.count(obs.duration), func.sum(obs.duration)).where(in_window)
+        ).one()
+        per_bucket = conn.execute(
+            select(PAGES.c.bucket, func.count(obs.duration), func.avg(cast(obs.duration, Float)))
+            .select_from(OBSERVATIONS.join(PAGES, PAGES.c.id == obs.page_id))
+            .where(in_window, obs.duration.is_not(None))
+            .group_by(PAGES.c.bucket)
+        ).all()
+        slot = _bin(obs.fetched_at, dialect, since_s, bin_seconds)
+        first = obs.previous_fetch_at.is_(None)
+        by_bin = conn.execute(
+            select(slot, first, func.count()).where(in_window).group_by(slot, first)
+        ).all()
+        seen = _bin(PAGES.c.first_seen, dialect, since_s, bin_seconds)
+        discovered = conn.execute(
+            select(seen, func.count())
+            .where(PAGES.c.first_seen >= since, PAGES.c.first_seen < until)
+            .group_by(seen)
+        ).all()
+    bucket_fetches = np.zeros(_N_BUCKETS + 1, dtype=np.int64)
+    bucket_seconds = np.full(_N_BUCKETS + 1, np.nan)
+    for bucket, count, mean in per_bucket:
+        bucket_fetches[int(bucket)] = int(count)
+        bucket_seconds[int(bucket)] = float(mean)
+    return CrawlMeasurements(
+        since=since,
+        until=until,
+        fetches=int(total),
+        seconds_per_fetch=float(duration) / timed if timed else float("nan"),
+        bucket_fetches=bucket_fetches,
+        bucket_seconds=bucket_seconds,
+        bin_seconds=float(bin_seconds),
+        old_crawls=_counts(((i, c) for i, f, c in by_bin if not f), bins),
+        new_crawls=_counts(((i, c) for i, f, c in by_bin if f), bins),
+        discovered=_counts(discovered, bins),
+    )

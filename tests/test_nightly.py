@@ -1,0 +1,209 @@
+"""The nightly pipeline on a real store (SQLite and PostgreSQL): estimate, measure, solve,
+publish, schedule; idempotent, resumable, one run at a time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+import planner.nightly as nightly_module
+from estimators.discovery import discovery_rates
+from planner.errors import ConfigError
+from planner.nightly import NightlySettings, cycle_start, run_nightly
+from planner.pipeline import release_period
+from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages, latest_plan
+from store.errors import NightlyRunBusyError
+from store.measurements import measure_crawl
+from store.models import NIGHTLY_RUNS, PLANS
+from store.nightly_runs import recent_runs, start_run
+from store.page_schedule import page_schedule_finished
+from store.plans import plan_detail
+from tests.conftest import T0
+
+DAY = timedelta(days=1)
+
+
+def _crawl_history(db: Database, pages: int, visits: int, new: int = 3) -> None:
+    """``pages`` pages fetched daily for ``visits`` days (page k changes every k-th visit,
+    page 0 never), each fetch timed 0.1 s, plus ``new`` pages never fetched."""
+    add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in range(pages)], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=pages, max_urls_per_host=pages))
+    for day in range(visits):
+        now = T0 + day * DAY + timedelta(minutes=1)
+        (lease,) = queue.lease("w", now=now)
+        results = []
+        for leased in lease.pages:
+            k = int(leased.url.rsplit("p", 1)[1])
+            changed = None if day == 0 else bool(k and day % k == 0)
+            results.append(
+                FetchResult(
+                    leased.page_id,
+                    now,
+                    "ok",
+                    200,
+                    changed=changed,
+                    duration=0.1,
+                    next_due_at=now + DAY - timedelta(minutes=2),
+                )
+            )
+        queue.finish(lease.lease_id, results, now=now)
+    add_pages(db, [(f"http://h.test/new{k}", "http://h.test") for k in range(new)], now=T0)
+
+
+def _plans(db: Database) -> int:
+    with db.read() as conn:
+        return int(conn.execute(select(func.count()).select_from(PLANS)).scalar_one())
+
+
+SETTINGS = NightlySettings(period_days=1.0, periods=4, strategy=1, capacity=8.0)
+
+
+def test_cycle_start_is_a_whole_period() -> None:
+    start = cycle_start(T0 + timedelta(hours=5, minutes=3), 1.0)
+    assert start == T0.replace(hour=0)
+    assert cycle_start(start, 1.0) == start
+
+
+def test_discovery_rates_recover_the_linear_model() -> None:
+    rng = np.random.default_rng(0)
+    old = rng.integers(10, 100, 12)
+    new = rng.integers(0, 50, 12)
+    found = 0.2 * old + 0.5 * new + 3.0
+    rates = discovery_rates(old, new, found, bin_seconds=3600, period_seconds=86400)
+    assert rates.method == "nnls"
+    assert rates.oldnwt == pytest.approx(0.2, rel=1e-9)
+    assert rates.newnwt == pytest.approx(0.5, rel=1e-9)
+    assert rates.nconst == pytest.approx(3.0 * 24, rel=1e-9)
+    pooled = discovery_rates(old[:2], new[:2], found[:2], bin_seconds=1, period_seconds=1)
+    assert pooled.method == "pooled"
+    assert pooled.oldnwt == pooled.newnwt == pytest.approx(found[:2].sum() / (old + new)[:2].sum())
+    none = discovery_rates([0, 0], [0, 0], [5, 1], bin_seconds=1, period_seconds=1)
+    assert (none.method, none.oldnwt, none.nconst) == ("none", 0.0, 0.0)
+
+
+def test_measurements_of_the_crawl(db: Database) -> None:
+    _crawl_history(db, pages=6, visits=4)
+    m = measure_crawl(db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400)
+    assert m.fetches == 24
+    assert m.seconds_per_fetch == pytest.approx(0.1)
+    assert m.bucket_fetches.sum() == 24 and np.nanmax(m.bucket_seconds) == pytest.approx(0.1)
+    assert m.since == T0 + 4 * DAY - 10 * DAY
+    assert m.new_crawls.sum() == 6 and m.old_crawls.sum() == 18
+    assert m.discovered.sum() == 9  # 6 crawled + 3 never fetched, all first seen at T0
+    capped = measure_crawl(
+        db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400, max_fetches=6
+    )
+    assert capped.fetches == 6  # the latest fetches only
+
+
+def test_cold_start_plans_new_pages_only(db: Database) -> None:
+    add_pages(db, [(f"http://h.test/s{k}", "http://h.test") for k in range(20)], now=T0)
+    with pytest.raises(ConfigError, match=r"plan\.capacity"):
+        run_nightly(db, NightlySettings(capacity=0.0), now=T0)
+    report = run_nightly(db, SETTINGS, now=T0)
+    assert report.status == "published" and report.plan == 1
+    assert report.cycle is not None
+    assert report.cycle.new_pages == [8, 8, 4, 0]
+    assert page_schedule_finished(db, 1)
+    assert release_period(db, now=T0 + timedelta(hours=1)).status == "released"
+
+
+def test_published_plan_fits_capacity_and_covers_populated_buckets(db: Database) -> None:
+    _crawl_history(db, pages=12, visits=8)
+    now = T0 + 8 * DAY
+    report = run_nightly(db, SETTINGS, now=now)
+    assert report.status == "published", report.message
+    assert report.inputs is not None and report.inputs.instance is not None
+    plan = latest_plan(db)
+    assert plan is not None and plan.version == report.plan and plan.periods == 4
+    assert plan.starts_at == cycle_start(now, 1.0)
+    detail = plan_detail(db, plan.version)
+    buckets = {b for _, b in detail.quotas}
+    assert buckets == set(report.inputs.bucket_ids.tolist())
+    for period in range(1, 5):
+        crawls = sum(q for (p, _), q in detail.quotas.items() if p == period)
+        assert crawls + detail.new_pages[period] <= 8  # equal costs: crawls fit the capacity
+    assert sum(detail.new_pages.values()) >= 3  # the never-fetched pages are planned
+    (run,) = recent_runs(db)
+    assert run.status == "published" and run.plan_id == plan.version
+    assert set(run.stages) == {"estimate", "aggregate", "measure", "solve", "publish", "schedule"}
+    assert release_period(db, now=now + timedelta(minutes=5)).status == "released"
+
+
+def test_rerun_is_idempotent_and_next_cycle_warm_starts(db: Database) -> None:
+    _crawl_history(db, pages=10, visits=6)
+    now = T0 + 6 * DAY
+    assert run_nightly(db, SETTINGS, now=now).status == "published"
+    again = run_nightly(db, SETTINGS, now=now + timedelta(hours=2))
+    assert again.status == "unchanged" and again.plan == 1 and _plans(db) == 1
+    forced = run_nightly(db, SETTINGS, now=now, force=True)
+    assert forced.status == "published" and forced.plan == 2
+    following = run_nightly(db, SETTINGS, now=now + DAY)
+    assert following.status == "published" and following.plan == 3
+    assert following.solver["starts"][0] == "warm"
+
+
+def test_dry_run_writes_nothing(db: Database) -> None:
+    _crawl_history(db, pages=10, visits=6)
+    now = T0 + 6 * DAY
+    run_nightly(db, SETTINGS, now=now)
+    report = run_nightly(db, SETTINGS, now=now + DAY, dry_run=True)
+    assert report.status == "dry-run" and report.cycle is not None and report.plan is None
+    assert report.current_quotas  # the current plan, to compare with
+    assert _plans(db) == 1 and len(recent_runs(db)) == 1
+
+
+def test_killed_before_publish_keeps_the_previous_plan(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _crawl_history(db, pages=10, visits=6)
+    now = T0 + 6 * DAY
+    run_nightly(db, SETTINGS, now=now)
+
+    def killed(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nightly_module, "_solve", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_nightly(db, SETTINGS, now=now + DAY)
+    plan = latest_plan(db)
+    assert plan is not None and plan.version == 1
+    assert recent_runs(db)[0].status == "failed"
+    assert run_nightly(db, SETTINGS, now=now + DAY).status == "published"
+
+
+def test_killed_after_publish_is_resumed(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    _crawl_history(db, pages=10, visits=6)
+    now = T0 + 6 * DAY
+
+    def killed(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nightly_module, "schedule_pages", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_nightly(db, SETTINGS, now=now)
+    assert not page_schedule_finished(db, 1)
+    assert release_period(db, now=now + timedelta(minutes=1)).status == "not scheduled yet"
+    report = run_nightly(db, SETTINGS, now=now + timedelta(minutes=2))
+    assert report.status == "resumed" and report.resumed == 1 and _plans(db) == 1
+    assert page_schedule_finished(db, 1)
+
+
+def test_one_run_at_a_time_and_killed_runs_are_abandoned(db: Database) -> None:
+    _crawl_history(db, pages=6, visits=4)
+    now = T0 + 4 * DAY
+    start_run(db, cycle_start=now, stale_after=timedelta(minutes=30), now=now)
+    with pytest.raises(NightlyRunBusyError, match="still running"):
+        run_nightly(db, SETTINGS, now=now + timedelta(minutes=1))
+    report = run_nightly(db, SETTINGS, now=now + timedelta(hours=1))
+    assert report.status == "published"
+    with db.read() as conn:
+        statuses = conn.execute(
+            select(NIGHTLY_RUNS.c.status).order_by(NIGHTLY_RUNS.c.id)
+        ).scalars().all()
+    assert statuses == ["abandoned", "published"]
