@@ -2,13 +2,15 @@
 
 Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly_runs`` row):
 
-1. ``estimate``: every fetched page's change rate and bucket from its observations
-   (:func:`planner.pipeline.estimate_from_store`).
-2. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
-   the never-fetched pages n (:func:`planner.pipeline.aggregates_from_store`).
-3. ``measure``: capacity (configured, else the fetches of the last ``window_days``), the
+1. ``measure``: capacity (configured, else the fetches of the last ``window_days``), the
    seconds per fetch of each bucket, and the discovery rates oldnwt, newnwt, nconst
-   (:mod:`store.measurements`, :mod:`estimators.discovery`).
+   (:mod:`store.measurements`, :mod:`estimators.discovery`). First, so that a store with no
+   capacity to plan fails before the long stages.
+2. ``estimate``: every fetched page's change rate and bucket from its observations
+   (:func:`planner.pipeline.estimate_from_store`).
+3. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
+   the never-fetched pages n (:func:`planner.pipeline.aggregates_from_store`); the instance
+   over the populated buckets (:func:`planner.plan_inputs.plan_inputs`).
 4. ``solve``: the WebFountain model on the populated buckets, warm-started from the current
    plan moved on to this cycle (:mod:`planner.plan_inputs`, :mod:`planner.plan_solver`).
 5. ``publish``: whole-page quotas within capacity, written and published in one transaction;
@@ -298,11 +300,6 @@ def _run(
         report.plan = current.version
         report.message = f"plan {current.version} already covers the cycle starting {start:%c}"
         return
-    if not dry_run:
-        with stages.stage("estimate"):
-            estimate_from_store(db)
-    with stages.stage("aggregate"):
-        aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
     with stages.stage("measure"):
         window = timedelta(days=settings.window_days)
         period_seconds = settings.period_days * _DAY
@@ -316,6 +313,11 @@ def _run(
             period_seconds=period_seconds,
         )
         capacity = _capacity(settings, measured.fetches, measured.window_seconds)
+    if not dry_run:
+        with stages.stage("estimate"):
+            estimate_from_store(db)
+    with stages.stage("aggregate"):
+        aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
         try:
             inputs = plan_inputs(
                 aggregates.buckets,

@@ -129,7 +129,7 @@ def test_published_plan_fits_capacity_and_covers_populated_buckets(db: Database)
     assert sum(detail.new_pages.values()) >= 3  # the never-fetched pages are planned
     (run,) = recent_runs(db)
     assert run.status == "published" and run.plan_id == plan.version
-    assert set(run.stages) == {"estimate", "aggregate", "measure", "solve", "publish", "schedule"}
+    assert set(run.stages) == {"measure", "estimate", "aggregate", "solve", "publish", "schedule"}
     assert release_period(db, now=now + timedelta(minutes=5)).status == "released"
 
 
@@ -203,7 +203,7 @@ def test_one_run_at_a_time_and_killed_runs_are_abandoned(db: Database) -> None:
     report = run_nightly(db, SETTINGS, now=now + timedelta(hours=1))
     assert report.status == "published"
     with db.read() as conn:
-        statuses = conn.execute(
-            select(NIGHTLY_RUNS.c.status).order_by(NIGHTLY_RUNS.c.id)
-        ).scalars().all()
+        statuses = (
+            conn.execute(select(NIGHTLY_RUNS.c.status).order_by(NIGHTLY_RUNS.c.id)).scalars().all()
+        )
     assert statuses == ["abandoned", "published"]
