@@ -26,6 +26,17 @@ from estimators.last_modified import (
     EmpiricalBayesLastModifiedRate,
     XylemeLastModifiedRate,
 )
+from estimators.opic import OPIC, OpicState, interest_weights
+from estimators.opic_graph import EmptyGraphError, GraphError, LinkGraph, UnknownPageError
+from estimators.opic_selection import (
+    STRATEGIES,
+    CycleSelection,
+    GreedySelection,
+    PageSelection,
+    RandomSelection,
+)
+from estimators.opic_windows import FullHistory, HistoryWindow, InterpolationWindow, VariableWindow
+from estimators.pagerank import PageRankResult, pagerank
 from estimators.poisson import EmpiricalBayesChangeRate, PoissonChangeMLE
 from estimators.prior import LogNormalRatePrior
 from estimators.regular import ImprovedRegularRate, NaiveRate
@@ -34,22 +45,38 @@ from estimators.selection import ESTIMATORS, ChangeRateEstimator
 
 __all__ = [
     "ESTIMATORS",
+    "OPIC",
+    "STRATEGIES",
     "BucketAggregates",
     "BucketScale",
     "ChangeIntervals",
     "ChangeRateEstimator",
     "ChoLastModifiedRate",
+    "CycleSelection",
     "EmpiricalBayesChangeRate",
     "EmpiricalBayesLastModifiedRate",
+    "EmptyGraphError",
     "FetchTableEstimate",
+    "FullHistory",
+    "GraphError",
+    "GreedySelection",
+    "HistoryWindow",
     "ImprovedRegularRate",
+    "InterpolationWindow",
     "LastModifiedEvidence",
     "LastModifiedPolicy",
     "LastModifiedReliability",
+    "LinkGraph",
     "LogNormalRatePrior",
     "NaiveRate",
+    "OpicState",
+    "PageRankResult",
+    "PageSelection",
     "PoissonChangeMLE",
     "Problem",
+    "RandomSelection",
+    "UnknownPageError",
+    "VariableWindow",
     "XylemeLastModifiedRate",
     "assess_last_modified",
     "assign_buckets",
@@ -58,6 +85,8 @@ __all__ = [
     "bucket_rates",
     "change_intervals_from_fetches",
     "estimate_fetch_table",
+    "interest_weights",
     "last_fetch_times",
     "last_modified_evidence_from_fetches",
+    "pagerank",
 ]
