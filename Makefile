@@ -43,6 +43,7 @@ bench: setup
 	$(BIN)/python tests/benchmarks/bench_estimators.py
 	$(BIN)/python tests/benchmarks/bench_schedules.py
 	$(BIN)/python tests/benchmarks/bench_selection.py
+	$(BIN)/python tests/benchmarks/bench_opic.py
 
 # The solver benchmark runs the plain formulation beside the planner's: about 40 minutes.
 bench-solver: setup
