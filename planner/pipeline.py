@@ -27,17 +27,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from estimators.buckets import BucketAggregates, bucket_aggregates, combine_aggregates
-from estimators.fetch_table import estimate_fetch_table
+from estimators.fetch_table import estimate_fetch_arrays
 from estimators.selection import ChangeRateEstimator
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
 from store import Database, latest_plan
 from store.estimates import (
-    FetchEvidence,
     PageEstimate,
-    iter_fetch_evidence,
+    iter_fetch_columns,
     iter_page_states,
     write_estimates,
 )
@@ -62,8 +60,7 @@ __all__ = [
     "release_period",
 ]
 
-_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
-_DAY = pd.Timedelta(days=1)
+_DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -76,20 +73,6 @@ class EstimateSummary:
     problems: int
 
 
-def _fetch_table(rows: list[FetchEvidence]) -> pd.DataFrame:
-    fetched = pd.to_datetime([r.fetched_at for r in rows], utc=True)
-    modified = pd.to_datetime(pd.Series([r.last_modified for r in rows], dtype=object), utc=True)
-    return pd.DataFrame(
-        {
-            "page": [r.page_id for r in rows],
-            "fetched_at": (fetched - _EPOCH) / _DAY,
-            "changed": [None if r.changed is None else int(r.changed) for r in rows],
-            "last_modified": ((modified - _EPOCH) / _DAY).to_numpy(),
-            "host": [r.host_id for r in rows],
-        }
-    )
-
-
 def _optional(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
@@ -97,48 +80,58 @@ def _optional(value: float) -> float | None:
 def estimate_from_store(
     db: Database,
     *,
-    chunk_pages: int = 20_000,
+    chunk_pages: int = 50_000,
     progress: Callable[[int], None] | None = None,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets."""
     prior = None
-    pages = fetches = problems = 0
+    pages = fetches = 0
     by_estimator: dict[str, int] = {}
-    now = pd.Timestamp.now(tz="UTC").to_pydatetime()
-    for rows in iter_fetch_evidence(db, chunk_pages=chunk_pages):
+    now_days = datetime.now(UTC).timestamp() / _DAY_S
+    for chunk in iter_fetch_columns(db, chunk_pages=chunk_pages):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
-        result = estimate_fetch_table(_fetch_table(rows), now=now, estimator=estimator)
-        if prior is None:
-            prior = result.estimator.prior_
-        rates = result.rates
-        ids = rates["page"].to_numpy(dtype=np.int64)
-        rate, low, high = (
-            rates[c].to_numpy(dtype=float) for c in ("rate", "rate_low", "rate_high")
+        modified = np.array(chunk.last_modified_s, dtype=np.float64) / _DAY_S
+        result = estimate_fetch_arrays(
+            chunk.page_id,
+            np.array(chunk.fetched_s, dtype=np.float64) / _DAY_S,
+            np.array(chunk.changed, dtype=np.float64),
+            modified,
+            chunk.host_id,
+            now=now_days,
+            estimator=estimator,
         )
-        names = rates["estimator"].astype(str).to_numpy()
-        buckets = rates["bucket"].to_numpy(dtype=np.int64)
+        if prior is None:
+            prior = result.fitted.prior_
         write_estimates(
             db,
             (
                 PageEstimate(
-                    page_id=int(ids[k]),
-                    rate=_optional(rate[k]),
-                    rate_low=_optional(low[k]),
-                    rate_high=_optional(high[k]),
-                    estimator=str(names[k]),
-                    bucket=int(buckets[k]),
+                    page_id=page_id,
+                    rate=_optional(rate),
+                    rate_low=_optional(low),
+                    rate_high=_optional(high),
+                    estimator=name,
+                    bucket=bucket,
                 )
-                for k in range(len(ids))
+                for page_id, rate, low, high, name, bucket in zip(
+                    result.page.tolist(),
+                    result.rate.tolist(),
+                    result.rate_low.tolist(),
+                    result.rate_high.tolist(),
+                    result.estimator.tolist(),
+                    result.bucket.tolist(),
+                    strict=True,
+                )
             ),
         )
-        for name, count in rates["estimator"].value_counts().items():
-            by_estimator[str(name)] = by_estimator.get(str(name), 0) + int(count)
-        pages += len(rates)
-        fetches += len(rows)
-        problems += len(result.problems)
+        names, counts = np.unique(result.estimator, return_counts=True)
+        for name, count in zip(names.tolist(), counts.tolist(), strict=True):
+            by_estimator[name] = by_estimator.get(name, 0) + count
+        pages += int(result.page.size)
+        fetches += int(result.fetches.sum())
         if progress is not None:
             progress(pages)
-    return EstimateSummary(pages, fetches, by_estimator, problems)
+    return EstimateSummary(pages, fetches, by_estimator, 0)
 
 
 @dataclass(frozen=True)

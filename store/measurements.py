@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+import math
+
 from sqlalchemy import Float, Integer, and_, cast, func, select
 
 from store.database import Database
@@ -42,13 +42,13 @@ class CrawlMeasurements:
         Fetches made in the window (every answer, errors included: they cost crawl time).
     seconds_per_fetch : float
         Mean measured duration of a fetch, seconds (NaN when none was timed).
-    bucket_fetches : ndarray of int64, shape (256,)
+    bucket_fetches : list of int, 256 entries
         Timed fetches per bucket (index = the page's current bucket, 0 = no estimate).
-    bucket_seconds : ndarray of float, shape (256,)
+    bucket_seconds : list of float, 256 entries
         Mean duration of a fetch per bucket, seconds (NaN where none was timed).
     bin_seconds : float
         Width of the bins below, seconds.
-    old_crawls, new_crawls, discovered : ndarray of int64, shape (bins,)
+    old_crawls, new_crawls, discovered : list of int, one entry per bin
         Per bin: fetches of pages fetched before, first fetches of pages, pages first seen.
     """
 
@@ -56,12 +56,12 @@ class CrawlMeasurements:
     until: datetime
     fetches: int
     seconds_per_fetch: float
-    bucket_fetches: npt.NDArray[np.int64]
-    bucket_seconds: npt.NDArray[np.float64]
+    bucket_fetches: list[int]
+    bucket_seconds: list[float]
     bin_seconds: float
-    old_crawls: npt.NDArray[np.int64]
-    new_crawls: npt.NDArray[np.int64]
-    discovered: npt.NDArray[np.int64]
+    old_crawls: list[int]
+    new_crawls: list[int]
+    discovered: list[int]
 
     @property
     def window_seconds(self) -> float:
@@ -76,8 +76,8 @@ def _bin(column: Any, dialect: str, since_s: float, width: float) -> Any:
     return cast(offset, Integer)  # truncation is the floor: offsets are >= 0 here
 
 
-def _counts(rows: Any, bins: int) -> npt.NDArray[np.int64]:
-    out = np.zeros(bins, dtype=np.int64)
+def _counts(rows: Any, bins: int) -> list[int]:
+    out = [0] * bins
     for index, count in rows:
         if index is not None and 0 <= int(index) < bins:
             out[int(index)] += int(count)
@@ -90,7 +90,7 @@ def measure_crawl(
     until: datetime,
     window: timedelta,
     bin_seconds: float,
-    max_fetches: int = 500_000,
+    max_fetches: int = 200_000,
 ) -> CrawlMeasurements:
     """Measure throughput, durations and discovery over the recent window."""
     obs = OBSERVATIONS.c
@@ -111,7 +111,7 @@ def measure_crawl(
         in_window = and_(fetch, after, obs.fetched_at < until)
         dialect = db.dialect
         since_s = since.timestamp()
-        bins = max(1, int(np.ceil((until - since).total_seconds() / bin_seconds)))
+        bins = max(1, math.ceil((until - since).total_seconds() / bin_seconds))
         total, timed, duration = conn.execute(
             select(func.count(), func.count(obs.duration), func.sum(obs.duration)).where(in_window)
         ).one()
@@ -132,8 +132,8 @@ def measure_crawl(
             .where(PAGES.c.first_seen >= since, PAGES.c.first_seen < until)
             .group_by(seen)
         ).all()
-    bucket_fetches = np.zeros(_N_BUCKETS + 1, dtype=np.int64)
-    bucket_seconds = np.full(_N_BUCKETS + 1, np.nan)
+    bucket_fetches = [0] * (_N_BUCKETS + 1)
+    bucket_seconds = [math.nan] * (_N_BUCKETS + 1)
     for bucket, count, mean in per_bucket:
         bucket_fetches[int(bucket)] = int(count)
         bucket_seconds[int(bucket)] = float(mean)
@@ -141,7 +141,7 @@ def measure_crawl(
         since=since,
         until=until,
         fetches=int(total),
-        seconds_per_fetch=float(duration) / timed if timed else float("nan"),
+        seconds_per_fetch=float(duration) / timed if timed else math.nan,
         bucket_fetches=bucket_fetches,
         bucket_seconds=bucket_seconds,
         bin_seconds=float(bin_seconds),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from estimators import estimate_fetch_table
-from estimators.fetch_table import OUTPUT_COLUMNS
+from estimators.fetch_table import OUTPUT_COLUMNS, estimate_fetch_arrays
 
 NOW = datetime(2026, 1, 10, tzinfo=UTC)
 
@@ -103,3 +103,39 @@ def test_reliable_last_modified_is_used_and_a_liar_is_not() -> None:
     assert rates.loc["h", "estimator"] == "last_modified"
     assert rates.loc["l", "estimator"] == "poisson_mle"
     assert np.isfinite(rates["rate"]).all()
+
+
+def test_array_fast_path_agrees_with_the_table() -> None:
+    """The store's typed path and the file interface estimate identical evidence alike,
+    including Last-Modified, a repeated fetch and rows out of order."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for page in range(40):
+        times = np.sort(rng.uniform(20400.0, 20460.0, rng.integers(1, 12)))
+        for k, t in enumerate(times):
+            honest = page % 3 == 0  # changes before every fetch; Last-Modified follows
+            lm = t - 0.01 if honest else np.nan
+            outcome = 1.0 if honest else float(rng.integers(0, 2))
+            rows.append((page, float(t), np.nan if k == 0 else outcome, lm, page % 4))
+    rows.append(rows[5])  # an exact repeat
+    rows = rows[10:] + rows[:10]  # out of order
+    table = pd.DataFrame(rows, columns=["page", "fetched_at", "changed", "last_modified", "host"])
+    expected = estimate_fetch_table(table, now=20500.0).rates
+    expected["page"] = expected["page"].astype(int)
+    expected = expected.sort_values("page").reset_index(drop=True)
+    got = estimate_fetch_arrays(
+        table["page"],
+        table["fetched_at"],
+        table["changed"],
+        table["last_modified"],
+        table["host"],
+        now=20500.0,
+    )
+    assert got.page.tolist() == expected["page"].tolist()
+    np.testing.assert_allclose(got.rate, expected["rate"], rtol=1e-12)
+    np.testing.assert_allclose(got.rate_low, expected["rate_low"], rtol=1e-12)
+    np.testing.assert_allclose(got.rate_high, expected["rate_high"], rtol=1e-12)
+    assert got.estimator.tolist() == expected["estimator"].tolist()
+    assert got.fetches.tolist() == expected["fetches"].tolist()
+    assert got.bucket.tolist() == expected["bucket"].tolist()
+    assert "last_modified" in got.estimator.tolist()

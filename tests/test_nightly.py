@@ -89,10 +89,10 @@ def test_measurements_of_the_crawl(db: Database) -> None:
     m = measure_crawl(db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400)
     assert m.fetches == 24
     assert m.seconds_per_fetch == pytest.approx(0.1)
-    assert m.bucket_fetches.sum() == 24 and np.nanmax(m.bucket_seconds) == pytest.approx(0.1)
+    assert sum(m.bucket_fetches) == 24 and np.nanmax(m.bucket_seconds) == pytest.approx(0.1)
     assert m.since == T0 + 4 * DAY - 10 * DAY
-    assert m.new_crawls.sum() == 6 and m.old_crawls.sum() == 18
-    assert m.discovered.sum() == 9  # 6 crawled + 3 never fetched, all first seen at T0
+    assert sum(m.new_crawls) == 6 and sum(m.old_crawls) == 18
+    assert sum(m.discovered) == 9  # 6 crawled + 3 never fetched, all first seen at T0
     capped = measure_crawl(
         db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400, max_fetches=6
     )
