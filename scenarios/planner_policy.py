@@ -1,0 +1,282 @@
+"""The planner as deployed, as a simulated policy: estimate, bucket, solve the NLP, select.
+
+Every ``cycle`` periods :class:`WebFountainPolicy`
+
+1. takes the change rates it knows (:class:`scenarios.policies.RateKnowledge`: its own
+   estimates, or the true rates in an oracle run); a page fetched but without an estimate yet
+   gets the median estimate, or with ``cold_start = "section"`` the pooled estimate of its
+   site section (all its section's change/no-change intervals as one page's: the seed paper's
+   correlated groups, here sections);
+2. puts the fetched pages into ``buckets`` change-rate classes, log-spaced between the
+   smallest and the largest rate, and computes the bucket aggregates
+   (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
+   fraction a); never-fetched pages are the model's n;
+3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) for T = ``cycle``
+   periods with the budget as capacity (one crawl costs 1), in the chosen strategy's weights,
+   over the populated buckets only, and rounds the plan to whole pages
+   (:func:`planner.quotas.integer_quotas`);
+4. in each period, chooses the pages with the deployed due-URL selection
+   (:func:`planner.selection.select_due_pages`): inside a bucket the most overdue first,
+   where a page is due at its last fetch plus its interval under the bucket's share of the
+   plan (:func:`planner.schedules.bucket_intervals`, Xyleme's sqrt rule inside the bucket);
+   never-fetched pages by importance (the OPIC cash stand-in) or, with ``cold_start =
+   "section"``, by their section's observed change ratio (sampling for pages with no history).
+
+Crawls the plan leaves unused (rounding, a bucket with fewer due pages than its quota) go to
+the most overdue pages by estimated rate, so the budget is spent. Small bucket counts
+(16-32) and short cycles keep a solve under a second; the paper's B = 255, T = 14 takes about
+a minute per solve and is not what a simulation of many cycles should use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
+from estimators.evidence import ChangeIntervals
+from estimators.poisson import EmpiricalBayesChangeRate
+from planner.crawl_instance import CrawlInstance
+from planner.plan_solver import solve_plan
+from planner.quotas import integer_quotas
+from planner.schedules import bucket_intervals
+from planner.selection import select_due_pages
+from planner.strategies import Strategy
+from planner.webfountain import uniform_crawl
+from scenarios.policies import (
+    Policy,
+    PolicyError,
+    RateKnowledge,
+    filled_rates,
+    overdue_priority,
+    top_pages,
+)
+from scenarios.simulator import CrawlLog, Observations
+
+__all__ = ["WebFountainPolicy", "section_rates"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Seconds per period on the selection's clock (any common clock works).
+_SECONDS = 86_400.0
+
+
+def section_rates(log: CrawlLog) -> FloatArray:
+    """Pooled change rate of each section, from all its pages' intervals, shape (sections,).
+
+    A section's intervals are treated as one page's (empirical Bayes across sections, so a
+    section with little evidence is shrunk toward the others); NaN for a section without any.
+    """
+    intervals = log.change_intervals()
+    out = np.full(log.n_sections, np.nan)
+    if intervals.page.size == 0:
+        return out
+    pooled = ChangeIntervals(
+        log.section[intervals.page], intervals.length, intervals.changed, log.n_sections
+    )
+    return np.asarray(EmpiricalBayesChangeRate().fit(pooled).rate_, dtype=float)
+
+
+class WebFountainPolicy(Policy):
+    """The WebFountain NLP on estimated buckets plus due-URL selection (module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        knowledge: RateKnowledge,
+        *,
+        strategy: int = 3,
+        buckets: int = 16,
+        cycle: int = 7,
+        cold_start: str = "median",
+        within_bucket: str = "obsolescence",
+    ) -> None:
+        if strategy not in (1, 2, 3):
+            raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
+        if not 1 <= buckets <= 255:
+            raise PolicyError(f"buckets: give 1..255 buckets, got {buckets!r}")
+        if cycle < 1:
+            raise PolicyError(f"cycle: give at least 1 period, got {cycle!r}")
+        if cold_start not in ("median", "section"):
+            raise PolicyError(f"cold_start: use 'median' or 'section', got {cold_start!r}")
+        self.name = name
+        self.knowledge = knowledge
+        self.strategy = Strategy(strategy)
+        self.buckets = buckets
+        self.cycle = cycle
+        self.cold_start = cold_start
+        self.within_bucket = within_bucket
+        self.solves: list[float] = []
+        self._cycle_start = -1
+        self._old = np.zeros((0, 0), dtype=np.int64)
+        self._new = np.zeros(0, dtype=np.int64)
+        self._bucket = np.zeros(0, dtype=np.int64)
+        self._interval = np.zeros(0)
+        self._rate = np.zeros(0)
+        self._known_at_start = 0
+
+    @classmethod
+    def from_spec(cls, name: str, spec: Mapping[str, Any]) -> WebFountainPolicy:
+        """From a scenario file's policy entry (see :data:`scenarios.policies.POLICY_KINDS`)."""
+        cycle = int(spec.get("cycle", 7))
+        knowledge = RateKnowledge(
+            str(spec.get("rates", "estimated")),
+            refit_every=cycle,
+            last_modified=str(spec.get("last_modified", "ignore")),
+        )
+        return cls(
+            name,
+            knowledge,
+            strategy=int(spec.get("strategy", 3)),
+            buckets=int(spec.get("buckets", 16)),
+            cycle=cycle,
+            cold_start=str(spec.get("cold_start", "median")),
+            within_bucket=str(spec.get("within_bucket", "obsolescence")),
+        )
+
+    # -- planning ------------------------------------------------------------------------
+
+    def _rates(self, log: CrawlLog, period: int) -> FloatArray:
+        rate = np.array(self.knowledge.rate(log, period), dtype=float)
+        if self.cold_start == "section":
+            pooled = section_rates(log)
+            rate = np.where(np.isfinite(rate), rate, pooled[log.section])
+        return filled_rates(rate, log)
+
+    def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
+        rate = self._rates(log, period)
+        fetched = log.eligible & (log.fetches > 0)
+        pages = np.flatnonzero(fetched)
+        new_count = int(np.count_nonzero(log.eligible & (log.fetches == 0)))
+        T = self.cycle
+        bucket = np.zeros(log.n_pages, dtype=np.int64)
+        if pages.size:
+            r = np.maximum(rate[pages], 1e-9)
+            lo, hi = float(r.min()), float(r.max())
+            hi = max(hi, lo * 1.0001)
+            edges = bucket_edges(lo, hi, self.buckets)
+            bucket[pages] = assign_buckets(r, edges).astype(np.int64)
+        elapsed = np.where(fetched, period - np.nan_to_num(log.last_fetch), 0.0)
+        agg = bucket_aggregates(
+            bucket[pages],
+            rate[pages],
+            np.maximum(elapsed[pages], 0.0),
+            period=1.0,
+            n_buckets=self.buckets,
+        )
+        populated = np.flatnonzero(agg.pages[1:] > 0) + 1
+        births = max(0, int(log.known.sum()) - self._known_at_start) / max(1, T)
+        self._known_at_start = int(log.known.sum())
+        B = max(1, populated.size)
+        old = np.zeros((self.buckets + 1, T), dtype=np.int64)
+        new = np.full(T, 0, dtype=np.int64)
+        if populated.size or new_count:
+            b0 = agg.pages[populated].astype(float) if populated.size else np.ones(1)
+            y0 = np.minimum(np.nan_to_num(agg.obsolete[populated]), b0) if populated.size else b0
+            a = np.nan_to_num(agg.change_fraction[populated]) if populated.size else np.zeros(1)
+            instance = CrawlInstance.from_mapping(
+                {
+                    "periods": T,
+                    "buckets": B,
+                    "b0": b0,
+                    "y0": y0,
+                    "n0": float(new_count),
+                    "a": np.repeat(np.clip(a, 0.0, 1.0)[:, None], T, axis=1),
+                    "capacity": float(budget),
+                    "crawl_cost": 1.0,
+                    "new_crawl_cost": 1.0,
+                    "oldnwt": 0.0,
+                    "newnwt": 0.0,
+                    "nconst": float(births),
+                }
+            )
+            solution = solve_plan(instance, self.strategy)
+            self.solves.append(solution.solve_seconds)
+            # a failed solve falls back to crawling every bucket alike (simulated forward)
+            trajectory = solution.trajectory if solution.status.ok else uniform_crawl(instance)
+            before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
+            n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+            quotas = integer_quotas(
+                trajectory.x,
+                trajectory.z,
+                instance.crawl_cost,
+                instance.new_crawl_cost,
+                instance.capacity,
+                available=before,
+                new_available=n_before,
+            )
+            if populated.size:
+                old[populated] = quotas.old
+            new = quotas.new
+        # Inside each bucket: the page-level schedule for the bucket's crawls per period.
+        interval = np.full(log.n_pages, np.inf)
+        for k in populated:
+            members = pages[bucket[pages] == k]
+            crawls = float(old[k].sum()) / T
+            interval[members] = bucket_intervals(
+                rate[members],
+                log.importance[members],
+                crawls,
+                objective=self.within_bucket,
+            )
+        self._old, self._new, self._bucket = old, new, bucket
+        self._interval, self._rate = interval, rate
+        self._cycle_start = period
+
+    # -- the policy ----------------------------------------------------------------------
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
+        if self._cycle_start < 0 or period - self._cycle_start >= self.cycle:
+            self._plan(log, period, budget)
+        k = period - self._cycle_start
+        fetched = log.eligible & (log.fetches > 0)
+        candidates = np.flatnonzero(fetched & (self._bucket > 0))
+        fresh_pages = np.flatnonzero(log.eligible & (log.fetches == 0))
+        if self.cold_start == "section":
+            ratio = self._section_change_ratio(log)
+            order = np.lexsort((-log.importance[fresh_pages], -ratio[log.section[fresh_pages]]))
+        else:
+            order = np.argsort(-log.importance[fresh_pages], kind="stable")
+        fresh_pages = fresh_pages[order]
+        scheduled = log.last_fetch[candidates] + self._interval[candidates]
+        scheduled = np.where(np.isfinite(scheduled), scheduled, 1e12)
+        quotas = {int(b): int(self._old[b, k]) for b in range(1, self.buckets + 1)}
+        hosts = np.arange(log.n_hosts, dtype=np.int64)
+        selection = select_due_pages(
+            page_id=candidates,
+            host_id=log.host[candidates],
+            bucket=self._bucket[candidates],
+            scheduled_at=scheduled * _SECONDS,
+            quotas=quotas,
+            new_page_id=fresh_pages,
+            new_host_id=log.host[fresh_pages],
+            new_quota=int(self._new[k]),
+            host_ids=hosts,
+            host_delay=np.zeros(log.n_hosts),
+            start=period * _SECONDS,
+            end=(period + 1) * _SECONDS,
+            now=period * _SECONDS,
+            importance=log.importance[candidates],
+        )
+        chosen = np.asarray(selection.page_id, dtype=np.int64)[:budget]
+        left = budget - chosen.size
+        if left > 0:
+            priority = overdue_priority(log, float(period), self._rate)
+            priority[chosen] = -np.inf
+            chosen = np.concatenate([chosen, top_pages(priority, left)])
+        return chosen
+
+    def _section_change_ratio(self, log: CrawlLog) -> FloatArray:
+        """Share of each section's re-crawls that saw a change (0.5 where none yet)."""
+        intervals = log.change_intervals()
+        section = log.section[intervals.page]
+        seen = np.bincount(section, minlength=log.n_sections).astype(float)
+        changed = np.bincount(section, weights=intervals.changed, minlength=log.n_sections)
+        return np.where(seen > 0, changed / np.maximum(seen, 1.0), 0.5)
+
+    def observe(self, obs: Observations, log: CrawlLog) -> None:
+        """Nothing per fetch: the plan is re-made from the log every cycle."""

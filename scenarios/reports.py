@@ -1,0 +1,185 @@
+"""Write a scenario run's report into a directory it is handed (markdown, CSV, PNG).
+
+Files written (``NAME`` is the scenario's name)::
+
+    NAME.md                  summary: settings, the key table, the gap to the oracle, plots
+    NAME-metrics.csv         every metric, per variant, policy, seed and period
+    NAME-summary.csv         every metric averaged over measured periods and seeds
+    NAME-crawls-by-rate.csv  crawls per cycle by true change rate
+    NAME-freshness.png       freshness per period per policy (one panel per variant)
+    NAME-obsolete.png        obsolete pages per period per policy
+    NAME-crawls-by-rate.png  crawls per cycle by change rate
+
+Plots use matplotlib's Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from scenarios.runner import ScenarioRun
+
+__all__ = ["key_table", "write_report"]
+
+_LABELS = {
+    "freshness": "freshness",
+    "age": "age (periods)",
+    "obsolescence": "obsolescence",
+    "freshness_w": "freshness (by importance)",
+    "age_w": "age by importance",
+    "obsolescence_w": "obsolescence by importance",
+    "obsolete_pages": "obsolete pages",
+    "uncrawled_pages": "uncrawled pages",
+    "change_ratio": "ChangeRatio",
+    "crawls": "crawls/period",
+    "wasted": "wasted crawls",
+    "alive": "pages",
+}
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+    return str(value)
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    head = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(False)]
+    return "\n".join([head, rule, *rows])
+
+
+def key_table(run: ScenarioRun) -> pd.DataFrame:
+    """The summary's key columns: variant, policy, rates, the scenario's metrics, the gaps."""
+    columns = ["variant", "policy", "rates", *run.scenario.metrics]
+    columns += ["freshness_gap", "obsolescence_gap"]
+    table = run.summary[columns].copy()
+    if (table["variant"] == "").all():
+        table = table.drop(columns="variant")
+    return table.rename(columns={k: _LABELS.get(k, k) for k in table.columns})
+
+
+def _panels(run: ScenarioRun) -> list[str]:
+    return list(dict.fromkeys(run.summary["variant"]))
+
+
+def _plot_per_period(run: ScenarioRun, metric: str, path: Path) -> None:
+    variants = _panels(run)
+    fig, axes = plt.subplots(
+        1, len(variants), figsize=(5.5 * len(variants), 4), squeeze=False, sharey=True
+    )
+    means = run.metrics.groupby(["variant", "policy", "period"], sort=False)[metric].mean()
+    data = means.reset_index()
+    for ax, variant in zip(axes[0], variants, strict=True):
+        part = data[data["variant"] == variant]
+        for policy, series in part.groupby("policy", sort=False):
+            ax.plot(series["period"], series[metric], label=str(policy), linewidth=1.2)
+        if run.scenario.warmup:
+            ax.axvline(0, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(variant or run.scenario.name)
+        ax.set_xlabel("period (warm-up before 0)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(_LABELS.get(metric, metric))
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_crawls_by_rate(run: ScenarioRun, path: Path) -> None:
+    variants = _panels(run)
+    fig, axes = plt.subplots(
+        1, len(variants), figsize=(5.5 * len(variants), 4), squeeze=False, sharey=True
+    )
+    table = run.crawls_by_rate
+    for ax, variant in zip(axes[0], variants, strict=True):
+        part = table[table["variant"] == variant]
+        for policy, series in part.groupby("policy", sort=False):
+            middle = (series["rate_low"] * series["rate_high"]) ** 0.5
+            ax.plot(middle, series["crawls_per_cycle"], marker="o", label=str(policy))
+        ax.set_xscale("log")
+        ax.set_title(variant or run.scenario.name)
+        ax.set_xlabel("true change rate (changes per period)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"crawls per cycle ({run.scenario.cycle} periods)")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
+    """Write the report files of ``run`` into ``out_dir`` (created); returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenario = run.scenario
+    name = scenario.name
+    paths = {
+        "md": out_dir / f"{name}.md",
+        "metrics": out_dir / f"{name}-metrics.csv",
+        "summary": out_dir / f"{name}-summary.csv",
+        "crawls": out_dir / f"{name}-crawls-by-rate.csv",
+        "fresh": out_dir / f"{name}-freshness.png",
+        "obsolete": out_dir / f"{name}-obsolete.png",
+        "by_rate": out_dir / f"{name}-crawls-by-rate.png",
+    }
+    run.metrics.to_csv(paths["metrics"], index=False)
+    run.summary.to_csv(paths["summary"], index=False)
+    run.crawls_by_rate.to_csv(paths["crawls"], index=False)
+    _plot_per_period(run, "freshness", paths["fresh"])
+    _plot_per_period(run, "obsolete_pages", paths["obsolete"])
+    _plot_crawls_by_rate(run, paths["by_rate"])
+    settings = []
+    for v in scenario.variants:
+        w = v.world
+        settings.append(
+            f"| {v.name or name} | {w.pages:,} | {w.hosts} | {w.rate_model} | {v.budget:,} | "
+            f"{v.periods} | {w.period_days:g} |"
+        )
+    bounds = run.summary.groupby("variant", sort=False)["freshness_bound"].first()
+    lines = [
+        f"# {scenario.title}",
+        "",
+        scenario.description,
+        "",
+        f"Scenario `{name}`{' (quick version)' if scenario.quick else ''}: "
+        f"{len(scenario.seeds)} seed(s) {list(scenario.seeds)}, warm-up {scenario.warmup} "
+        f"periods, {'warm' if scenario.warm_start else 'cold'} start, cycle "
+        f"{scenario.cycle} periods; ran in {run.seconds:.1f} s.",
+        "",
+        "| variant | pages | hosts | rates | budget (crawls/period) | periods | days/period |",
+        "|---|---|---|---|---|---|---|",
+        *settings,
+        "",
+        "## Key table (means over the measured periods and the seeds)",
+        "",
+        "`rates`: `true` = oracle (sees the true change rates), `estimated` = its own "
+        "estimates from its own crawls, `-` = uses no rates. Gaps are to the best oracle "
+        "run of the same variant (freshness: higher is better; obsolescence: lower).",
+        "",
+        _markdown_table(key_table(run)),
+        "",
+        "Freshness-optimal bound (true rates, Cho & Garcia-Molina, at most one crawl per page "
+        "per period): " + ", ".join(f"{k or name} {v:.4f}" for k, v in bounds.items()) + ".",
+        "",
+        f"![freshness]({paths['fresh'].name})",
+        f"![obsolete pages]({paths['obsolete'].name})",
+        f"![crawls per cycle]({paths['by_rate'].name})",
+        "",
+        f"Every metric: `{paths['summary'].name}` (means), `{paths['metrics'].name}` (per "
+        f"period), `{paths['crawls'].name}` (crawls per cycle by change rate).",
+        "",
+    ]
+    paths["md"].write_text("\n".join(lines), encoding="utf-8")
+    return list(paths.values())
