@@ -22,10 +22,13 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    never-fetched pages by importance (the OPIC cash stand-in) or, with ``cold_start =
    "section"``, by their section's observed change ratio (sampling for pages with no history).
 
-Crawls the plan leaves unused (rounding, a bucket with fewer due pages than its quota) go to
-the most overdue pages by estimated rate, so the budget is spent. Small bucket counts
-(16-32) and short cycles keep a solve under a second; the paper's B = 255, T = 14 takes about
-a minute per solve and is not what a simulation of many cycles should use.
+Crawls the plan leaves unused (rounding, a bucket with fewer due pages than its quota, a
+strategy that leaves capacity idle early in the cycle) go to the pages most overdue for their
+page-level interval (the plan's next crawls, pulled forward), so the budget is spent.
+
+Small bucket counts (16-32) and short cycles keep a solve under a second; the paper's
+B = 255, T = 14 takes about a minute per solve and is not what a simulation of many cycles
+should use.
 """
 
 from __future__ import annotations
@@ -265,7 +268,10 @@ class WebFountainPolicy(Policy):
         chosen = np.asarray(selection.page_id, dtype=np.int64)[:budget]
         left = budget - chosen.size
         if left > 0:
-            priority = overdue_priority(log, float(period), self._rate)
+            # pull the plan's next crawls forward: most overdue for its page-level interval
+            with np.errstate(divide="ignore"):
+                planned = np.where(np.isfinite(self._interval), 1.0 / self._interval, 0.0)
+            priority = overdue_priority(log, float(period), planned)
             priority[chosen] = -np.inf
             chosen = np.concatenate([chosen, top_pages(priority, left)])
         return chosen

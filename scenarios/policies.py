@@ -9,6 +9,8 @@ with a fixed fetch list size does; that makes policies comparable at equal budge
 The policies (``kind`` in a scenario file; see :func:`make_policy`):
 
 * ``uniform``: round robin, the page fetched longest ago first.
+* ``random``: ``budget`` pages drawn at random each period (Poisson-like refresh: the same
+  bandwidth as uniform in the worst execution order, REFERENCE.md sec. 3).
 * ``proportional``: refresh rate proportional to the change rate.
 * ``nutch``: Apache Nutch AdaptiveFetchSchedule with its defaults (interval x 0.8 after a
   change, x 1.4 after none, within [60 s, 365 days], initial 30 days, SYNC_DELTA at rate 0.3
@@ -48,6 +50,7 @@ __all__ = [
     "AdaptiveIntervalPolicy",
     "Policy",
     "PolicyError",
+    "RandomPolicy",
     "RateKnowledge",
     "RatePolicy",
     "UniformPolicy",
@@ -205,6 +208,20 @@ class UniformPolicy(Policy):
         return top_pages(overdue_priority(log, float(period), rate), budget)
 
 
+class RandomPolicy(Policy):
+    """``budget`` known pages drawn uniformly at random every period (seeded)."""
+
+    def __init__(self, name: str = "random", seed: int = 0) -> None:
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
+        pages = np.flatnonzero(log.eligible)
+        if pages.size <= budget:
+            return pages.astype(np.int64)
+        return np.sort(self.rng.choice(pages, budget, replace=False)).astype(np.int64)
+
+
 class RatePolicy(Policy):
     """Crawl in due order for target refresh rates computed from the known change rates.
 
@@ -357,6 +374,7 @@ def stormcrawler_policy(period_days: float, name: str = "stormcrawler") -> Adapt
 #: Policy kinds and the settings each accepts besides ``name`` and ``kind``.
 POLICY_KINDS: dict[str, tuple[str, ...]] = {
     "uniform": (),
+    "random": (),
     "proportional": ("rates", "refit_every", "last_modified"),
     "nutch": (),
     "stormcrawler": (),
@@ -395,6 +413,8 @@ def make_policy(spec: Mapping[str, Any], *, period_days: float = 1.0) -> Policy:
     knowledge_args = {k: spec[k] for k in ("rates", "refit_every", "last_modified") if k in spec}
     if kind == "uniform":
         return UniformPolicy(name)
+    if kind == "random":
+        return RandomPolicy(name)
     if kind == "nutch":
         return nutch_policy(period_days, name)
     if kind == "stormcrawler":

@@ -81,7 +81,7 @@ def crawls_by_rate(result: SimulationResult, cycle: int) -> pd.DataFrame:
 
 
 def _rates_kind(policy: dict[str, Any]) -> str:
-    if policy["kind"] in ("uniform", "nutch", "stormcrawler", "sampling"):
+    if policy["kind"] in ("uniform", "random", "nutch", "stormcrawler", "sampling"):
         return "-"
     return str(policy.get("rates", "estimated"))
 

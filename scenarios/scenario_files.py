@@ -158,11 +158,15 @@ class Scenario:
 
 
 def _line_of(text: str, key: str, after: int = 0) -> int:
-    """1-based line of the first assignment of ``key`` at or after line ``after`` (0: none)."""
+    """1-based line of the first assignment of ``key``: in the table that starts at line
+    ``after`` when given (up to the next table header), else anywhere (0: not found)."""
     pattern = re.compile(rf"^\s*(\[\[?\s*)?{re.escape(key)}\s*(=|\]|\.)")
     inline = re.compile(rf"[{{,]\s*{re.escape(key)}\s*=")
     lines = text.splitlines()
-    for number, line in enumerate(lines[max(after - 1, 0) :], start=max(after, 1)):
+    start = max(after, 1)
+    for number, line in enumerate(lines[start - 1 :], start=start):
+        if after and number > after and line.lstrip().startswith("["):
+            break
         if pattern.search(line) or inline.search(line):
             return number
     return 0
@@ -188,7 +192,7 @@ class _Reader:
 
     def fail(self, key: str, message: str, after: int = 0) -> ScenarioError:
         leaf = key.split(".")[-1]
-        line = _line_of(self.text, leaf, after)
+        line = _line_of(self.text, leaf, after) or after
         where = f"{self.source} line {line}" if line else self.source
         return ScenarioError(f"{where}: {key}: {message}")
 

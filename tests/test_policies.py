@@ -1,0 +1,203 @@
+"""Policies: the peers' interval arithmetic step by step, rate schedules, the planner, sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scenarios.planner_policy import WebFountainPolicy, section_rates
+from scenarios.policies import (
+    PolicyError,
+    RateKnowledge,
+    RatePolicy,
+    make_policy,
+    nutch_policy,
+    overdue_priority,
+    stormcrawler_policy,
+    top_pages,
+)
+from scenarios.sampling_policy import SamplingPolicy
+from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
+from scenarios.world import WorldSpec, build_world
+
+
+def _log(pages: int = 3, **spec: object) -> CrawlLog:
+    world = build_world(WorldSpec(pages=pages, hosts=1, **spec), 0, 1)  # type: ignore[arg-type]
+    log = CrawlLog(world, SimulationSettings(periods=1, budget=1, oracle=True))
+    log.known[:] = True
+    return log
+
+
+def _obs(
+    at: float, changed: bool, last_modified: float = np.nan, first: bool = False
+) -> Observations:
+    return Observations(
+        page=np.array([0]),
+        fetched_at=np.array([at]),
+        changed=np.array([changed]),
+        first=np.array([first]),
+        gone=np.array([False]),
+        last_modified=np.array([last_modified]),
+    )
+
+
+def test_nutch_interval_arithmetic_step_by_step() -> None:
+    policy = nutch_policy(period_days=1.0)
+    policy.start(_log())
+    assert policy.interval[0] == 30.0  # db.fetch.interval.default: 30 days
+    policy.observe(_obs(10.0, False), _log())
+    assert policy.interval[0] == pytest.approx(42.0)  # x (1 + 0.4)
+    policy.observe(_obs(52.0, False), _log())
+    assert policy.interval[0] == pytest.approx(58.8)
+    policy.observe(_obs(111.0, True), _log())  # no Last-Modified: modified = fetch time
+    assert policy.interval[0] == pytest.approx(47.04)  # x (1 - 0.2)
+    assert policy.reference[0] == 111.0
+    # SYNC_DELTA: changed 60 days ago, longer than the new interval 37.632: interval 60,
+    # next fetch counted from 0.3 x 60 = 18 days before this fetch
+    policy.observe(_obs(160.0, True, last_modified=100.0), _log())
+    assert policy.interval[0] == pytest.approx(60.0)
+    assert policy.reference[0] == pytest.approx(142.0)
+    # bounds [60 s, 365 days]
+    for k in range(20):
+        policy.observe(_obs(200.0 + k, False), _log())
+    assert policy.interval[0] == pytest.approx(365.0)
+    for k in range(200):
+        policy.observe(_obs(300.0 + k, True), _log())
+    assert policy.interval[0] == pytest.approx(60 / 86_400)
+
+
+def test_nutch_in_periods_of_two_days() -> None:
+    policy = nutch_policy(period_days=2.0)
+    policy.start(_log())
+    assert policy.interval[0] == 15.0
+
+
+def test_stormcrawler_interval_arithmetic_step_by_step() -> None:
+    policy = stormcrawler_policy(period_days=1.0)
+    policy.start(_log())
+    assert policy.interval[0] == 1.0  # one day
+    policy.observe(_obs(1.0, False), _log())
+    assert policy.interval[0] == pytest.approx(1.5)
+    policy.observe(_obs(2.5, True), _log())
+    hour = 1 / 24
+    assert policy.interval[0] == pytest.approx(1.5 - (1.5 - hour) * 0.5)
+    for k in range(20):
+        policy.observe(_obs(3.0 + k, False), _log())
+    assert policy.interval[0] == pytest.approx(14.0)
+    for k in range(40):
+        policy.observe(_obs(30.0 + k, True), _log())
+    assert policy.interval[0] == pytest.approx(hour, rel=1e-6)
+
+
+def test_a_first_fetch_does_not_move_the_interval() -> None:
+    policy = stormcrawler_policy(period_days=1.0)
+    policy.start(_log())
+    policy.observe(_obs(1.0, False, first=True), _log())
+    assert policy.interval[0] == 1.0
+
+
+def test_top_pages_is_deterministic_and_skips_the_ineligible() -> None:
+    priority = np.array([1.0, 3.0, 3.0, -np.inf, np.nan, 2.0])
+    assert top_pages(priority, 3).tolist() == [1, 2, 5]
+    assert top_pages(priority, 10).tolist() == [1, 2, 5, 0]
+
+
+def test_overdue_priority_never_fetched_first_then_most_overdue() -> None:
+    log = _log(4)
+    log.last_fetch[:] = [np.nan, 0.0, 5.0, 8.0]
+    priority = overdue_priority(log, 10.0, np.array([1.0, 0.1, 1.0, 0.0]))
+    assert top_pages(priority, 4).tolist() == [0, 2, 1, 3]  # rate 0 last
+
+
+def test_xyleme_targets_follow_the_square_root_rule() -> None:
+    log = _log(3)
+    log.true_rate = np.array([0.01, 0.04, 0.16])
+    policy = RatePolicy("xyleme", "obsolescence", RateKnowledge("true"))
+    target = policy.targets(log, 0, 7)
+    np.testing.assert_allclose(target, np.array([1, 2, 4]) * 7 / 7)  # sqrt(lambda) shares
+    proportional = RatePolicy("p", "proportional", RateKnowledge("true")).targets(log, 0, 7)
+    np.testing.assert_allclose(proportional, np.array([1, 4, 16]) * 7 / 21)
+
+
+def test_true_rates_need_an_oracle_run() -> None:
+    log = _log(3)
+    log.true_rate = None
+    with pytest.raises(PolicyError, match="oracle"):
+        RateKnowledge("true").rate(log, 0)
+
+
+def test_estimated_rates_come_from_the_policy_own_observations() -> None:
+    world = build_world(WorldSpec(pages=3_000, hosts=30), 1, 40)
+    policy = make_policy({"kind": "freshness", "refit_every": 7})
+    assert isinstance(policy, RatePolicy)
+    simulate(world, policy, SimulationSettings(periods=30, budget=1_000, warmup=0))
+    estimate = policy.knowledge._rate
+    assert estimate is not None
+    ok = np.isfinite(estimate) & (world.born == 0)
+    corr = np.corrcoef(np.log(estimate[ok]), np.log(world.rate[ok]))[0, 1]
+    assert corr > 0.6
+
+
+@pytest.mark.parametrize(
+    ("spec", "key"),
+    [
+        ({"kind": "lottery"}, "kind"),
+        ({"kind": "uniform", "rates": "true"}, "rates"),
+        ({"kind": "freshness", "rates": "guessed"}, "rates"),
+        ({"kind": "webfountain", "strategy": 4}, "strategy"),
+        ({"kind": "sampling", "group": "topic"}, "group"),
+        ({"kind": "xyleme", "max_interval": -1}, "max_interval"),
+    ],
+)
+def test_bad_policy_settings_name_the_setting(spec: dict[str, object], key: str) -> None:
+    with pytest.raises(PolicyError, match=f"^{key}:"):
+        make_policy(spec)
+
+
+def test_planner_strategy_2_crawls_every_page_about_once_per_cycle() -> None:
+    world = build_world(WorldSpec(pages=2_000, hosts=20), 1, 28)
+    policy = WebFountainPolicy("s2", RateKnowledge("true"), strategy=2, buckets=8, cycle=7)
+    settings = SimulationSettings(periods=14, budget=2_000 // 7 + 1, warmup=7, oracle=True)
+    result = simulate(world, policy, settings)
+    assert np.mean(result.crawls >= 1) > 0.99  # (almost) no page left out over two cycles
+    assert np.mean(result.crawls <= 3) > 0.95  # and few crawled more than about once a cycle
+    assert len(policy.solves) == 3
+
+
+def test_planner_strategy_1_prefers_fast_pages() -> None:
+    world = build_world(WorldSpec(pages=2_000, hosts=20), 1, 28)
+    policy = WebFountainPolicy("s1", RateKnowledge("true"), strategy=1, buckets=8, cycle=7)
+    settings = SimulationSettings(periods=14, budget=300, warmup=7, oracle=True)
+    result = simulate(world, policy, settings)
+    fast = world.rate > np.quantile(world.rate, 0.8)
+    slow = world.rate < np.quantile(world.rate, 0.2)
+    assert result.crawls[fast].mean() > 3 * result.crawls[slow].mean()
+
+
+def test_section_rates_pool_the_section_evidence() -> None:
+    world = build_world(WorldSpec(pages=3_000, hosts=10, sections_per_host=2), 1, 30)
+    log_policy = make_policy({"kind": "uniform"})
+    settings = SimulationSettings(periods=21, budget=600)
+    from scenarios.simulator import CrawlLog as Log
+
+    captured: list[Log] = []
+
+    class Capture(type(log_policy)):  # type: ignore[misc]
+        def observe(self, obs: Observations, log: Log) -> None:
+            captured[:] = [log]
+
+    simulate(world, Capture(), settings)
+    pooled = section_rates(captured[0])
+    true = np.bincount(world.section, weights=world.rate) / np.bincount(world.section)
+    assert np.corrcoef(np.log(pooled), np.log(true))[0, 1] > 0.5
+
+
+def test_sampling_spends_on_the_group_that_changes() -> None:
+    spec = WorldSpec(pages=2_000, hosts=2, host_skew=0.0, rate_model="constant", rate=0.01)
+    world = build_world(spec, 1, 30)
+    fast = world.host == 0
+    world.rate[fast] = 1.0  # host 0 changes every period, host 1 hardly ever
+    policy = SamplingPolicy("sample", group="host", cycle=7, sample_share=0.2)
+    settings = SimulationSettings(periods=21, budget=200, warmup=7)
+    result = simulate(world, policy, settings)
+    assert result.crawls[fast].mean() > 1.5 * result.crawls[~fast].mean()

@@ -1,0 +1,185 @@
+"""The simulator: metrics on a hand-computed world, closed forms on large ones, the rules."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import pytest
+
+from scenarios.policies import POLICY_KINDS, Policy, RandomPolicy, UniformPolicy, make_policy
+from scenarios.simulator import (
+    CrawlLog,
+    SimulationError,
+    SimulationSettings,
+    simulate,
+)
+from scenarios.world import PeriodChanges, World, WorldSpec, build_world
+
+NAN = math.nan
+
+
+@dataclass(frozen=True)
+class ScriptedWorld(World):
+    """A world whose changes are given: period -> (segment A times, segment B times)."""
+
+    script: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
+
+    def period_changes(self, period: int, seed: int) -> PeriodChanges:
+        a, b = self.script.get(period, ([], []))
+
+        def seg(times: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            if not times:
+                return np.zeros(1, np.int64), np.array([NAN]), np.array([NAN])
+            return np.array([len(times)]), np.array([min(times)]), np.array([max(times)])
+
+        (ca, fa, la), (cb, fb, lb) = seg(a), seg(b)
+        return PeriodChanges(ca, fa, la, cb, fb, lb)
+
+
+class Scripted(Policy):
+    """Crawls page 0 in the given periods."""
+
+    def __init__(self, periods: set[int]) -> None:
+        self.name = "scripted"
+        self.periods = periods
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        return np.array([0] if period in self.periods else [], dtype=np.int64)
+
+
+def _one_page_world(rate: float) -> ScriptedWorld:
+    base = build_world(WorldSpec(pages=1, hosts=1, sections_per_host=1), 0, 4)
+    values = {f.name: getattr(base, f.name) for f in fields(World)}
+    values["slot"] = np.array([0.5])
+    values["rate"] = np.array([rate])
+    script = {1: ([1.25], []), 2: ([], [2.75])}
+    return ScriptedWorld(**values, script=script)
+
+
+def test_metrics_of_a_hand_computed_world() -> None:
+    lam = 0.3
+    world = _one_page_world(lam)
+    settings = SimulationSettings(periods=4, budget=1, warm_start=False)
+    result = simulate(world, Scripted({0, 1}), settings)
+    m = result.metrics.set_index("period")
+    # period 0: never fetched until the crawl at 0.5 (stale since birth), no change after
+    assert m.loc[0, "freshness"] == pytest.approx(0.5)
+    assert m.loc[0, "age"] == pytest.approx(0.125)  # integral of s over [0, 0.5)
+    assert m.loc[0, "obsolescence"] == pytest.approx(lam * (0.125 + 0.125))
+    assert m.loc[0, "obsolete_pages"] == 0 and m.loc[0, "uncrawled_pages"] == 0
+    assert np.isnan(m["change_ratio"][0])  # a first fetch is no re-crawl
+    # period 1: change at 1.25, crawl at 1.5 sees it
+    assert m.loc[1, "freshness"] == pytest.approx(0.75)
+    assert m.loc[1, "age"] == pytest.approx(0.25**2 / 2)
+    assert m.loc[1, "obsolescence"] == pytest.approx(lam * ((1.0 - 0.25) / 2 + 0.125))
+    assert m.loc[1, "change_ratio"] == 1.0
+    # period 2: no crawl, change at 2.75
+    assert m.loc[2, "freshness"] == pytest.approx(0.75)
+    assert m.loc[2, "age"] == pytest.approx(0.25**2 / 2)
+    assert m.loc[2, "obsolescence"] == pytest.approx(lam * (1.5**2 - 0.5**2) / 2)
+    assert m.loc[2, "obsolete_pages"] == 1
+    # period 3: stale since 2.75 all period
+    assert m.loc[3, "freshness"] == 0.0
+    assert m.loc[3, "age"] == pytest.approx((1.25**2 - 0.25**2) / 2)
+    # importance of a single page: weighted = unweighted
+    assert np.allclose(m["freshness_w"], m["freshness"])
+    assert result.crawls.tolist() == [2]
+
+
+def test_uniform_refresh_matches_the_periodic_closed_forms() -> None:
+    lam, interval = 0.1, 10
+    world = build_world(WorldSpec(pages=20_000, hosts=20, rate_model="constant", rate=lam), 1, 40)
+    settings = SimulationSettings(periods=30, budget=2_000, warmup=10)
+    summary = simulate(world, UniformPolicy(), settings).summary()
+    r = lam * interval
+    assert summary["freshness"] == pytest.approx(-math.expm1(-r) / r, rel=0.01)
+    age = interval / 2 - 1 / lam + -math.expm1(-r) / (lam**2 * interval)
+    assert summary["age"] == pytest.approx(age, rel=0.01)
+    assert summary["obsolescence"] == pytest.approx(r / 2, rel=1e-9)  # Xyleme: lambda I / 2
+
+
+def test_random_refresh_approaches_the_poisson_closed_form() -> None:
+    # Each page is crawled with probability p per period; with p and lambda small the gaps
+    # are nearly exponential and freshness tends to 1 / (1 + r), r = lambda / p.
+    lam, p, pages = 0.02, 0.02, 10_000
+    world = build_world(WorldSpec(pages=pages, hosts=10, rate_model="constant", rate=lam), 2, 250)
+    settings = SimulationSettings(periods=150, budget=int(p * pages), warmup=100, seed=2)
+    summary = simulate(world, RandomPolicy(seed=2), settings).summary()
+    r = lam / p
+    geometric = p / lam * (1 - p * math.exp(-lam) / (1 - (1 - p) * math.exp(-lam)))
+    assert summary["freshness"] == pytest.approx(geometric, rel=0.01)
+    assert summary["freshness"] == pytest.approx(1 / (1 + r), rel=0.01)
+
+
+def test_a_run_is_reproducible_and_changes_do_not_depend_on_the_policy() -> None:
+    world = build_world(WorldSpec(pages=1_000, hosts=10), 5, 12)
+    settings = SimulationSettings(periods=8, budget=100, warmup=4, seed=3)
+    a = simulate(world, make_policy({"kind": "nutch"}), settings)
+    b = simulate(world, make_policy({"kind": "nutch"}), settings)
+    assert a.metrics.equals(b.metrics)
+    c = simulate(world, make_policy({"kind": "uniform"}), settings)
+    # same pages alive, same world: only the crawling differs
+    assert a.metrics["alive"].equals(c.metrics["alive"])
+
+
+@pytest.mark.parametrize("kind", sorted(POLICY_KINDS))
+def test_every_policy_spends_exactly_its_budget(kind: str) -> None:
+    spec = WorldSpec(pages=1_500, hosts=15, birth_rate=0.01, death_rate=0.01)
+    world = build_world(spec, 1, 12)
+    extra = {"rates": "true"} if kind in ("xyleme", "freshness", "harmonic") else {}
+    policy = make_policy({"kind": kind, **extra})
+    settings = SimulationSettings(periods=8, budget=150, warmup=4, oracle=True)
+    result = simulate(world, policy, settings)
+    assert (result.metrics["crawls"] == 150).all()
+
+
+class Greedy(Policy):
+    def __init__(self, pick: np.ndarray) -> None:
+        self.name = "bad"
+        self.pick = pick
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        return self.pick
+
+
+@pytest.mark.parametrize(
+    ("pick", "message"),
+    [
+        (np.arange(11), "over the budget"),
+        (np.array([1, 1]), "twice"),
+        (np.array([10_000]), "out of range"),
+    ],
+)
+def test_the_simulator_rejects_a_policy_that_breaks_the_rules(
+    pick: np.ndarray, message: str
+) -> None:
+    world = build_world(WorldSpec(pages=100, hosts=5), 1, 2)
+    with pytest.raises(SimulationError, match=message):
+        simulate(world, Greedy(pick), SimulationSettings(periods=2, budget=10))
+
+
+def test_unknown_pages_cannot_be_crawled() -> None:
+    world = build_world(WorldSpec(pages=100, hosts=5, birth_rate=0.1), 1, 3)
+    unborn = np.flatnonzero(world.born == 2)[:1]
+    with pytest.raises(SimulationError, match="does not know"):
+        simulate(world, Greedy(unborn), SimulationSettings(periods=2, budget=10))
+
+
+def test_importance_weighting() -> None:
+    flat = build_world(WorldSpec(pages=2_000, hosts=20, importance_sigma=0.0), 1, 6)
+    result = simulate(flat, UniformPolicy(), SimulationSettings(periods=6, budget=200))
+    assert np.allclose(result.metrics["freshness_w"], result.metrics["freshness"])
+    skewed = build_world(WorldSpec(pages=2_000, hosts=20, importance_sigma=2.0), 1, 6)
+    result = simulate(skewed, UniformPolicy(), SimulationSettings(periods=6, budget=200))
+    assert not np.allclose(result.metrics["freshness_w"], result.metrics["freshness"])
+
+
+def test_dead_pages_waste_crawls_and_are_dropped() -> None:
+    world = build_world(WorldSpec(pages=2_000, hosts=20, death_rate=0.05), 1, 20)
+    result = simulate(world, UniformPolicy(), SimulationSettings(periods=20, budget=400))
+    assert result.metrics["wasted"].sum() > 0
+    # round robin finds each dead page once, then never again
+    dead = np.count_nonzero(world.dies < 20)
+    assert result.metrics["wasted"].sum() <= dead
