@@ -20,10 +20,12 @@ transaction (:func:`store.releases.release_pages`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from queue import Empty, Queue
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,8 +36,7 @@ from estimators.selection import ChangeRateEstimator
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
 from store import Database, latest_plan
 from store.estimates import (
-    PageEstimate,
-    iter_fetch_columns,
+    iter_fetch_rows,
     iter_page_states,
     write_estimates,
 )
@@ -61,6 +62,7 @@ __all__ = [
 ]
 
 _DAY_S = 86_400.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,42 @@ class EstimateSummary:
     problems: int
 
 
-def _optional(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
+def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """Iterate ``chunks`` with the next one read by a background thread meanwhile.
+
+    The database driver releases the GIL while it reads, so reading chunk k+1 overlaps
+    estimating and writing chunk k. An error in the reader is raised here.
+    """
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                if stop.is_set():
+                    return
+                queue.put((True, chunk))
+            queue.put((False, None))
+        except BaseException as error:  # handed to the consumer
+            queue.put((False, error))
+
+    reader = threading.Thread(target=read, name="evidence-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            more, item = queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():  # let a reader blocked on a full queue finish
+            try:
+                queue.get_nowait()
+            except Empty:
+                reader.join(timeout=0.05)
 
 
 def estimate_from_store(
@@ -88,41 +124,33 @@ def estimate_from_store(
     pages = fetches = 0
     by_estimator: dict[str, int] = {}
     now_days = datetime.now(UTC).timestamp() / _DAY_S
-    for chunk in iter_fetch_columns(db, chunk_pages=chunk_pages):
+    for rows in _prefetched(iter_fetch_rows(db, chunk_pages=chunk_pages)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
-        modified = np.array(chunk.last_modified_s, dtype=np.float64) / _DAY_S
+        # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
+        page_id, host_id, fetched_s, changed, modified_s = np.array(rows, dtype=np.float64).T
         result = estimate_fetch_arrays(
-            chunk.page_id,
-            np.array(chunk.fetched_s, dtype=np.float64) / _DAY_S,
-            np.array(chunk.changed, dtype=np.float64),
-            modified,
-            chunk.host_id,
+            page_id.astype(np.int64),
+            fetched_s / _DAY_S,
+            changed,
+            modified_s / _DAY_S,
+            host_id.astype(np.int64),
             now=now_days,
             estimator=estimator,
         )
         if prior is None:
             prior = result.fitted.prior_
+        rate, low, high = (
+            [None if math.isnan(v) else v for v in column.tolist()]
+            for column in (result.rate, result.rate_low, result.rate_high)
+        )
         write_estimates(
             db,
-            (
-                PageEstimate(
-                    page_id=page_id,
-                    rate=_optional(rate),
-                    rate_low=_optional(low),
-                    rate_high=_optional(high),
-                    estimator=name,
-                    bucket=bucket,
-                )
-                for page_id, rate, low, high, name, bucket in zip(
-                    result.page.tolist(),
-                    result.rate.tolist(),
-                    result.rate_low.tolist(),
-                    result.rate_high.tolist(),
-                    result.estimator.tolist(),
-                    result.bucket.tolist(),
-                    strict=True,
-                )
-            ),
+            result.page.tolist(),
+            rate,
+            low,
+            high,
+            result.estimator.tolist(),
+            result.bucket.tolist(),
         )
         names, counts = np.unique(result.estimator, return_counts=True)
         for name, count in zip(names.tolist(), counts.tolist(), strict=True):

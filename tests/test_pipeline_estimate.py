@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import numpy as np
+import pytest
 from sqlalchemy import select
 
 from estimators.buckets import BucketScale, bucket_aggregates
@@ -73,3 +75,22 @@ def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
             getattr(got.buckets, name), getattr(want, name), rtol=1e-12, equal_nan=True
         )
     assert got.buckets.pages.sum() == 5 and np.nansum(got.buckets.obsolete) > 0
+
+
+def test_prefetched_chunks_keep_order_and_raise_reader_errors() -> None:
+    from planner.pipeline import _prefetched
+
+    assert list(_prefetched(iter(range(10)))) == list(range(10))
+
+    def broken() -> Iterator[int]:
+        yield 1
+        raise RuntimeError("database went away")
+
+    got = []
+    with pytest.raises(RuntimeError, match="database went away"):
+        for item in _prefetched(broken()):
+            got.append(item)
+    assert got == [1]
+    early = _prefetched(iter(range(1000)))
+    assert next(early) == 0
+    early.close()  # stops the reader without reading the rest
