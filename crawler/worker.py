@@ -13,7 +13,10 @@ each lease (one host, some of its due pages) a worker:
    changed", redirects, 404/410, errors; 429/503 with Retry-After or repeated errors end the
    lease early with the host backed off, and unfetched pages go back to the pool;
 4. adds the outlinks and redirect targets it found as new pages, and hands the host back with
-   its politeness state, in one transaction with the observations (``LeaseQueue.finish``).
+   its politeness state, in one transaction with the observations (``LeaseQueue.finish``);
+   each page read moves its OPIC cash to its outlinks in the report's transaction (the
+   arithmetic from :mod:`estimators.opic`), and :func:`run_crawl` spreads the virtual page's
+   cash and stores every page's importance when it starts and ends (:mod:`store.importance`).
 
 A worker stops between two fetches when its stop event is set: in-flight fetches finish and
 are reported, leases are released.
@@ -42,6 +45,7 @@ from crawler.politeness import (
 from crawler.robots import RobotsRules, robots_url
 from crawler.signature import content_changed, page_signature, visible_text
 from crawler.urls import origin_of
+from estimators.opic import DEFAULT_DAMPING, crawl_cash_split, crawl_virtual_gift
 from store import (
     FetchResult,
     HostUpdate,
@@ -52,6 +56,7 @@ from store import (
     work_remaining,
 )
 from store.database import Database
+from store.importance import CashSplit, spread_virtual_cash
 from store.types import utcnow
 
 __all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl"]
@@ -79,6 +84,8 @@ class CrawlSettings:
     #: answer 304 to every such request and hide real changes; ETags are trusted, and this
     #: is meant to be enabled per host once Last-Modified is judged reliable there.
     if_modified_since: bool = False
+    #: OPIC: share of a page's cash its outlinks get (the rest goes to the virtual page).
+    opic_damping: float = DEFAULT_DAMPING
 
 
 @dataclass
@@ -145,6 +152,8 @@ class CrawlWorker:
         self.stop = stop
         self.stats = stats
         self.clock = clock
+        damping = settings.opic_damping
+        self.cash_split: CashSplit = lambda cash, degree: crawl_cash_split(cash, degree, damping)
 
     def run(self, *, until_idle: bool = False, deadline: float | None = None) -> None:
         """Lease and crawl until stopped, past ``deadline`` (monotonic), or, with
@@ -270,6 +279,8 @@ class CrawlWorker:
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
         result, links = self._observe(page.page_id, page.signature, outcome)
         crawl.discovered.extend(links)
+        if links:
+            result = replace(result, outlinks=tuple(links))
         if result.status == "error":
             crawl.errors += 1
             retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
@@ -289,11 +300,12 @@ class CrawlWorker:
             crawl.done = True
 
     def _report(self, crawl: _HostCrawl) -> None:
-        """Record what the host's lease has seen so far (observations, then new URLs)."""
-        if crawl.results:
-            self.queue.report(crawl.lease.lease_id, crawl.results)
-            crawl.results = []
+        """Record what the host's lease has seen so far (new URLs first, so that the report
+        can move cash to them, then the observations)."""
         self._add_discovered(crawl)
+        if crawl.results:
+            self.queue.report(crawl.lease.lease_id, crawl.results, cash_split=self.cash_split)
+            crawl.results = []
 
     def _add_discovered(self, crawl: _HostCrawl) -> None:
         if crawl.discovered:
@@ -311,7 +323,7 @@ class CrawlWorker:
             backoff_until=crawl.backoff_until,
             consecutive_errors=crawl.errors,
         )
-        self.queue.finish(crawl.lease.lease_id, crawl.results, host)
+        self.queue.finish(crawl.lease.lease_id, crawl.results, host, cash_split=self.cash_split)
 
     def _observe(
         self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
@@ -377,7 +389,12 @@ def run_crawl(
     stop: threading.Event | None = None,
     stats: CrawlStats | None = None,
 ) -> CrawlStats:
-    """Run ``workers`` worker threads until stopped, idle (``until_idle``) or ``seconds``."""
+    """Run ``workers`` worker threads until stopped, idle (``until_idle``) or ``seconds``.
+
+    Before and after, the virtual page's OPIC cash goes to every page and every page's
+    importance is stored (O(pages), once each).
+    """
+    spread_virtual_cash(db, crawl_virtual_gift)
     stop = stop or threading.Event()
     stats = stats or CrawlStats()
     deadline = time.monotonic() + seconds if seconds is not None else None
@@ -396,4 +413,5 @@ def run_crawl(
         threads.append(thread)
     for thread in threads:
         thread.join()
+    spread_virtual_cash(db, crawl_virtual_gift)
     return stats

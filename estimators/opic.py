@@ -44,9 +44,12 @@ from estimators.opic_windows import FullHistory, HistoryWindow
 
 __all__ = [
     "CASH_QUANTUM",
+    "CRAWL_CASH_QUANTUM",
     "DEFAULT_DAMPING",
     "OPIC",
     "OpicState",
+    "crawl_cash_split",
+    "crawl_virtual_gift",
     "interest_weights",
     "split_cash",
     "spread_cash",
@@ -59,12 +62,16 @@ IntArray = NDArray[np.int64]
 CASH_QUANTUM = 2.0**-52
 _UNITS = 2.0**52
 
+#: Unit of cash in the crawl (:func:`crawl_cash_split`), where every page brings one unit: whole
+#: quanta stay exact in float64 (and in the database's double precision) up to 2**27 pages.
+CRAWL_CASH_QUANTUM = 2.0**-26
+
 #: PageRank's damping (share of a page's cash its links carry), as the reference uses.
 DEFAULT_DAMPING = 0.85
 
 
 def split_cash(
-    cash: FloatArray, out_degree: IntArray, damping: float
+    cash: FloatArray, out_degree: IntArray, damping: float, quantum: float = CASH_QUANTUM
 ) -> tuple[FloatArray, FloatArray]:
     """Share of each crawled page's cash per outlink, and the rest for the virtual page.
 
@@ -76,6 +83,9 @@ def split_cash(
         Their outlinks ``k`` (0: dangling).
     damping : float
         Share ``d`` in [0, 1] the links carry.
+    quantum : float
+        The unit of cash, a power of two (:data:`CASH_QUANTUM`, or :data:`CRAWL_CASH_QUANTUM`
+        in the crawl).
 
     Returns
     -------
@@ -83,7 +93,7 @@ def split_cash(
         ``share = floor(d * cash / k)`` in whole quanta (0 when ``k == 0``) and ``rest = cash
         - k * share``; ``k * share + rest == cash`` exactly.
     """
-    units = cash * _UNITS  # exact: a power-of-two scaling of whole quanta
+    units = cash / quantum  # exact: a power-of-two scaling of whole quanta
     to_links = np.floor(units * damping)
     k = out_degree.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -91,7 +101,7 @@ def split_cash(
     # floor(fl(x / k)) may round up past x / k only in theory; keep k * share <= x exactly.
     share = np.where(share * k > to_links, share - 1.0, share)
     rest = units - share * k
-    return share * CASH_QUANTUM, rest * CASH_QUANTUM
+    return share * quantum, rest * quantum
 
 
 def spread_cash(
@@ -125,6 +135,50 @@ def spread_cash(
     gift = np.floor(units * (1.0 - 2.0**-40) * weights)
     given = float(gift.sum())
     return gift * CASH_QUANTUM, (units - given) * CASH_QUANTUM
+
+
+def crawl_cash_split(
+    cash: list[float], out_degree: list[int], damping: float = DEFAULT_DAMPING
+) -> list[float]:
+    """Share per outlink of each fetched page's cash, in the crawl (whole crawl quanta).
+
+    The store moves ``share`` to each outlink and takes ``cash`` from the page; the rest, and
+    all the cash of a page without outlinks, goes to the virtual page, which the store keeps
+    implicit as ``pages - sum(cash)`` (every page brings one unit of cash). See
+    :func:`crawl_virtual_gift`.
+
+    Parameters
+    ----------
+    cash : list of float, length b
+        Cash of the fetched pages (whole multiples of :data:`CRAWL_CASH_QUANTUM`).
+    out_degree : list of int, length b
+        Their distinct outlinks, self-links excluded.
+    damping : float
+        Share of the cash the links carry.
+    """
+    share, _ = split_cash(
+        np.asarray(cash, dtype=np.float64),
+        np.asarray(out_degree, dtype=np.int64),
+        damping,
+        CRAWL_CASH_QUANTUM,
+    )
+    return [float(v) for v in share]
+
+
+def crawl_virtual_gift(n_pages: int, total_cash: float) -> float:
+    """What the crawl's virtual page gives every page: ``floor((n - sum C) / n)`` quanta.
+
+    The virtual page holds ``n_pages - total_cash`` (one unit per page, minus what the pages
+    hold); giving each page this amount leaves it >= 0 even if pages are added meanwhile
+    (each brings one unit and the gift is at most one unit).
+    """
+    if n_pages <= 0:
+        return 0.0
+    virtual = max(0.0, n_pages - total_cash) / CRAWL_CASH_QUANTUM
+    each = np.floor(virtual / n_pages)
+    if each * n_pages > virtual:
+        each -= 1.0
+    return float(max(each, 0.0) * CRAWL_CASH_QUANTUM)
 
 
 def interest_weights(

@@ -45,6 +45,7 @@ from sqlalchemy import (
 
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
+from store.importance import CashSplit, move_cash
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
 from store.pages import insert_ignoring_conflicts
 from store.plans import PLAN_PUBLISHED
@@ -127,6 +128,8 @@ class FetchResult:
     None when unknown. ``signature``/``etag``/``last_modified`` None keep the page's previous
     values (a 304 carries no body). ``next_due_at`` None leaves the next fetch to the plan
     (NULL until a period release once a plan is published, else the scheduled time).
+    ``outlinks``: with a ``cash_split`` given to the report, a page read (ok, redirect, gone)
+    gives its OPIC cash to these pages in the report's transaction (:mod:`store.importance`).
     """
 
     page_id: int
@@ -141,6 +144,8 @@ class FetchResult:
     duration: float | None = None
     error: str | None = None
     next_due_at: datetime | None = None
+    #: Normalized URLs the page links to (pages already added): OPIC moves its cash there.
+    outlinks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in PAGE_STATUSES:
@@ -490,17 +495,25 @@ class LeaseQueue:
 
     # -- report ------------------------------------------------------------------------------
     def report(
-        self, lease_id: int, results: Sequence[FetchResult], *, now: datetime | None = None
+        self,
+        lease_id: int,
+        results: Sequence[FetchResult],
+        *,
+        now: datetime | None = None,
+        cash_split: CashSplit | None = None,
     ) -> ReportOutcome:
         """Record the observations of a lease's pages and update the pages' fetch state.
 
         Idempotent: a result already recorded for this lease is counted as a duplicate and
         changes nothing. Results for an expired lease are recorded (the fetch happened) but
-        do not touch a newer lease of the same page.
+        do not touch a newer lease of the same page. With ``cash_split``, each page read
+        moves its OPIC cash to its ``outlinks`` in the same transaction.
         """
         when = now or utcnow()
         return self.db.run_write(
-            lambda conn: self._report(conn, self._lease_row(conn, lease_id), results, when)
+            lambda conn: self._report(
+                conn, self._lease_row(conn, lease_id), results, when, cash_split
+            )
         )
 
     def finish(
@@ -510,6 +523,7 @@ class LeaseQueue:
         host: HostUpdate | None = None,
         *,
         now: datetime | None = None,
+        cash_split: CashSplit | None = None,
     ) -> tuple[ReportOutcome, int]:
         """:meth:`report` then :meth:`release` in one transaction (the usual end of a lease).
 
@@ -519,7 +533,7 @@ class LeaseQueue:
 
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
             lease = self._lease_row(conn, lease_id)
-            outcome = self._report(conn, lease, results, when)
+            outcome = self._report(conn, lease, results, when, cash_split)
             return outcome, self._release(conn, lease, host, when)
 
         return self.db.run_write(work)
@@ -531,7 +545,12 @@ class LeaseQueue:
         return row
 
     def _report(
-        self, conn: Connection, lease: Row[Any], results: Sequence[FetchResult], now: datetime
+        self,
+        conn: Connection,
+        lease: Row[Any],
+        results: Sequence[FetchResult],
+        now: datetime,
+        cash_split: CashSplit | None = None,
     ) -> ReportOutcome:
         q = self._sql
         late = lease.released_at is not None or lease.expires_at < now
@@ -590,6 +609,9 @@ class LeaseQueue:
             conn.execute(_UPDATE_NEWER, newer_updates)
         if older_updates:
             conn.execute(_UPDATE_OLDER, older_updates)
+        if cash_split is not None:
+            read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
+            move_cash(conn, read, cash_split)
         return ReportOutcome(
             recorded=len(fresh),
             duplicates=len(results) - len(fresh),
@@ -679,6 +701,9 @@ class LeaseQueue:
         conn.execute(q.close_lease, {"lease": lease.id, "at": now})
         return int(returned or 0)
 
+
+#: Statuses of a page that was read: its OPIC cash moves (an error or a block moves none).
+_READ = frozenset({"ok", "redirect", "gone"})
 
 _pages = PAGES
 _ours = _pages.c.lease_id == bindparam("p_lease")

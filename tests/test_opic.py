@@ -20,6 +20,7 @@ from estimators.opic_selection import (
 from estimators.opic_windows import InterpolationWindow, VariableWindow
 from estimators.pagerank import pagerank
 from scenarios.graphs import change_in_degrees, power_law_graph
+from scenarios.opic_experiments import convergence_experiment, window_experiment
 
 SEED = 20260521
 
@@ -340,3 +341,18 @@ def test_change_in_degrees_doubles_or_halves_the_chosen_pages() -> None:
     ratio = after[busy] / before[busy]
     assert np.all((ratio > 1.5) | (ratio < 0.7))
     assert np.mean(after[untouched] == before[untouched]) > 0.9
+
+
+def test_the_paper_experiments_reproduce_their_ordering_at_small_scale() -> None:
+    result = convergence_experiment(3_000, 24_000, multiples=(1, 5), batch_share=0.01, seed=2)
+    assert set(result.errors) == {"random", "cycle", "greedy", "power iteration"}
+    for name, errors in result.errors.items():
+        assert errors[1] < errors[0], name  # more crawling, less error
+    assert result.top_errors["greedy"][1] < result.top_errors["cycle"][1]
+    assert result.top_errors["greedy"][1] < result.top_errors["random"][1]
+    windows = window_experiment(
+        2_000, 16_000, change_rates=(0.0, 0.05), measures=(4,), sizes=(4.0,), crawls=4, seed=2
+    )
+    assert windows.change_rates == (0.0, 0.05)
+    full, interpolation = windows.errors["full history"], windows.errors["interpolation 4 G"]
+    assert interpolation[1] < full[1]
