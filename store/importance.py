@@ -56,8 +56,8 @@ def move_cash(
     ids: dict[str, int] = {}
     for start in range(0, len(urls), 5_000):
         chunk = urls[start : start + 5_000]
-        rows = conn.execute(select(_p.c.url, _p.c.id).where(_p.c.url.in_(chunk))).tuples()
-        ids.update(rows.all())
+        found = conn.execute(select(_p.c.url, _p.c.id).where(_p.c.url.in_(chunk))).tuples()
+        ids.update(found.all())
     giver_ids = sorted({pid for pid, _ in givers})
     cash = dict(
         conn.execute(select(_p.c.id, _p.c.cash).where(_p.c.id.in_(giver_ids))).tuples().all()
