@@ -339,6 +339,8 @@ def simulate(world: World, policy: Policy, settings: SimulationSettings) -> Simu
         _check_selection(policy.name, chosen, settings.budget, log, t)
         crawled = np.zeros(n, dtype=np.bool_)
         crawled[chosen] = True
+        if np.count_nonzero(crawled) != chosen.size:
+            raise SimulationError(f"policy {policy.name!r} chose a page twice in period {t}")
         ch = world.period_changes(t, settings.seed)
         tc = t + c
         # segment A [t, t + c): the copy goes stale at its first missed change
@@ -411,8 +413,6 @@ def _check_selection(name: str, chosen: IntArray, budget: int, log: CrawlLog, t:
         )
     if chosen.size and (chosen.min() < 0 or chosen.max() >= log.n_pages):
         raise SimulationError(f"policy {name!r} chose a page id out of range in period {t}")
-    if np.unique(chosen).size != chosen.size:
-        raise SimulationError(f"policy {name!r} chose a page twice in period {t}")
     if not log.known[chosen].all():
         raise SimulationError(f"policy {name!r} chose a page it does not know in period {t}")
 

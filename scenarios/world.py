@@ -41,6 +41,7 @@ random numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -257,25 +258,39 @@ class World:
         mapped back to time through the day shape. Dead or unborn pages get no changes.
         """
         rng = np.random.default_rng([seed, period, 7])
-        lam = self.rate * self.multiplier(period, rng)
+        lam = self.rate
+        if self.spec.weekday_rhythm > 0 or self.spec.burst_probability > 0:
+            lam = lam * self.multiplier(period, rng)
         lam = np.where(self.alive(period), lam, 0.0)
         x, cum = self.day_shape()
-        split = np.interp(self.slot, x, cum)  # intensity share before the slot
+        split = self._split
         out = []
-        for lo, hi in ((np.zeros_like(split), split), (split, np.ones_like(split))):
-            count = rng.poisson(lam * (hi - lo))
-            u1 = rng.random(lam.shape[0])
-            u2 = rng.random(lam.shape[0])
-            k = np.maximum(count, 1)
+        for lo, hi in ((0.0, split), (split, 1.0)):
+            count = rng.poisson(lam * (hi - lo)).astype(np.int64)
+            first_t = np.full(count.shape[0], np.nan)
+            last_t = np.full(count.shape[0], np.nan)
+            # only the pages that changed need times (most pages do not change in a period)
+            some = np.flatnonzero(count > 0)
+            k = count[some].astype(float)
+            low = lo if isinstance(lo, float) else lo[some]
+            high = hi if isinstance(hi, float) else hi[some]
+            u1 = rng.random(some.size)
+            u2 = rng.random(some.size)
             # min of k uniforms: 1 - U^(1/k); max of the remaining k - 1 above it: U^(1/(k-1))
-            first = lo + (hi - lo) * (1.0 - u1 ** (1.0 / k))
-            rest = np.maximum(count - 1, 1)
-            last = np.where(count >= 2, first + (hi - first) * u2 ** (1.0 / rest), first)
-            first_t = np.where(count > 0, period + np.interp(first, cum, x), np.nan)
-            last_t = np.where(count > 0, period + np.interp(last, cum, x), np.nan)
-            out.append((count.astype(np.int64), first_t, last_t))
+            first = low + (high - low) * (1.0 - u1 ** (1.0 / k))
+            rest = np.maximum(k - 1.0, 1.0)
+            last = np.where(k >= 2, first + (high - first) * u2 ** (1.0 / rest), first)
+            first_t[some] = period + np.interp(first, cum, x)
+            last_t[some] = period + np.interp(last, cum, x)
+            out.append((count, first_t, last_t))
         (ca, fa, la), (cb, fb, lb) = out
         return PeriodChanges(ca, fa, la, cb, fb, lb)
+
+    @cached_property
+    def _split(self) -> FloatArray:
+        """Share of a period's change intensity before each page's slot, shape (n,)."""
+        x, cum = self.day_shape()
+        return np.asarray(np.interp(self.slot, x, cum), dtype=np.float64)
 
 
 def _base_rates(spec: WorldSpec, n: int, rng: np.random.Generator) -> FloatArray:
