@@ -36,12 +36,14 @@ from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
 from planner.errors import InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
+from planner.importance_command import importance
 from planner.nightly import NightlyReport, NightlySettings, run_nightly
 from planner.page_schedule import schedule_pages
 from planner.paper_instances import paper_instance
 from planner.pipeline import ReleaseSummary, estimate_from_store, release_period
 from planner.plan_solver import PlanSolver
 from planner.refresh_objectives import OBJECTIVES
+from planner.scenario_command import scenario_app
 from planner.schedule_files import describe_schedule, read_schedule_inputs, schedule_table
 from planner.schedules import refresh_schedule
 from planner.solution_mapping import solution_mapping
@@ -813,6 +815,12 @@ def schedule(
     out.print(summary, markup=False)
     for line in warnings:
         err.print(line, markup=False)
+
+
+app.command()(user_errors(importance))
+
+
+app.add_typer(scenario_app, name="scenario")
 
 
 @app.command("config")
