@@ -45,21 +45,14 @@ from crawler.politeness import (
 from crawler.robots import RobotsRules, robots_url
 from crawler.signature import content_changed, page_signature, visible_text
 from crawler.urls import origin_of
+from crawler.work_queue import WorkQueue
 from estimators.opic import DEFAULT_DAMPING, crawl_cash_split, crawl_virtual_gift
-from store import (
-    FetchResult,
-    HostUpdate,
-    Lease,
-    LeasedPage,
-    LeaseQueue,
-    add_pages,
-    work_remaining,
-)
+from store import FetchResult, HostUpdate, Lease, LeasedPage
 from store.database import Database
 from store.importance import CashSplit, spread_virtual_cash
 from store.types import utcnow
 
-__all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl"]
+__all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl", "run_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +129,7 @@ class CrawlWorker:
 
     def __init__(
         self,
-        db: Database,
-        queue: LeaseQueue,
+        queue: WorkQueue,
         name: str,
         settings: CrawlSettings,
         *,
@@ -145,7 +137,6 @@ class CrawlWorker:
         stats: CrawlStats,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.db = db
         self.queue = queue
         self.name = name
         self.settings = settings
@@ -170,7 +161,7 @@ class CrawlWorker:
             self.crawl_batch(leases)
 
     def _idle(self) -> bool:
-        return not work_remaining(self.db)
+        return not self.queue.work_remaining()
 
     # -- a batch of leases -------------------------------------------------------------------
     def crawl_lease(self, lease: Lease) -> None:
@@ -309,8 +300,8 @@ class CrawlWorker:
 
     def _add_discovered(self, crawl: _HostCrawl) -> None:
         if crawl.discovered:
-            added = add_pages(self.db, ((u, origin_of(u)) for u in crawl.discovered))
-            self.stats.add(discovered=added.added)
+            added = self.queue.add_pages((u, origin_of(u)) for u in crawl.discovered)
+            self.stats.add(discovered=added)
             crawl.discovered = []
 
     def _finish(self, crawl: _HostCrawl) -> None:
@@ -378,9 +369,8 @@ class CrawlWorker:
         return result, links
 
 
-def run_crawl(
-    db: Database,
-    queue_factory: Callable[[], LeaseQueue],
+def run_workers(
+    queue_factory: Callable[[], WorkQueue],
     settings: CrawlSettings,
     *,
     workers: int = 4,
@@ -388,20 +378,17 @@ def run_crawl(
     seconds: float | None = None,
     stop: threading.Event | None = None,
     stats: CrawlStats | None = None,
+    name_prefix: str = "worker",
 ) -> CrawlStats:
-    """Run ``workers`` worker threads until stopped, idle (``until_idle``) or ``seconds``.
-
-    Before and after, the virtual page's OPIC cash goes to every page and every page's
-    importance is stored (O(pages), once each).
-    """
-    spread_virtual_cash(db, crawl_virtual_gift)
+    """Run ``workers`` worker threads, each with a queue of its own, until stopped, idle
+    (``until_idle``) or ``seconds``; worker names are ``{name_prefix}-{number}``."""
     stop = stop or threading.Event()
     stats = stats or CrawlStats()
     deadline = time.monotonic() + seconds if seconds is not None else None
     threads = []
     for number in range(workers):
         worker = CrawlWorker(
-            db, queue_factory(), f"worker-{number}", settings, stop=stop, stats=stats
+            queue_factory(), f"{name_prefix}-{number}", settings, stop=stop, stats=stats
         )
         thread = threading.Thread(
             target=worker.run,
@@ -413,5 +400,35 @@ def run_crawl(
         threads.append(thread)
     for thread in threads:
         thread.join()
-    spread_virtual_cash(db, crawl_virtual_gift)
     return stats
+
+
+def run_crawl(
+    db: Database,
+    queue_factory: Callable[[], WorkQueue],
+    settings: CrawlSettings,
+    *,
+    workers: int = 4,
+    until_idle: bool = False,
+    seconds: float | None = None,
+    stop: threading.Event | None = None,
+    stats: CrawlStats | None = None,
+) -> CrawlStats:
+    """:func:`run_workers` on the store ``db``.
+
+    Before and after, the virtual page's OPIC cash goes to every page and every page's
+    importance is stored (O(pages), once each).
+    """
+    spread_virtual_cash(db, crawl_virtual_gift)
+    try:
+        return run_workers(
+            queue_factory,
+            settings,
+            workers=workers,
+            until_idle=until_idle,
+            seconds=seconds,
+            stop=stop,
+            stats=stats,
+        )
+    finally:
+        spread_virtual_cash(db, crawl_virtual_gift)

@@ -26,6 +26,7 @@ EDGE_MODULES = frozenset(
         "planner.files",
         "planner.nightly",
         "planner.page_schedule",
+        "planner.api",
         "planner.pipeline",
         "planner.schedule_files",
     }

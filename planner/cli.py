@@ -11,10 +11,11 @@ import itertools
 import json
 import math
 import signal
+import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -27,8 +28,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from crawler.remote import RemoteQueueError, RemoteWorkQueue
 from crawler.seeds import RejectedURL, SeedReader
-from crawler.worker import CrawlSettings, CrawlStats, run_crawl
+from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
 from estimators.fetch_table import estimate_fetch_table
 from planner.cli_support import err, fail, out, user_errors
 from planner.config import SETTINGS, Settings, load_settings
@@ -261,6 +263,41 @@ def status(
         )
 
 
+def _with_progress(
+    run: Callable[[threading.Event, CrawlStats], CrawlStats],
+    tick: Callable[[], None] | None = None,
+) -> CrawlStats:
+    """Run a worker pool in the background; show progress; call ``tick`` every few seconds;
+    stop cleanly on SIGINT/SIGTERM."""
+    stop = threading.Event()
+    stats = CrawlStats()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            err.print(f"{signal.Signals(signum).name}: finishing in-flight fetches ...")
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runner = threading.Thread(target=run, args=(stop, stats), daemon=True)
+    if tick is not None:
+        tick()
+    next_tick = time.monotonic() + _RELEASE_CHECK_SECONDS
+    try:
+        with Live(console=err, transient=True, auto_refresh=False, redirect_stdout=False) as live:
+            runner.start()
+            while runner.is_alive():
+                runner.join(timeout=0.5)
+                if tick is not None and time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + _RELEASE_CHECK_SECONDS
+                    tick()
+                if err.is_terminal:
+                    live.update(Text(progress_line(stats)), refresh=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return stats
+
+
 def _crawl_with_progress(
     database: Database,
     settings: Settings,
@@ -270,46 +307,26 @@ def _crawl_with_progress(
     until_idle: bool,
     seconds: float | None,
 ) -> CrawlStats:
-    """Run the worker pool in the background; show progress; stop cleanly on SIGINT/SIGTERM."""
-    stop = threading.Event()
-    stats = CrawlStats()
+    """Crawl from the store with progress, releasing each new plan period's work."""
     policy = settings.lease_policy
-
-    def request_stop(signum: int, _frame: object) -> None:
-        if not stop.is_set():
-            err.print(f"{signal.Signals(signum).name}: finishing in-flight fetches ...")
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    runner = threading.Thread(
-        target=run_crawl,
-        args=(database, lambda: LeaseQueue(database, policy), crawl),
-        kwargs={
-            "workers": workers,
-            "until_idle": until_idle,
-            "seconds": seconds,
-            "stop": stop,
-            "stats": stats,
-        },
-        daemon=True,
-    )
     min_delay = float(settings.values["crawl.min_delay"])
-    _release_line(release_period(database, min_delay_seconds=min_delay))
-    next_release = time.monotonic() + _RELEASE_CHECK_SECONDS
-    try:
-        with Live(console=err, transient=True, auto_refresh=False, redirect_stdout=False) as live:
-            runner.start()
-            while runner.is_alive():
-                runner.join(timeout=0.5)
-                if time.monotonic() >= next_release:  # a new plan period: release its work
-                    next_release = time.monotonic() + _RELEASE_CHECK_SECONDS
-                    _release_line(release_period(database, min_delay_seconds=min_delay))
-                if err.is_terminal:
-                    live.update(Text(progress_line(stats)), refresh=True)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return stats
+
+    def run(stop: threading.Event, stats: CrawlStats) -> CrawlStats:
+        return run_crawl(
+            database,
+            lambda: LeaseQueue(database, policy),
+            crawl,
+            workers=workers,
+            until_idle=until_idle,
+            seconds=seconds,
+            stop=stop,
+            stats=stats,
+        )
+
+    def release() -> None:  # a new plan period: release its work
+        _release_line(release_period(database, min_delay_seconds=min_delay))
+
+    return _with_progress(run, release)
 
 
 #: How often a running crawl checks whether a new plan period has begun (seconds).
@@ -486,6 +503,78 @@ def nightly(
         f"re-crawls and {sum(report.cycle.new_pages):,} new pages over the cycle ({timings})",
         markup=False,
     )
+
+
+@app.command()
+@user_errors
+def worker(
+    api: Annotated[str, typer.Option("--api", help="The worker API's base URL (crawlplan serve).")],
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Bearer token (default: the first of api.tokens, e.g. $CRAWLPLAN_API_TOKENS).",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
+    ] = None,
+    name: Annotated[
+        str,
+        typer.Option("--name", help="This pool's name (workers are NAME-0, NAME-1, ...)."),
+    ] = socket.gethostname(),
+    seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--seconds", min=0.1, help="Stop after this many seconds.", show_default=False
+        ),
+    ] = None,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Stop when nothing is due or leased.")
+    ] = False,
+    allow_private: Annotated[
+        bool,
+        typer.Option("--allow-private", help="Allow private and loopback addresses."),
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """A remote worker pool: lease from the worker API, crawl politely, report over HTTP.
+
+    Needs no database credentials: only the API's URL and a token. If the server goes away,
+    calls are retried for two minutes, so a restart loses nothing.
+    """
+    settings = load_settings({}, config_file=config)
+    secret = token or next(iter(settings.api_tokens), None)
+    if not secret:
+        raise fail("pass --token or set $CRAWLPLAN_API_TOKENS (the server's bearer token)")
+    if not api.startswith(("http://", "https://")):
+        raise fail(f"--api must be an http:// or https:// URL, got {api!r}")
+    probe = RemoteWorkQueue(api, secret, f"{name}-probe", retry_seconds=0.0)
+    try:
+        probe.policy  # noqa: B018 (checks the URL and the token before starting)
+    except RemoteQueueError as error:
+        raise fail(str(error)) from None
+    crawl_settings = settings.crawl_settings(allow_private=allow_private)
+
+    def queue() -> RemoteWorkQueue:
+        return RemoteWorkQueue(api, secret)
+
+    def run(stop: threading.Event, stats: CrawlStats) -> CrawlStats:
+        return run_workers(
+            queue,
+            crawl_settings,
+            workers=workers or int(settings.values["crawl.workers"]),
+            until_idle=until_idle,
+            seconds=seconds,
+            stop=stop,
+            stats=stats,
+            name_prefix=name,
+        )
+
+    stats = _with_progress(run)
+    out.print(progress_line(stats).replace(", hosts active 0", ""))
 
 
 @app.command()
@@ -821,6 +910,59 @@ app.command()(user_errors(importance))
 
 
 app.add_typer(scenario_app, name="scenario")
+
+
+@app.command()
+@user_errors
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to listen on.", show_default=False)
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=1, max=65535, help="Port to listen on.", show_default=False),
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the worker API (HTTP/JSON, OpenAPI at /docs) so that remote workers
+    (`crawlplan worker --api URL`) lease and report without database credentials.
+
+    Needs api.tokens (comma-separated bearer tokens, 16+ characters each) in crawlplan.toml
+    or $CRAWLPLAN_API_TOKENS. Stops cleanly on Ctrl-C or SIGTERM.
+    """
+    import uvicorn
+
+    from planner.api import ApiSettings, create_app
+
+    settings = _settings(db, config)
+    tokens = settings.api_tokens
+    if not tokens or any(len(t) < 16 for t in tokens):
+        raise fail(
+            "the worker API needs api.tokens: set $CRAWLPLAN_API_TOKENS or [api] tokens in "
+            "crawlplan.toml to one or more comma-separated tokens of 16+ characters"
+        )
+    database = _open_checked(settings)
+    app_ = create_app(
+        database,
+        ApiSettings(
+            tokens=tokens,
+            policy=settings.lease_policy,
+            max_body_bytes=int(settings.values["api.max_body_bytes"]),
+            min_delay_seconds=float(settings.values["crawl.min_delay"]),
+        ),
+    )
+    listen = host or str(settings.values["api.host"])
+    listen_port = port or int(settings.values["api.port"])
+    err.print(f"worker API on http://{listen}:{listen_port} (OpenAPI at /docs)", markup=False)
+    uvicorn.run(
+        app_,
+        host=listen,
+        port=listen_port,
+        log_level="warning",
+        limit_concurrency=int(settings.values["api.max_connections"]),
+        timeout_keep_alive=5,
+    )
 
 
 @app.command("config")

@@ -150,6 +150,31 @@ SETTINGS: tuple[Setting, ...] = (
         "User-Agent header; its first word is the robots.txt token",
     ),
     Setting(
+        "api.tokens",
+        "CRAWLPLAN_API_TOKENS",
+        str,
+        "",
+        "worker API bearer tokens, comma-separated, 16+ characters each",
+    ),
+    Setting("api.host", "CRAWLPLAN_API_HOST", str, "127.0.0.1", "address `serve` listens on"),
+    Setting("api.port", "CRAWLPLAN_API_PORT", int, 8470, "port `serve` listens on", minimum=1),
+    Setting(
+        "api.max_body_bytes",
+        "CRAWLPLAN_API_MAX_BODY_BYTES",
+        int,
+        8 * 1024 * 1024,
+        "largest request body the worker API reads",
+        minimum=1024,
+    ),
+    Setting(
+        "api.max_connections",
+        "CRAWLPLAN_API_MAX_CONNECTIONS",
+        int,
+        64,
+        "concurrent connections `serve` accepts; more get 503",
+        minimum=1,
+    ),
+    Setting(
         "plan.period_days",
         "CRAWLPLAN_PERIOD_DAYS",
         float,
@@ -215,6 +240,12 @@ class Settings:
             max_hosts=self.values["lease.max_hosts"],
             revisit_after=timedelta(days=self.values["lease.revisit_after_days"]),
         )
+
+    @property
+    def api_tokens(self) -> tuple[str, ...]:
+        """The worker API's accepted tokens (``api.tokens``, comma-separated)."""
+        raw = str(self.values["api.tokens"])
+        return tuple(t.strip() for t in raw.split(",") if t.strip())
 
     def crawl_settings(self, *, allow_private: bool = False) -> CrawlSettings:
         """The crawler's settings; ``allow_private`` lets it contact loopback (demo, tests)."""

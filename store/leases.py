@@ -22,7 +22,7 @@ else, before any plan, ``scheduled_at``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,8 +47,9 @@ from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
-from store.pages import insert_ignoring_conflicts
+from store.pages import add_pages, insert_ignoring_conflicts
 from store.plans import PLAN_PUBLISHED
+from store.status import work_remaining
 from store.types import UTCDateTime, sqlite_text, utcnow
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "LeaseQueue",
     "LeasedPage",
     "ReportOutcome",
+    "lease_worker",
 ]
 
 
@@ -649,6 +651,14 @@ class LeaseQueue:
         return values
 
     # -- renew / release ---------------------------------------------------------------------
+    def add_pages(self, pages: Iterable[tuple[str, str]], *, now: datetime | None = None) -> int:
+        """Add discovered ``(normalized_url, origin)`` pages; returns how many were new."""
+        return add_pages(self.db, pages, now=now).added
+
+    def work_remaining(self, *, now: datetime | None = None) -> bool:
+        """Whether any page is due now or held by a live lease."""
+        return work_remaining(self.db, now=now)
+
     def renew(self, lease_id: int, *, now: datetime | None = None) -> datetime | None:
         """Extend a live lease by ``lease_seconds``; None when it had expired or was released.
 
@@ -727,3 +737,14 @@ _UPDATE_NEWER = _UPDATE_OLDER.values(
     next_due_at=bindparam("p_next_due_at", type_=UTCDateTime()),
     scheduled_at=bindparam("p_scheduled_at", type_=UTCDateTime()),
 )
+
+
+def lease_worker(db: Database, lease_id: int) -> str:
+    """The worker that holds (or held) lease ``lease_id``; LeaseNotFoundError if none."""
+    with db.read() as conn:
+        worker = conn.execute(
+            select(LEASES.c.worker).where(LEASES.c.id == lease_id)
+        ).scalar_one_or_none()
+    if worker is None:
+        raise LeaseNotFoundError(f"lease {lease_id} does not exist")
+    return str(worker)

@@ -13,11 +13,10 @@ grow with the age or the size of the store.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-import math
 
 from sqlalchemy import Float, Integer, and_, cast, func, select
 

@@ -35,7 +35,19 @@ ALLOWED: dict[str, set[str]] = {
     },
     "planner": {"planner", "estimators", "pyomo", "cyipopt", *PURE_NUMERIC},
     "scenarios": {"scenarios", "estimators", "planner", "matplotlib", "aiohttp", *PURE_NUMERIC},
-    "planner-edge": PROJECT | {"typer", "rich", "sqlalchemy", "requests", *PURE_NUMERIC},
+    "planner-edge": PROJECT
+    | {
+        "typer",
+        "rich",
+        "sqlalchemy",
+        "requests",
+        "fastapi",
+        "pydantic",
+        "starlette",
+        "uvicorn",
+        "prometheus_client",
+        *PURE_NUMERIC,
+    },
 }
 
 

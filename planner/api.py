@@ -1,0 +1,458 @@
+"""The worker API (``crawlplan serve``): HTTP/JSON over the store, so remote workers need no
+database credentials.
+
+Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v1`` need
+``Authorization: Bearer <token>`` with one of the configured tokens:
+
+==========================================  ===============================================
+``POST /v1/leases``                         lease a batch of hosts with their due URLs
+``POST /v1/leases/{id}/renew``              extend a live lease
+``POST /v1/leases/{id}/report``             record fetch results (idempotent per page)
+``POST /v1/leases/{id}/finish``             report and hand the host back
+``POST /v1/leases/{id}/release``            hand the host back unreported
+``POST /v1/pages``                          add discovered URLs
+``GET  /v1/work``                           whether anything is due or leased
+``GET  /v1/plan``                           the current plan and its quotas
+``GET  /health``                            liveness and the store's reachability (no token)
+``GET  /metrics``                           Prometheus text format (no token)
+==========================================  ===============================================
+
+**Hostile clients.** Bodies are validated field by field (types, ranges, lengths, no
+unknown keys) and refused with 422 naming the field; batches are capped (URLs per lease,
+results per report, URLs per page add); a body over ``max_body_bytes`` is refused with 413
+before it is read in full; a token is compared in constant time; a lease can be reported
+only by the worker that holds it (409 otherwise). The server (uvicorn) caps concurrent
+connections and idle keep-alive, so a slow or flooding client cannot hold every worker.
+
+Service edge: wires the store to HTTP; no planning logic here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from sqlalchemy import exc as sa_exc
+
+from crawler.urls import InvalidURLError, normalize_url, origin_of
+from estimators.opic import crawl_cash_split
+from planner.pipeline import release_period
+from store import (
+    Database,
+    FetchResult,
+    HostUpdate,
+    LeasePolicy,
+    LeaseQueue,
+    add_pages,
+    latest_plan,
+    work_remaining,
+)
+from store.errors import InvalidReportError, LeaseNotFoundError
+from store.leases import lease_worker
+from store.plans import plan_detail
+
+__all__ = ["API_VERSION", "ApiSettings", "create_app"]
+
+API_VERSION = "1.0"
+
+log = logging.getLogger(__name__)
+
+#: Reads ``Authorization: Bearer <token>``; the check against the tokens is ours.
+_BEARER = HTTPBearer(auto_error=False)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Tokens accepted, the lease policy, batch caps, the body cap (bytes), OPIC damping."""
+
+    tokens: tuple[str, ...]
+    policy: LeasePolicy = dataclasses.field(default_factory=LeasePolicy)
+    max_results: int = 1_000
+    max_new_urls: int = 10_000
+    max_body_bytes: int = 8 * 1024 * 1024
+    opic_damping: float = 0.85
+    #: Seconds between checks for a new plan period to release (None: never, e.g. when a
+    #: ``crawlplan crawl`` on the same store releases them).
+    release_every: float | None = 5.0
+    min_delay_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.tokens or any(len(t) < 16 for t in self.tokens):
+            raise ValueError("the worker API needs tokens of at least 16 characters")
+
+
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\w.:@-]+$")]
+Url = Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LeaseRequest(_Strict):
+    """Ask for work: the worker's name and the most URLs it wants."""
+
+    worker: Name
+    max_urls: int | None = Field(default=None, ge=1, le=10_000)
+
+
+class FetchResultIn(_Strict):
+    """One fetched page, as :class:`store.FetchResult`."""
+
+    page_id: int = Field(ge=1)
+    fetched_at: AwareDatetime
+    status: Literal["ok", "gone", "redirect", "blocked", "error"]
+    http_status: int | None = Field(default=None, ge=100, le=599)
+    changed: bool | None = None
+    last_modified: AwareDatetime | None = None
+    etag: str | None = Field(default=None, max_length=512)
+    signature: str | None = Field(default=None, max_length=64)
+    bytes: int | None = Field(default=None, ge=0)
+    duration: float | None = Field(default=None, ge=0, le=86_400)
+    error: str | None = Field(default=None, max_length=2_000)
+    next_due_at: AwareDatetime | None = None
+    outlinks: list[Url] = Field(default_factory=list, max_length=5_000)
+
+
+class HostUpdateIn(_Strict):
+    """Politeness and robots state handed back with a host, as :class:`store.HostUpdate`."""
+
+    next_fetch_at: AwareDatetime | None = None
+    backoff_until: AwareDatetime | None = None
+    consecutive_errors: int | None = Field(default=None, ge=0)
+    crawl_delay: float | None = Field(default=None, ge=0)
+    robots_txt: str | None = Field(default=None, max_length=512 * 1024)
+    robots_status: int | None = Field(default=None, ge=0, le=999)
+    robots_fetched_at: AwareDatetime | None = None
+    robots_expires_at: AwareDatetime | None = None
+
+
+class ReportRequest(_Strict):
+    """Results of a lease's pages."""
+
+    worker: Name
+    results: list[FetchResultIn] = Field(default_factory=list)
+
+
+class FinishRequest(ReportRequest):
+    """Results and the host's state: the end of a lease."""
+
+    host: HostUpdateIn | None = None
+
+
+class ReleaseRequest(_Strict):
+    """Hand a host back without results."""
+
+    worker: Name
+    host: HostUpdateIn | None = None
+
+
+class PagesRequest(_Strict):
+    """URLs discovered by a worker."""
+
+    urls: list[Url]
+
+
+class _Metrics:
+    """Prometheus metrics of one app (its own registry, so tests can build many apps)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "crawlplan_api_requests", "API requests", ["endpoint", "code"], registry=r
+        )
+        self.seconds = Histogram(
+            "crawlplan_api_request_seconds", "API request time", ["endpoint"], registry=r
+        )
+        self.leases = Counter("crawlplan_leases", "hosts leased", registry=r)
+        self.urls = Counter("crawlplan_leased_urls", "URLs leased", registry=r)
+        self.results = Counter(
+            "crawlplan_results", "fetch results recorded", ["outcome"], registry=r
+        )
+        self.discovered = Counter("crawlplan_discovered_urls", "new URLs added", registry=r)
+        self.plan = Gauge("crawlplan_plan_version", "current plan version (0: none)", registry=r)
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse a request body over ``limit`` bytes with 413, counting the
+    bytes as they arrive (a client may lie in Content-Length or send none)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(send, self.limit)
+            return
+        seen = 0
+        started = False
+
+        async def counting() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _BodyTooLargeError
+            return message
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting, tracking)
+        except _BodyTooLargeError:
+            if not started:
+                await _too_large(send, self.limit)
+
+
+class _BodyTooLargeError(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = f'{{"detail": "request body over {limit} bytes"}}'.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _result(item: FetchResultIn) -> FetchResult:
+    return FetchResult(**{**item.model_dump(), "outlinks": tuple(item.outlinks)})
+
+
+def _host(item: HostUpdateIn | None) -> HostUpdate | None:
+    return None if item is None else HostUpdate(**item.model_dump())
+
+
+def create_app(db: Database, settings: ApiSettings) -> FastAPI:
+    """The worker API over ``db``; while it runs, a thread releases each new plan period's
+    work (:func:`planner.pipeline.release_period`), as ``crawlplan crawl`` does in process."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        every = settings.release_every
+
+        def releaser() -> None:
+            while every is not None and not stop.is_set():
+                try:
+                    release_period(db, min_delay_seconds=settings.min_delay_seconds)
+                except sa_exc.SQLAlchemyError as error:  # the store is down: try again later
+                    log.warning("period release failed: %s", error)
+                stop.wait(every)
+
+        thread = threading.Thread(target=releaser, name="period-releaser", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+    app = FastAPI(
+        title="crawlplan worker API",
+        version=API_VERSION,
+        description="Lease URLs, report what was fetched, read the plan.",
+        lifespan=lifespan,
+    )
+    metrics = _Metrics()
+    local = threading.local()
+    damping = settings.opic_damping
+
+    def cash_split(cash: list[float], degree: list[int]) -> list[float]:
+        return crawl_cash_split(cash, degree, damping)
+
+    def queue() -> LeaseQueue:
+        if not hasattr(local, "queue"):
+            local.queue = LeaseQueue(db, settings.policy)
+        q: LeaseQueue = local.queue
+        return q
+
+    def authorized(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    ) -> None:
+        given = credentials.credentials.encode() if credentials else b""
+        if not any(secrets.compare_digest(given, t.encode()) for t in settings.tokens):
+            raise HTTPException(
+                401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    def owned(lease_id: int, worker: str) -> None:
+        try:
+            holder = lease_worker(db, lease_id)
+        except LeaseNotFoundError:
+            raise HTTPException(404, f"lease {lease_id} does not exist") from None
+        if holder != worker:
+            raise HTTPException(409, f"lease {lease_id} belongs to another worker")
+
+    @app.middleware("http")
+    async def measure(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        route = request.scope.get("route")
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except sa_exc.OperationalError:
+            response = Response(
+                '{"detail": "the store is unavailable"}', 503, media_type="application/json"
+            )
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")
+        metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        metrics.seconds.labels(endpoint).observe(time.perf_counter() - started)
+        return response
+
+    auth = [Depends(authorized)]
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        """Liveness; 503 when the store cannot be read."""
+        try:
+            plan = latest_plan(db)
+        except sa_exc.SQLAlchemyError as error:
+            raise HTTPException(503, f"store unavailable: {type(error).__name__}") from None
+        return {"status": "ok", "plan": plan.version if plan else None, "api": API_VERSION}
+
+    @app.get("/metrics", response_class=Response)
+    def prometheus() -> Response:
+        """Prometheus text format."""
+        plan = latest_plan(db)
+        metrics.plan.set(plan.version if plan else 0)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/leases", dependencies=auth)
+    def lease(body: LeaseRequest) -> dict[str, Any]:
+        """Lease hosts with their due URLs (at most ``max_urls``, and the server's cap)."""
+        leases = queue().lease(body.worker, max_urls=body.max_urls)
+        metrics.leases.inc(len(leases))
+        metrics.urls.inc(sum(len(x.pages) for x in leases))
+        return {
+            "leases": [dataclasses.asdict(x) for x in leases],
+            "lease_seconds": settings.policy.lease_seconds,
+        }
+
+    @app.post("/v1/leases/{lease_id}/renew", dependencies=auth)
+    def renew(lease_id: int, body: ReleaseRequest) -> dict[str, datetime | None]:
+        """Extend a live lease; ``expires_at`` null when it had expired or was released."""
+        owned(lease_id, body.worker)
+        return {"expires_at": queue().renew(lease_id)}
+
+    def _outcome(recorded: int, duplicates: int, late: int) -> None:
+        metrics.results.labels("recorded").inc(recorded)
+        metrics.results.labels("duplicate").inc(duplicates)
+        metrics.results.labels("late").inc(late)
+
+    def _checked(results: list[FetchResultIn]) -> list[FetchResult]:
+        if len(results) > settings.max_results:
+            raise HTTPException(
+                422, f"at most {settings.max_results} results per request, got {len(results)}"
+            )
+        return [_result(r) for r in results]
+
+    @app.post("/v1/leases/{lease_id}/report", dependencies=auth)
+    def report(lease_id: int, body: ReportRequest) -> dict[str, int]:
+        """Record results; reporting the same page of a lease again changes nothing."""
+        results = _checked(body.results)
+        owned(lease_id, body.worker)
+        try:
+            out = queue().report(lease_id, results, cash_split=cash_split)
+        except InvalidReportError as error:
+            raise HTTPException(422, str(error)) from None
+        _outcome(out.recorded, out.duplicates, out.late)
+        return dataclasses.asdict(out)
+
+    @app.post("/v1/leases/{lease_id}/finish", dependencies=auth)
+    def finish(lease_id: int, body: FinishRequest) -> dict[str, int]:
+        """Record results and hand the host back; unreported pages return to the pool."""
+        results = _checked(body.results)
+        owned(lease_id, body.worker)
+        try:
+            out, returned = queue().finish(
+                lease_id, results, _host(body.host), cash_split=cash_split
+            )
+        except InvalidReportError as error:
+            raise HTTPException(422, str(error)) from None
+        _outcome(out.recorded, out.duplicates, out.late)
+        return {**dataclasses.asdict(out), "returned": returned}
+
+    @app.post("/v1/leases/{lease_id}/release", dependencies=auth)
+    def release(lease_id: int, body: ReleaseRequest) -> dict[str, int]:
+        """Hand a host back without results."""
+        owned(lease_id, body.worker)
+        return {"returned": queue().release(lease_id, _host(body.host))}
+
+    @app.post("/v1/pages", dependencies=auth)
+    def pages(body: PagesRequest) -> dict[str, int]:
+        """Add discovered URLs (normalized again here; bad ones are counted, not added)."""
+        if len(body.urls) > settings.max_new_urls:
+            raise HTTPException(
+                422, f"at most {settings.max_new_urls} URLs per request, got {len(body.urls)}"
+            )
+        good: list[tuple[str, str]] = []
+        for url in body.urls:
+            try:
+                normalized = normalize_url(url)
+                good.append((normalized, origin_of(normalized)))
+            except InvalidURLError:
+                continue
+        done = add_pages(db, good)
+        metrics.discovered.inc(done.added)
+        return {"added": done.added, "known": done.known, "rejected": len(body.urls) - len(good)}
+
+    @app.get("/v1/work", dependencies=auth)
+    def work() -> dict[str, Any]:
+        """Whether any page is due now or leased (a worker pool run ``--until-idle`` stops
+        when not), and the lease length in seconds."""
+        return {"remaining": work_remaining(db), "lease_seconds": settings.policy.lease_seconds}
+
+    @app.get("/v1/plan", dependencies=auth)
+    def plan() -> dict[str, Any]:
+        """The current plan: its summary and per period the quotas by bucket."""
+        current = latest_plan(db)
+        if current is None:
+            raise HTTPException(404, "no plan has been published yet")
+        detail = plan_detail(db, current.version)
+        periods: dict[int, dict[str, Any]] = {}
+        for (period, bucket), pages_ in sorted(detail.quotas.items()):
+            entry = periods.setdefault(period, {"period": period, "quotas": {}})
+            entry["quotas"][str(bucket)] = pages_
+        for period, new_pages in detail.new_pages.items():
+            periods.setdefault(period, {"period": period, "quotas": {}})["new_pages"] = new_pages
+        return {**dataclasses.asdict(current), "periods": [periods[k] for k in sorted(periods)]}
+
+    app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
+    return app
