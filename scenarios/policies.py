@@ -184,7 +184,7 @@ class RateKnowledge:
             reliable = evidence.intervals > 0
         else:
             reliable = assess_last_modified(
-                page, at, changed, lm, n_pages=log.n_pages, host=log.host[page]
+                page, at, changed, lm, n_pages=log.n_pages, host=log.host
             ).reliable
         return np.asarray(estimator.fit(intervals, evidence, reliable).rate_, dtype=float)
 

@@ -183,3 +183,13 @@ def test_dead_pages_waste_crawls_and_are_dropped() -> None:
     # round robin finds each dead page once, then never again
     dead = np.count_nonzero(world.dies < 20)
     assert result.metrics["wasted"].sum() <= dead
+
+
+def test_oracle_optima_of_a_uniform_web_are_the_periodic_closed_forms() -> None:
+    from scenarios.runner import freshness_bound, obsolescence_bound
+
+    lam = np.full(1_000, 0.1)
+    assert freshness_bound(lam, 100) == pytest.approx(-math.expm1(-1.0))
+    assert obsolescence_bound(lam, 100) == pytest.approx(0.5)
+    # with a crawl per page per period available, every page is crawled every period
+    assert freshness_bound(lam, 1_000) == pytest.approx(-math.expm1(-0.1) / 0.1)
