@@ -1,0 +1,177 @@
+"""Remote worker pools crawling the synthetic web through one worker API server, on SQLite
+and PostgreSQL: every page fetched once, politeness held per host, and nothing lost or
+duplicated when the API server is restarted or a worker pool is killed mid-run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+
+from sqlalchemy import func, select
+
+from crawler.fetch import FetchLimits
+from crawler.politeness import PolitenessPolicy
+from crawler.remote import RemoteWorkQueue
+from crawler.urls import normalize_url, origin_of
+from crawler.worker import CrawlSettings, CrawlStats, run_workers
+from planner.api import ApiSettings
+from scenarios.synthetic_web import SyntheticWeb, WebConfig
+from scenarios.web_server import WebServer
+from store import Database, LeasePolicy, add_pages
+from store.models import LEASES, OBSERVATIONS, PAGES
+from tests.api_server import TOKEN, ApiServer
+
+MIN_DELAY = 0.1
+TOLERANCE = 0.005
+
+
+def _web() -> SyntheticWeb:
+    return SyntheticWeb(
+        WebConfig(
+            hosts=4, pages_per_host=10, sections_per_host=2, rate_low=0.01, rate_high=0.02, seed=5
+        )
+    )
+
+
+def _settings() -> CrawlSettings:
+    return CrawlSettings(
+        politeness=PolitenessPolicy(min_delay=MIN_DELAY, max_delay=2.0, duration_factor=1.0),
+        limits=FetchLimits(allow_private=True, max_bytes=1_000_000),
+        max_urls=20,
+        idle_sleep=0.05,
+        error_retry=timedelta(seconds=0.5),
+    )
+
+
+def _api_settings(lease_seconds: float = 30.0) -> ApiSettings:
+    return ApiSettings(
+        tokens=(TOKEN,),
+        policy=LeasePolicy(
+            lease_seconds=lease_seconds, max_urls=20, max_urls_per_host=10, max_hosts=2
+        ),
+        release_every=None,
+    )
+
+
+def _pool(api: ApiServer, name: str, stats: CrawlStats, seconds: float = 60.0) -> threading.Thread:
+    thread = threading.Thread(
+        target=run_workers,
+        args=(lambda: RemoteWorkQueue(api.url, TOKEN), _settings()),
+        kwargs={
+            "workers": 2,
+            "until_idle": True,
+            "seconds": seconds,
+            "stats": stats,
+            "name_prefix": name,
+        },
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def _leases(db: Database, worker: str) -> int:
+    with db.read() as conn:
+        return int(
+            conn.execute(select(func.count()).where(LEASES.c.worker.like(worker))).scalar_one()
+        )
+
+
+def _seed(db: Database, server: WebServer) -> None:
+    seeds = [normalize_url(origin + "/s0/p0.html") for origin in server.origins]
+    add_pages(db, [(u, origin_of(u)) for u in seeds])
+
+
+def _check(db: Database, web: SyntheticWeb, server: WebServer) -> Counter[str]:
+    """Every page fetched; the store's observations are exactly the server's page GETs;
+    no host got two requests closer than the minimum delay. Returns fetches per worker."""
+    with db.read() as conn:
+        rows = conn.execute(  # fetches that reached the server (not robots-blocked ones)
+            select(PAGES.c.url, OBSERVATIONS.c.worker)
+            .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
+            .where(OBSERVATIONS.c.http_status.is_not(None))
+        ).all()
+    recorded = Counter(url for url, _ in rows)
+    served = Counter(server.origins[r.host] + r.path for r in server.log if r.path != "/robots.txt")
+    for page in range(web.n_pages):
+        assert server.url(page) in recorded, f"{server.url(page)} never fetched"
+    assert recorded == served  # nothing lost, nothing recorded twice
+    for host in range(web.config.hosts):
+        for before, after in itertools.pairwise(server.requests_to(host)):
+            assert after.t - before.t >= MIN_DELAY - TOLERANCE, (host, before, after)
+    return Counter(worker.rsplit("-", 1)[0] for _, worker in rows)
+
+
+def test_two_remote_pools_share_the_crawl(db: Database) -> None:
+    web = _web()
+    with WebServer(web, seed=1) as server, ApiServer(db, _api_settings()) as api:
+        _seed(db, server)
+        stats_a, stats_b = CrawlStats(), CrawlStats()
+        pools = [_pool(api, "alpha", stats_a), _pool(api, "beta", stats_b)]
+        for pool in pools:
+            pool.join(timeout=90)
+    by_pool = _check(db, web, server)
+    assert set(by_pool) == {"alpha", "beta"}  # both pools did work
+    assert stats_a.fetched + stats_b.fetched == sum(by_pool.values())
+
+
+def test_an_api_server_restart_loses_nothing(db: Database) -> None:
+    web = _web()
+    with WebServer(web, seed=2) as server:
+        api = ApiServer(db, _api_settings()).start()
+        _seed(db, server)
+        stats = CrawlStats()
+        pool = _pool(api, "gamma", stats)
+        time.sleep(1.0)
+        api.stop()  # the server goes away mid-crawl ...
+        time.sleep(1.5)
+        api.start()  # ... and comes back on the same port
+        pool.join(timeout=90)
+        api.stop()
+    assert stats.fetched > 0
+    _check(db, web, server)
+
+
+def test_a_killed_worker_pool_loses_nothing(db: Database, backend_url: str) -> None:
+    web = _web()
+    with WebServer(web, seed=3) as server, ApiServer(db, _api_settings(lease_seconds=2.0)) as api:
+        _seed(db, server)
+        env = {**os.environ, "CRAWLPLAN_API_TOKENS": TOKEN, "CRAWLPLAN_MIN_DELAY": str(MIN_DELAY)}
+        doomed = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "planner",
+                "worker",
+                "--api",
+                api.url,
+                "--allow-private",
+                "--workers",
+                "2",
+                "--name",
+                "doomed",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while _leases(db, "doomed-%") == 0:  # wait until it holds work, then kill it
+            assert doomed.poll() is None, "the worker pool exited early"
+            assert time.monotonic() < deadline, "the worker pool never leased"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        doomed.send_signal(signal.SIGKILL)  # no goodbye: its leases must expire
+        doomed.wait(timeout=10)
+        stats = CrawlStats()
+        _pool(api, "survivor", stats).join(timeout=90)
+    by_pool = _check(db, web, server)
+    assert by_pool["survivor"] > 0
+    assert _leases(db, "survivor-%") > 0
