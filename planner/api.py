@@ -11,6 +11,7 @@ Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v
 ``POST /v1/leases/{id}/finish``             report and hand the host back
 ``POST /v1/leases/{id}/release``            hand the host back unreported
 ``POST /v1/pages``                          add discovered URLs
+``POST /v1/urgent``                         crawl URLs ahead of the plan (immediate lane)
 ``GET  /v1/work``                           whether anything is due or leased
 ``GET  /v1/plan``                           the current plan and its quotas
 ``GET  /health``                            liveness and the store's reachability (no token)
@@ -63,6 +64,7 @@ from store import (
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.leases import lease_worker
 from store.plans import plan_detail
+from store.urgent import request_urgent
 
 __all__ = ["API_VERSION", "ApiSettings", "create_app"]
 
@@ -190,6 +192,7 @@ class _Metrics:
             "crawlplan_results", "fetch results recorded", ["outcome"], registry=r
         )
         self.discovered = Counter("crawlplan_discovered_urls", "new URLs added", registry=r)
+        self.urgent = Counter("crawlplan_urgent_urls", "URLs put ahead of the plan", registry=r)
         self.plan = Gauge("crawlplan_plan_version", "current plan version (0: none)", registry=r)
 
 
@@ -247,6 +250,19 @@ async def _too_large(send: Send, limit: int) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _normalized(urls: list[str]) -> list[tuple[str, str]]:
+    """(normalized URL, origin) of each crawlable URL; the others are dropped (counted by the
+    caller as rejected)."""
+    good: list[tuple[str, str]] = []
+    for url in urls:
+        try:
+            normalized = normalize_url(url)
+        except InvalidURLError:
+            continue
+        good.append((normalized, origin_of(normalized)))
+    return good
 
 
 def _result(item: FetchResultIn) -> FetchResult:
@@ -422,16 +438,22 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
             raise HTTPException(
                 422, f"at most {settings.max_new_urls} URLs per request, got {len(body.urls)}"
             )
-        good: list[tuple[str, str]] = []
-        for url in body.urls:
-            try:
-                normalized = normalize_url(url)
-                good.append((normalized, origin_of(normalized)))
-            except InvalidURLError:
-                continue
+        good = _normalized(body.urls)
         done = add_pages(db, good)
         metrics.discovered.inc(done.added)
         return {"added": done.added, "known": done.known, "rejected": len(body.urls) - len(good)}
+
+    @app.post("/v1/urgent", dependencies=auth)
+    def urgent(body: PagesRequest) -> dict[str, int]:
+        """Crawl these URLs ahead of the plan (still politely; charged to the next period)."""
+        if len(body.urls) > settings.max_new_urls:
+            raise HTTPException(
+                422, f"at most {settings.max_new_urls} URLs per request, got {len(body.urls)}"
+            )
+        good = _normalized(body.urls)
+        done = request_urgent(db, good, source="api")
+        metrics.urgent.inc(done.queued + done.leased)
+        return {**dataclasses.asdict(done), "rejected": len(body.urls) - len(good)}
 
     @app.get("/v1/work", dependencies=auth)
     def work() -> dict[str, Any]:

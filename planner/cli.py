@@ -60,6 +60,7 @@ from store import (
 )
 from store.database import Database
 from store.types import utcnow
+from store.urgent import request_urgent
 
 __all__ = ["app", "main"]
 
@@ -153,6 +154,14 @@ def seed(
             show_default=False,
         ),
     ] = None,
+    now: Annotated[
+        bool,
+        typer.Option(
+            "--now",
+            help="Crawl these URLs ahead of the plan (the immediate-crawl lane), still "
+            "politely; they count against the next period's capacity.",
+        ),
+    ] = False,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -200,11 +209,20 @@ def seed(
                     progress.update(task, completed=i)
                 yield pair
 
-        outcome = add_pages(database, counted(reader.pairs(lines)))
-    out.print(
-        f"seeded {outcome.added:,} new pages on {outcome.hosts_added:,} new hosts "
-        f"({outcome.known:,} already known)"
-    )
+        if now:
+            urgent = request_urgent(database, list(counted(reader.pairs(lines))), source="cli")
+        else:
+            outcome = add_pages(database, counted(reader.pairs(lines)))
+    if now:
+        out.print(
+            f"queued {urgent.queued:,} pages ahead of the plan ({urgent.added:,} new to the "
+            f"store; {urgent.leased:,} already leased, crawled soon)"
+        )
+    else:
+        out.print(
+            f"seeded {outcome.added:,} new pages on {outcome.hosts_added:,} new hosts "
+            f"({outcome.known:,} already known)"
+        )
     if reader.rejected_count:
         for r in reader.rejected:
             err.print(f"  rejected {r.where}: {r.reason}", markup=False)

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from estimators.buckets import BucketAggregates, bucket_aggregates, combine_aggregates
 from estimators.fetch_table import estimate_fetch_arrays
 from estimators.selection import ChangeRateEstimator
+from planner.quotas import charge_urgent
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
 from store import Database, latest_plan
 from store.estimates import (
@@ -51,6 +52,7 @@ from store.releases import (
     refresh_candidates,
     release_pages,
 )
+from store.urgent import urgent_requests_between
 
 __all__ = [
     "EstimateSummary",
@@ -207,7 +209,8 @@ class ReleaseSummary:
     has not finished). ``by_bucket`` maps each quota bucket to the pages
     chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
     given a due time; ``withdrawn`` the waiting pages the release read but did not choose
-    (their due time cleared); ``shortfalls`` names the quotas not met and why.
+    (their due time cleared); ``shortfalls`` names the quotas not met and why; ``urgent``
+    the urgent crawls of the previous period's span charged against this period's quotas.
     """
 
     status: str
@@ -220,6 +223,7 @@ class ReleaseSummary:
     new_pages: int = 0
     withdrawn: int = 0
     shortfalls: tuple[Shortfall, ...] = ()
+    urgent: int = 0
 
 
 def _limit(quota: int, factor: float) -> int:
@@ -311,6 +315,13 @@ def release_period(
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")
+    # Urgent crawls asked for during the previous period's span are charged to this one.
+    urgent = urgent_requests_between(
+        db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at
+    )
+    if urgent:
+        quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
+        work = replace(work, quotas=quotas, new_pages=new_pages)
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
@@ -372,4 +383,5 @@ def release_period(
         new_pages=selection.new_chosen,
         withdrawn=len(withdraw),
         shortfalls=selection.shortfalls,
+        urgent=urgent,
     )

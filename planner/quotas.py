@@ -12,11 +12,12 @@ C[t], taking pages back from the smallest remainders first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Quotas", "crawl_fractions", "integer_quotas", "largest_remainder"]
+__all__ = ["Quotas", "charge_urgent", "crawl_fractions", "integer_quotas", "largest_remainder"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,22 @@ def crawl_fractions(x: np.ndarray, b0: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     before = np.concatenate([np.asarray(b0, dtype=float)[:, None], b[:, :-1]], axis=1)
     return np.asarray(x, dtype=float) / before
+
+
+def charge_urgent(
+    quotas: Mapping[int, int], new_pages: int, urgent: int
+) -> tuple[dict[int, int], int]:
+    """A period's quotas less ``urgent`` crawls already spent on the immediate-crawl lane.
+
+    Every quota (each bucket's and the new pages') gives up crawls in proportion to its
+    size, rounded by the largest remainders, so the period's total falls by
+    ``min(urgent, total)`` exactly and the plan's mix is kept. Returns (quotas, new pages).
+    """
+    keys = sorted(quotas)
+    values = np.array([quotas[k] for k in keys] + [new_pages], dtype=float)
+    total = int(values.sum())
+    if urgent <= 0 or total == 0:
+        return dict(quotas), new_pages
+    left = max(total - int(urgent), 0)
+    rounded = largest_remainder(values * (left / total), left)
+    return {k: int(v) for k, v in zip(keys, rounded[:-1], strict=True)}, int(rounded[-1])

@@ -49,6 +49,8 @@ __all__ = [
     "PLANS",
     "PLAN_PERIODS",
     "QUOTAS",
+    "URGENT_REQUESTS",
+    "URGENT_SOURCES",
     "Base",
     "Host",
     "Lease",
@@ -60,6 +62,7 @@ __all__ = [
     "Plan",
     "PlanPeriod",
     "Quota",
+    "UrgentRequest",
 ]
 
 #: Integer primary keys: BIGINT on PostgreSQL, the rowid alias INTEGER on SQLite.
@@ -370,6 +373,33 @@ class NightlyRun(Base):
     )
 
 
+#: Where an urgent crawl request came from: ``cli`` (crawlplan seed --now), ``api`` (the
+#: worker API), ``notification`` (a site said the page changed).
+URGENT_SOURCES = ("cli", "api", "notification")
+
+
+class UrgentRequest(Base):
+    """A page put ahead of the plan (WebFountain's immediate-crawl queue).
+
+    The page's ``next_due_at`` is set to :data:`store.urgent.URGENT_DUE`, before any planned
+    due time, so that its host's next lease takes it first (politeness still applies). The
+    requests are charged to the plan: those made during a period reduce the next period's
+    release by as many crawls.
+    """
+
+    __tablename__ = "urgent_requests"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    page_id: Mapped[int] = mapped_column(BigId, ForeignKey("pages.id"))
+    requested_at: Mapped[datetime]
+    source: Mapped[str] = mapped_column(String(16))
+
+    __table_args__ = (
+        CheckConstraint(_in("source", URGENT_SOURCES), name="ck_urgent_requests_source"),
+        Index("ix_urgent_requests_time", "requested_at"),
+    )
+
+
 #: The tables as Core ``Table`` objects, for bulk statements (typed for mypy).
 HOSTS = cast(Table, Host.__table__)
 PAGES = cast(Table, Page.__table__)
@@ -381,3 +411,4 @@ QUOTAS = cast(Table, Quota.__table__)
 PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)
 PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)
 NIGHTLY_RUNS = cast(Table, NightlyRun.__table__)
+URGENT_REQUESTS = cast(Table, UrgentRequest.__table__)

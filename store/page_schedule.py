@@ -35,6 +35,7 @@ from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
 from store.pages import insert_ignoring_conflicts
 from store.releases import REFRESH_STATUSES
 from store.types import UTCDateTime, epoch_seconds, seconds_micros, utcnow
+from store.urgent import URGENT_DUE
 
 __all__ = [
     "HORIZON_DAYS",
@@ -135,6 +136,7 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
         update(p)
         .where(
             p.c.next_due_at.is_not(None),
+            p.c.next_due_at > URGENT_DUE,  # urgent pages stay ahead of the plan
             p.c.status.in_(("new", *REFRESH_STATUSES)),
             (p.c.leased_until.is_(None)) | (p.c.leased_until < _NOW),
             ~released,

@@ -237,6 +237,9 @@ def host_delays(db: Database, host_ids: Sequence[int]) -> dict[int, float | None
     return found
 
 
+#: Urgent pages (``store.urgent.URGENT_DUE``, the epoch) keep their due time: a release
+#: neither moves nor withdraws them.
+_URGENT = "1970-01-01 00:00:00.000000"
 _PG_RELEASE = text(
     """
     UPDATE pages SET next_due_at = to_timestamp(t.s)
@@ -244,6 +247,7 @@ _PG_RELEASE = text(
          AS t(i, s, f)
     WHERE pages.id = t.i AND pages.fetches = t.f
       AND (pages.leased_until IS NULL OR pages.leased_until < :now)
+      AND (pages.next_due_at IS NULL OR pages.next_due_at > to_timestamp(0))
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 _PG_WITHDRAW = text(
@@ -251,6 +255,7 @@ _PG_WITHDRAW = text(
     UPDATE pages SET next_due_at = NULL
     WHERE id = ANY(CAST(:ids AS bigint[]))
       AND (leased_until IS NULL OR leased_until < :now)
+      AND next_due_at > to_timestamp(0)
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 # The due time is formatted by SQLite from whole seconds and microseconds, as UTCDateTime
@@ -258,11 +263,13 @@ _PG_WITHDRAW = text(
 _SQLITE_RELEASE = (
     "UPDATE pages SET next_due_at = strftime('%Y-%m-%d %H:%M:%S', ?, 'unixepoch') "
     "|| printf('.%06d', ?) WHERE id = ? AND fetches = ? "
-    "AND (leased_until IS NULL OR leased_until < ?)"
+    "AND (leased_until IS NULL OR leased_until < ?) "
+    f"AND (next_due_at IS NULL OR next_due_at > '{_URGENT}')"
 )
 _SQLITE_WITHDRAW = (
     "UPDATE pages SET next_due_at = NULL WHERE id = ? "
-    "AND (leased_until IS NULL OR leased_until < ?)"
+    "AND (leased_until IS NULL OR leased_until < ?) "
+    f"AND next_due_at > '{_URGENT}'"
 )
 
 

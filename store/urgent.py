@@ -1,0 +1,91 @@
+"""The immediate-crawl lane: pages put ahead of the plan, still crawled politely.
+
+WebFountain keeps a queue for immediate crawls beside the planned ones; Xyleme has priority
+levels. Here an urgent page gets ``next_due_at = URGENT_DUE`` (the epoch: before every planned
+due time), so the lease queue's usual index scan (per host, by due time) hands it out first
+on its host's next polite lease; nothing else in leasing changes, so politeness and one
+worker per host hold as for any page. Each request is recorded in ``urgent_requests``; the
+period release charges the requests of the previous period against its quotas, so urgent
+work is counted against capacity.
+
+A page already leased keeps its lease (its fetch is imminent anyway); a request for it is
+recorded and charged all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, and_, func, or_, select, update
+
+from store.database import Database
+from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
+from store.pages import add_pages
+from store.types import utcnow
+
+__all__ = ["URGENT_DUE", "UrgentOutcome", "request_urgent", "urgent_requests_between"]
+
+#: The due time of an urgent page: before any real due time.
+URGENT_DUE = datetime(1970, 1, 1, tzinfo=UTC)
+
+_CHUNK = 5_000
+
+
+@dataclass(frozen=True)
+class UrgentOutcome:
+    """``added``: pages that were new to the store; ``queued``: pages put ahead of the plan
+    now; ``leased``: pages held by a live lease (recorded, left as they are)."""
+
+    added: int
+    queued: int
+    leased: int
+
+
+def request_urgent(
+    db: Database,
+    pages: Iterable[tuple[str, str]],
+    *,
+    source: str,
+    now: datetime | None = None,
+) -> UrgentOutcome:
+    """Put ``(normalized_url, origin)`` pages ahead of the plan (adding unknown ones)."""
+    if source not in URGENT_SOURCES:
+        raise ValueError(f"source must be one of {URGENT_SOURCES}, got {source!r}")
+    when = now or utcnow()
+    pairs = list(dict.fromkeys(pages))
+    added = add_pages(db, pairs, now=when, due=False).added
+    queued = leased = 0
+    urls = [url for url, _ in pairs]
+    for start in range(0, len(urls), _CHUNK):
+        chunk = urls[start : start + _CHUNK]
+
+        def work(conn: Connection, chunk: list[str] = chunk) -> tuple[int, int]:
+            p = PAGES.c
+            ids = conn.execute(select(p.id).where(p.url.in_(chunk))).scalars().all()
+            free = or_(p.leased_until.is_(None), p.leased_until < when)
+            moved = conn.execute(
+                update(PAGES).where(and_(p.id.in_(ids), free)).values(next_due_at=URGENT_DUE)
+            ).rowcount
+            if ids:
+                conn.execute(
+                    URGENT_REQUESTS.insert(),
+                    [{"page_id": i, "requested_at": when, "source": source} for i in ids],
+                )
+            return int(moved or 0), len(ids) - int(moved or 0)
+
+        q, held = db.run_write(work)
+        queued, leased = queued + q, leased + held
+    return UrgentOutcome(added, queued, leased)
+
+
+def urgent_requests_between(db: Database, start: datetime, end: datetime) -> int:
+    """Urgent requests made in ``[start, end)``."""
+    r = URGENT_REQUESTS.c
+    with db.read() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).where(r.requested_at >= start, r.requested_at < end)
+            ).scalar_one()
+        )
