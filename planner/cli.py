@@ -31,12 +31,13 @@ from rich.text import Text
 from crawler.remote import RemoteQueueError, RemoteWorkQueue
 from crawler.seeds import RejectedURL, SeedReader
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
+from estimators.buckets import BucketScale
 from estimators.fetch_table import estimate_fetch_table
 from planner.cli_support import err, fail, out, user_errors
 from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
-from planner.errors import InputFileError
+from planner.errors import ConfigError, InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
 from planner.importance_command import importance
 from planner.nightly import NightlyReport, NightlySettings, run_nightly
@@ -416,6 +417,10 @@ def crawl(
 
 def _nightly_settings(settings: Settings) -> NightlySettings:
     v = settings.values
+    try:
+        scale = BucketScale(float(v["estimate.min_rate"]), float(v["estimate.max_rate"]))
+    except ValueError as error:
+        raise ConfigError(f"estimate.min_rate and estimate.max_rate: {error}") from None
     return NightlySettings(
         period_days=float(v["plan.period_days"]),
         periods=int(v["plan.periods"]),
@@ -423,6 +428,7 @@ def _nightly_settings(settings: Settings) -> NightlySettings:
         capacity=float(v["plan.capacity"]),
         window_days=float(v["plan.window_days"]),
         objective=str(v["plan.objective"]),
+        scale=scale,
     )
 
 

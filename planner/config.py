@@ -29,6 +29,7 @@ from typing import Any
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
 from crawler.worker import CrawlSettings
+from estimators.defaults import MAX_RATE, MIN_RATE
 from planner.errors import ConfigError
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
@@ -173,6 +174,22 @@ SETTINGS: tuple[Setting, ...] = (
         64,
         "concurrent connections `serve` accepts; more get 503",
         minimum=1,
+    ),
+    Setting(
+        "estimate.min_rate",
+        "CRAWLPLAN_MIN_RATE",
+        float,
+        MIN_RATE,
+        "lowest change rate of the 255 buckets, changes per day",
+        minimum=1e-12,
+    ),
+    Setting(
+        "estimate.max_rate",
+        "CRAWLPLAN_MAX_RATE",
+        float,
+        MAX_RATE,
+        "highest change rate of the 255 buckets, changes per day",
+        minimum=1e-12,
     ),
     Setting(
         "plan.period_days",

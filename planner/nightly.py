@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from estimators.buckets import BucketScale
 from estimators.discovery import discovery_rates
 from planner.crawl_instance import InstanceError
 from planner.errors import ConfigError
@@ -79,6 +80,8 @@ class NightlySettings:
     window_days: float = 7.0
     objective: str = "obsolescence"
     stale_after: timedelta = timedelta(minutes=30)
+    #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
+    scale: BucketScale | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in (1, 2, 3):
@@ -315,7 +318,7 @@ def _run(
         capacity = _capacity(settings, measured.fetches, measured.window_seconds)
     if not dry_run:
         with stages.stage("estimate"):
-            estimate_from_store(db)
+            estimate_from_store(db, scale=settings.scale)
     with stages.stage("aggregate"):
         aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
         try:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from estimators.buckets import BucketAggregates, bucket_aggregates, combine_aggregates
+from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.fetch_table import estimate_fetch_arrays
 from estimators.selection import ChangeRateEstimator
 from planner.quotas import charge_urgent
@@ -120,8 +120,10 @@ def estimate_from_store(
     *,
     chunk_pages: int = 50_000,
     progress: Callable[[int], None] | None = None,
+    scale: BucketScale | None = None,
 ) -> EstimateSummary:
-    """Re-estimate every fetched page from its observations and store rates and buckets."""
+    """Re-estimate every fetched page from its observations and store rates and buckets
+    (``scale``: the 255 buckets' rate range, changes per day; the defaults otherwise)."""
     prior = None
     pages = fetches = 0
     by_estimator: dict[str, int] = {}
@@ -138,6 +140,7 @@ def estimate_from_store(
             host_id.astype(np.int64),
             now=now_days,
             estimator=estimator,
+            scale=scale,
         )
         if prior is None:
             prior = result.fitted.prior_
