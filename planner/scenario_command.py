@@ -134,7 +134,8 @@ def _cycle_quotas(instance: CrawlInstance, strategy: int) -> tuple[np.ndarray, i
     line = (
         f"{solution.status.name}, objective {solution.objective:,.1f}, obsolete pages at the "
         f"cycle's end {float(solution.trajectory.y[:, -1].sum()):,.0f}, new pages left "
-        f"{float(solution.trajectory.n[-1]):,.0f}"
+        f"{max(float(solution.trajectory.n[-1]), 0.0):,.0f} (objectives of different "
+        "strategies are not comparable; obsolete pages are)"
     )
     return quotas.old.sum(axis=1), int(quotas.new.sum()), line
 

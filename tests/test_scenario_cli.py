@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,17 @@ from typer.testing import CliRunner
 
 from planner.scenario_command import scenario_app, whatif_instance
 from scenarios.scenario_files import ScenarioError, parse_scenario, shipped_scenarios
+from store import (
+    PlanDraft,
+    PlanPeriodDraft,
+    add_pages,
+    open_database,
+    publish_plan,
+    upgrade_schema,
+)
+from store.estimates import write_estimates
+from store.models import PAGES
+from store.plans import latest_plan
 
 SMALL = """\
 name = "small"
@@ -175,3 +187,75 @@ def test_whatif_instance_from_bucket_aggregates() -> None:
         whatif_instance(
             np.array([5, 0]), np.array([np.nan, np.nan]), np.zeros(2), 0, periods=2, capacity=1
         )
+
+
+def test_whatif_on_a_store_without_estimates_says_what_to_do(sqlite_url: str) -> None:
+    db = open_database(sqlite_url, create=True)
+    upgrade_schema(db)
+    add_pages(db, [("http://a.example/x", "seed"), ("http://b.example/y", "seed")])
+    result = CliRunner().invoke(
+        scenario_app,
+        ["whatif", "--capacity", "10"],
+        env={"CRAWLPLAN_DB_URL": sqlite_url},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 2
+    assert "no page has a change-rate bucket yet" in result.stderr
+
+
+def test_whatif_compares_with_the_published_plan_without_writing(sqlite_url: str) -> None:
+    db = open_database(sqlite_url, create=True)
+    upgrade_schema(db)
+    urls = [(f"http://h{k % 5}.example/p{k}", "seed") for k in range(60)]
+    add_pages(db, urls)
+    now = datetime.now(UTC)
+    ids = list(range(1, 51))
+    write_estimates(
+        db,
+        ids,
+        [0.05 if i % 2 else 0.8 for i in ids],
+        [None] * 50,
+        [None] * 50,
+        ["poisson_mle"] * 50,
+        [10 if i % 2 else 200 for i in ids],
+    )
+    db.run_write(
+        lambda conn: conn.execute(
+            PAGES.update().where(PAGES.c.id <= 50).values(last_fetch_at=now - timedelta(days=2))
+        )
+    )
+    start = now - timedelta(hours=1)
+    draft = PlanDraft(
+        starts_at=start,
+        period_days=1.0,
+        strategy="strategy-3",
+        periods=[
+            PlanPeriodDraft(
+                period=t,
+                starts_at=start + timedelta(days=t - 1),
+                ends_at=start + timedelta(days=t),
+                capacity=10.0,
+                new_pages=2,
+                quotas={10: 3, 200: 5},
+            )
+            for t in range(1, 4)
+        ],
+        inputs={},
+        solver={},
+    )
+    version = publish_plan(db, draft)
+    result = CliRunner().invoke(
+        scenario_app,
+        ["whatif", "--capacity", "20", "--strategy", "1", "--periods", "3"],
+        env={"CRAWLPLAN_DB_URL": sqlite_url},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "what-if (capacity 20/period, strategy 1, 3 periods" in result.stdout
+    assert f"published plan v{version}" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines()]
+    rows = [r for r in rows if r and r[0].isdigit()]
+    assert [int(r[0]) for r in rows] == [10, 200]
+    assert [int(r[2]) for r in rows] == [9, 15]  # the published crawls per cycle
+    latest = latest_plan(db)
+    assert latest is not None and latest.version == version  # nothing published
