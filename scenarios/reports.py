@@ -4,6 +4,7 @@ Files written (``NAME`` is the scenario's name)::
 
     NAME.md                  summary: settings, the key table, the gap to the oracle, plots
     NAME-metrics.csv         every metric, per variant, policy, seed and period
+    NAME-metrics.parquet     the same, typed (pyarrow)
     NAME-summary.csv         every metric averaged over measured periods and seeds
     NAME-crawls-by-rate.csv  crawls per cycle by true change rate
     NAME-freshness.png       freshness per period per policy (one panel per variant)
@@ -128,6 +129,7 @@ def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
     paths = {
         "md": out_dir / f"{name}.md",
         "metrics": out_dir / f"{name}-metrics.csv",
+        "parquet": out_dir / f"{name}-metrics.parquet",
         "summary": out_dir / f"{name}-summary.csv",
         "crawls": out_dir / f"{name}-crawls-by-rate.csv",
         "fresh": out_dir / f"{name}-freshness.png",
@@ -135,6 +137,7 @@ def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
         "by_rate": out_dir / f"{name}-crawls-by-rate.png",
     }
     run.metrics.to_csv(paths["metrics"], index=False)
+    run.metrics.to_parquet(paths["parquet"], index=False)
     run.summary.to_csv(paths["summary"], index=False)
     run.crawls_by_rate.to_csv(paths["crawls"], index=False)
     _plot_per_period(run, "freshness", paths["fresh"])
@@ -184,8 +187,9 @@ def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
         f"![obsolete pages]({paths['obsolete'].name})",
         f"![crawls per cycle]({paths['by_rate'].name})",
         "",
-        f"Every metric: `{paths['summary'].name}` (means), `{paths['metrics'].name}` (per "
-        f"period), `{paths['crawls'].name}` (crawls per cycle by change rate).",
+        f"Every metric: `{paths['summary'].name}` (means), `{paths['metrics'].name}` and "
+        f"`{paths['parquet'].name}` (per period), `{paths['crawls'].name}` (crawls per cycle "
+        "by change rate).",
         "",
     ]
     paths["md"].write_text("\n".join(lines), encoding="utf-8")

@@ -111,6 +111,8 @@ def test_run_writes_the_report(tmp_path: Path) -> None:
     assert (summary["crawls"] == summary["crawls"].round()).all()
     metrics = pd.read_csv(report / "small-metrics.csv")
     assert len(metrics) == 2 * 3 * (6 + 3)
+    typed = pd.read_parquet(report / "small-metrics.parquet")
+    assert typed["warmup"].dtype == bool and len(typed) == len(metrics)
     markdown = (report / "small.md").read_text()
     assert "| policy |" in markdown.replace("| variant | policy |", "| policy |")
     assert "freshness (true)" in out

@@ -193,3 +193,23 @@ def test_oracle_optima_of_a_uniform_web_are_the_periodic_closed_forms() -> None:
     assert obsolescence_bound(lam, 100) == pytest.approx(0.5)
     # with a crawl per page per period available, every page is crawled every period
     assert freshness_bound(lam, 1_000) == pytest.approx(-math.expm1(-0.1) / 0.1)
+
+
+def test_crawls_per_cycle_by_true_change_rate() -> None:
+    import pandas as pd
+
+    from scenarios.runner import crawls_by_rate
+    from scenarios.simulator import SimulationResult
+
+    result = SimulationResult(
+        policy="p",
+        metrics=pd.DataFrame(),
+        crawls=np.array([2, 4, 7, 0]),
+        rate=np.array([0.002, 0.003, 0.5, 0.5]),
+        lifetime=np.array([14, 14, 14, 0]),  # the last page never lived in the measured periods
+        seconds=0.0,
+    )
+    table = crawls_by_rate(result, cycle=7)
+    assert table["pages"].tolist() == [2, 1]
+    assert table["crawls_per_cycle"].tolist() == pytest.approx([1.5, 3.5])
+    assert table["rate_low"].iloc[0] < 0.002 < table["rate_high"].iloc[0]
