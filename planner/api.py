@@ -439,7 +439,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
                 422, f"at most {settings.max_new_urls} URLs per request, got {len(body.urls)}"
             )
         good = _normalized(body.urls)
-        done = add_pages(db, good)
+        done = add_pages(db, good, discovered=True)
         metrics.discovered.inc(done.added)
         return {"added": done.added, "known": done.known, "rejected": len(body.urls) - len(good)}
 

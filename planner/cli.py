@@ -663,26 +663,42 @@ def release(
 @user_errors
 def demo(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Where the demo database goes (recreated).")
+        Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
-    hosts: Annotated[int, typer.Option(min=1, max=200, help="Synthetic hosts.")] = 20,
-    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 25,
-    seconds: Annotated[float, typer.Option(min=1, help="How long to crawl.")] = 25.0,
-    revisit: Annotated[
-        float, typer.Option(min=0.5, help="Seconds until a fetched page is due again.")
-    ] = 4.0,
-    workers: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 8,
+    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 150,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 20,
+    period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 3.0,
+    periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 4,
+    cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 8,
+    capacity: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Crawls per period of each crawl (default: 60 % of the pages per cycle).",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Worker threads per crawl.")] = 6,
 ) -> None:
-    """The whole loop on the embedded default: a synthetic web on loopback, crawled for real.
+    """The whole service on the embedded default, scored against ground truth.
 
-    Starts the synthetic web (one port per host on 127.0.0.1, ground truth kept), seeds its
-    home pages into a fresh SQLite store, crawls it politely for --seconds, revisiting pages
-    every --revisit seconds, and scores politeness and change detection against the server's
-    own log and the web's ground truth.
+    Starts a synthetic web on loopback (one port per host, ground truth kept) and crawls it
+    twice side by side with the same budget: crawlplan (nightly plans, period releases) and a
+    uniform recrawl. Prints repository freshness per period and cycle for both, the plan's
+    quotas by bucket, politeness and change-detection checks; writes report.md,
+    freshness.csv and freshness.png to --dir.
     """
     run_demo(
-        DemoSettings(directory, hosts, pages, seconds, revisit, workers),
-        crawl=_crawl_with_progress,
+        DemoSettings(
+            directory,
+            hosts=hosts,
+            pages=pages,
+            period=period,
+            periods=periods,
+            cycles=cycles,
+            capacity=capacity,
+            workers=workers,
+        ),
         say=lambda line: out.print(line, markup=False),
     )
 

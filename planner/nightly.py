@@ -7,7 +7,8 @@ Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly
    (:mod:`store.measurements`, :mod:`estimators.discovery`). First, so that a store with no
    capacity to plan fails before the long stages.
 2. ``estimate``: every fetched page's change rate and bucket from its observations
-   (:func:`planner.pipeline.estimate_from_store`).
+   (:func:`planner.pipeline.estimate_from_store`); ``importance``: the OPIC virtual page's
+   cash spread and every page's importance stored (:func:`store.importance.spread_virtual_cash`).
 3. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
    the never-fetched pages n (:func:`planner.pipeline.aggregates_from_store`); the instance
    over the populated buckets (:func:`planner.plan_inputs.plan_inputs`).
@@ -43,6 +44,7 @@ from typing import Any
 
 from estimators.buckets import BucketScale
 from estimators.discovery import discovery_rates
+from estimators.opic import crawl_virtual_gift
 from planner.crawl_instance import InstanceError
 from planner.errors import ConfigError
 from planner.page_schedule import schedule_pages
@@ -58,6 +60,7 @@ from planner.plan_inputs import (
 from planner.plan_solver import PlanSolver
 from planner.refresh_objectives import OBJECTIVES
 from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
+from store.importance import spread_virtual_cash
 from store.measurements import measure_crawl
 from store.nightly_runs import finish_run, heartbeat, start_run
 from store.page_schedule import page_schedule_finished
@@ -319,6 +322,10 @@ def _run(
     if not dry_run:
         with stages.stage("estimate"):
             estimate_from_store(db, scale=settings.scale)
+        with stages.stage("importance"):
+            # OPIC: the virtual page's cash to every page, and every page's importance
+            # (H + C) / (G + 1) stored for the page schedule.
+            spread_virtual_cash(db, crawl_virtual_gift)
     with stages.stage("aggregate"):
         aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
         try:

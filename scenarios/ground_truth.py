@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from scenarios.synthetic_web import SyntheticWeb
 
-__all__ = ["ChangeDetection", "score_change_detection", "smallest_gaps"]
+__all__ = ["ChangeDetection", "repository_freshness", "score_change_detection", "smallest_gaps"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,19 @@ def smallest_gaps(times_by_host: Mapping[int, Sequence[float]]) -> dict[int, flo
         for host, times in times_by_host.items()
         if len(times) > 1
     }
+
+
+def repository_freshness(web: SyntheticWeb, fetched_at: Mapping[int, float], t: float) -> float:
+    """Share of the web's live pages whose stored copy is current at time ``t`` (seconds).
+
+    ``fetched_at[page]`` is when the repository's copy of a page was fetched (its latest
+    successful fetch); a page never fetched is not fresh. A copy is current when the page has
+    not changed since (Cho & Garcia-Molina's freshness, averaged over the repository).
+    """
+    alive = [p for p in range(web.n_pages) if web.alive(p, t)]
+    if not alive:
+        return 1.0
+    fresh = sum(
+        1 for p in alive if p in fetched_at and web.version(p, fetched_at[p]) == web.version(p, t)
+    )
+    return fresh / len(alive)

@@ -653,7 +653,7 @@ class LeaseQueue:
     # -- renew / release ---------------------------------------------------------------------
     def add_pages(self, pages: Iterable[tuple[str, str]], *, now: datetime | None = None) -> int:
         """Add discovered ``(normalized_url, origin)`` pages; returns how many were new."""
-        return add_pages(self.db, pages, now=now).added
+        return add_pages(self.db, pages, now=now, discovered=True).added
 
     def work_remaining(self, *, now: datetime | None = None) -> bool:
         """Whether any page is due now or held by a live lease."""

@@ -128,7 +128,7 @@ def measure_crawl(
         seen = _bin(PAGES.c.first_seen, dialect, since_s, bin_seconds)
         discovered = conn.execute(
             select(seen, func.count())
-            .where(PAGES.c.first_seen >= since, PAGES.c.first_seen < until)
+            .where(PAGES.c.first_seen >= since, PAGES.c.first_seen < until, PAGES.c.discovered)
             .group_by(seen)
         ).all()
     bucket_fetches = [0] * (_N_BUCKETS + 1)

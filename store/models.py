@@ -146,6 +146,9 @@ class Page(Base):
     host_id: Mapped[int] = mapped_column(BigId, ForeignKey("hosts.id"))
     status: Mapped[str] = mapped_column(String(16), default="new")
     first_seen: Mapped[datetime]
+    #: True when the page was found by the crawl (an outlink or a redirect target), False
+    #: when a user or a sitemap added it: the discovery rates count only the former.
+    discovered: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     next_due_at: Mapped[datetime | None]
     last_fetch_at: Mapped[datetime | None]
     last_change_at: Mapped[datetime | None]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Insert, Table, bindparam, select, text
+from sqlalchemy import Connection, Insert, Table, bindparam, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.database import Database
@@ -19,7 +19,7 @@ from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
 
-__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
+__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts", "spread_due_times"]
 
 CHUNK = 5_000
 
@@ -36,8 +36,8 @@ class SeedOutcome:
 _PG_INSERT_PAGES = text(
     """
     INSERT INTO pages (url, host_id, status, first_seen, next_due_at, fetches, changes,
-                       bucket, cash, history)
-    SELECT u, h, 'new', :now, :due, 0, 0, 0, 0.0, 0.0
+                       bucket, cash, history, discovered)
+    SELECT u, h, 'new', :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
     FROM unnest(CAST(:urls AS varchar[]), CAST(:hosts AS bigint[])) AS t(u, h)
     ON CONFLICT (url) DO NOTHING
     """
@@ -82,7 +82,12 @@ def _host_ids(
 
 
 def _add_chunk(
-    db: Database, conn: Connection, chunk: Sequence[tuple[str, str]], now: datetime, due: bool
+    db: Database,
+    conn: Connection,
+    chunk: Sequence[tuple[str, str]],
+    now: datetime,
+    due: bool,
+    discovered: bool,
 ) -> tuple[int, int, int]:
     host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now)
     seen: set[str] = set()
@@ -101,12 +106,19 @@ def _add_chunk(
         # One statement with two array parameters: one round trip per chunk, and the exact
         # number of rows inserted (conflicts insert none).
         added = conn.execute(
-            _PG_INSERT_PAGES, {"urls": urls, "hosts": hosts, "now": now, "due": due_at}
+            _PG_INSERT_PAGES,
+            {"urls": urls, "hosts": hosts, "now": now, "due": due_at, "discovered": discovered},
         ).rowcount
     else:
         # SQLite sums executemany's rowcount over the rows; conflicts add none.
         rows = [
-            {"url": u, "host_id": h, "first_seen": now, "next_due_at": due_at}
+            {
+                "url": u,
+                "host_id": h,
+                "first_seen": now,
+                "next_due_at": due_at,
+                "discovered": discovered,
+            }
             for u, h in zip(urls, hosts, strict=True)
         ]
         added = conn.execute(_SQLITE_INSERT_PAGES, rows).rowcount
@@ -120,6 +132,7 @@ def add_pages(
     now: datetime | None = None,
     due: bool = True,
     chunk_size: int = CHUNK,
+    discovered: bool = False,
 ) -> SeedOutcome:
     """Add ``(normalized_url, origin)`` pairs as new pages; known URLs are left untouched.
 
@@ -128,6 +141,7 @@ def add_pages(
     ``due=True`` makes the pages due for their first fetch at ``now``, until a plan is
     published; from then on new pages wait (``next_due_at`` NULL) for a period release,
     which chooses never-fetched pages by OPIC cash within the plan's new-page quota.
+    ``discovered`` marks pages the crawl found (outlinks, redirects), as opposed to seeds.
     """
     now = now or utcnow()
     added = known = hosts_added = 0
@@ -135,7 +149,7 @@ def add_pages(
 
     def flush() -> None:
         nonlocal added, known, hosts_added
-        a, k, h = db.run_write(lambda conn: _add_chunk(db, conn, chunk, now, due))
+        a, k, h = db.run_write(lambda conn: _add_chunk(db, conn, chunk, now, due, discovered))
         added, known, hosts_added = added + a, known + k, hosts_added + h
         chunk.clear()
 
@@ -146,3 +160,25 @@ def add_pages(
     if chunk:
         flush()
     return SeedOutcome(added=added, known=known, hosts_added=hosts_added)
+
+
+def spread_due_times(db: Database, start: datetime, span: timedelta) -> int:
+    """Give the pages waiting to be fetched due times spread evenly over ``[start, start +
+    span)`` in id order, so that a fixed-interval crawl starts at its steady pace instead of
+    fetching every seeded page at once. Returns the number of pages given a time."""
+    p = PAGES.c
+
+    def work(conn: Connection) -> int:
+        ids = list(
+            conn.execute(select(p.id).where(p.next_due_at.is_not(None)).order_by(p.id)).scalars()
+        )
+        if not ids:
+            return 0
+        step = span / len(ids)
+        conn.execute(
+            update(PAGES).where(p.id == bindparam("pid")).values(next_due_at=bindparam("due")),
+            [{"pid": i, "due": start + k * step} for k, i in enumerate(ids)],
+        )
+        return len(ids)
+
+    return db.run_write(work)

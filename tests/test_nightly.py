@@ -92,7 +92,11 @@ def test_measurements_of_the_crawl(db: Database) -> None:
     assert sum(m.bucket_fetches) == 24 and np.nanmax(m.bucket_seconds) == pytest.approx(0.1)
     assert m.since == T0 + 4 * DAY - 10 * DAY
     assert sum(m.new_crawls) == 6 and sum(m.old_crawls) == 18
-    assert sum(m.discovered) == 9  # 6 crawled + 3 never fetched, all first seen at T0
+    assert sum(m.discovered) == 0  # seeded pages are not discoveries
+    found = [(f"http://h.test/found{k}", "http://h.test") for k in range(2)]
+    add_pages(db, found, now=T0 + DAY, discovered=True)
+    m = measure_crawl(db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400)
+    assert m.discovered[6 + 1] == 2  # bins of a day from T0 - 6 days: T0 + 1 day is bin 7
     capped = measure_crawl(
         db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400, max_fetches=6
     )
@@ -129,7 +133,15 @@ def test_published_plan_fits_capacity_and_covers_populated_buckets(db: Database)
     assert sum(detail.new_pages.values()) >= 3  # the never-fetched pages are planned
     (run,) = recent_runs(db)
     assert run.status == "published" and run.plan_id == plan.version
-    assert set(run.stages) == {"measure", "estimate", "aggregate", "solve", "publish", "schedule"}
+    assert set(run.stages) == {
+        "measure",
+        "estimate",
+        "importance",
+        "aggregate",
+        "solve",
+        "publish",
+        "schedule",
+    }
     assert release_period(db, now=now + timedelta(minutes=5)).status == "released"
 
 

@@ -56,7 +56,7 @@ def test_nightly_publishes_then_leaves_the_cycle_alone(tmp_path: Path) -> None:
     assert code == 0, err
     assert "3 periods of 1 days, 2 buckets with pages, 10 new pages; capacity 10" in out
     assert "solver: optimal" in out and "published plan 1:" in out
-    for stage in ("estimate", "aggregate", "measure", "solve", "publish", "schedule"):
+    for stage in ("measure", "estimate", "importance", "aggregate", "solve", "publish", "schedule"):
         assert f"  {stage}: " in err
     code, out, _ = _run("--db", url, env=env)
     assert code == 0 and "plan 1 already covers the cycle" in out
