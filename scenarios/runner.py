@@ -183,5 +183,6 @@ def _run_one(
         warm_start=scenario.warm_start,
         oracle=policy_spec.get("rates") == "true",
         seed=seed,
+        importance=scenario.importance,
     )
     return simulate(world, policy, settings)

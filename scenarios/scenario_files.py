@@ -12,6 +12,7 @@ A scenario file says what to simulate and what to compare::
     cycle = 7                             # periods per cycle, for "crawls per cycle" (>= 1)
     seeds = [1, 2]                        # one run per seed (world and changes)
     warm_start = true                     # pages fetched once before the run, else cold start
+    importance = "true"                   # or "opic": estimated by OPIC on the world's links
     metrics = ["freshness", "obsolescence", "obsolete_pages"]   # columns of the key table
 
     [world]                               # scenarios.world.WorldSpec fields
@@ -71,6 +72,7 @@ _TOP_KEYS = {
     "cycle": int,
     "seeds": list,
     "warm_start": bool,
+    "importance": str,
     "metrics": list,
     "world": dict,
     "policies": list,
@@ -123,6 +125,7 @@ class Scenario:
     periods, warmup, cycle : periods measured, run before, per cycle.
     seeds : one run per seed.
     warm_start : the crawler starts with every initial page fetched once.
+    importance : ``"true"`` or ``"opic"`` (see :class:`scenarios.simulator.SimulationSettings`).
     metrics : columns of the key table (from :data:`scenarios.simulator.METRICS`).
     policies : the policy entries (validated by building each once).
     variants : at least one (the base settings when the file has none).
@@ -137,6 +140,7 @@ class Scenario:
     cycle: int
     seeds: tuple[int, ...]
     warm_start: bool
+    importance: str
     metrics: tuple[str, ...]
     policies: tuple[dict[str, Any], ...]
     variants: tuple[Variant, ...]
@@ -322,6 +326,11 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 "metrics", f"unknown metric {metric!r} (metrics: {', '.join(METRICS)})"
             )
     world = _world(reader, WorldSpec(), data.get("world", {}), "world.")
+    importance = data.get("importance", "true")
+    if importance not in ("true", "opic"):
+        raise reader.fail("importance", f"use 'true' or 'opic', got {importance!r}")
+    if importance == "opic" and world.links_per_page <= 0:
+        raise reader.fail("importance", "'opic' needs a link graph: set world.links_per_page > 0")
     budget = _budget(reader, data, world.pages, "", None)
     policies = []
     names = set()
@@ -384,6 +393,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         cycle=cycle,
         seeds=seeds,
         warm_start=data.get("warm_start", True),
+        importance=importance,
         metrics=metrics,
         policies=tuple(policies),
         variants=tuple(variants),

@@ -40,6 +40,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from estimators.evidence import ChangeIntervals
+from estimators.opic import OPIC
 from scenarios.world import World
 
 if TYPE_CHECKING:
@@ -92,8 +93,12 @@ class SimulationSettings:
     warm_start : the initial pages have been fetched once before the run (at random times in
         the last ``ceil(pages / budget)`` periods); else the crawler starts cold, knowing the
         URLs only.
-    oracle : the policy may read the true change rates.
+    oracle : the policy may read the true change rates (and the true importance).
     seed : of the change process (the world has its own).
+    importance : what the crawler knows of importance: ``"true"`` (the world's), or
+        ``"opic"``: OPIC (:class:`estimators.opic.OPIC`) run on the world's link graph as the
+        crawl goes, each period's crawls one batch, from uniform cash (oracle runs still see
+        the truth). Needs a world with ``links_per_page > 0``.
     """
 
     periods: int
@@ -102,8 +107,11 @@ class SimulationSettings:
     warm_start: bool = True
     oracle: bool = False
     seed: int = 0
+    importance: str = "true"
 
     def __post_init__(self) -> None:
+        if self.importance not in ("true", "opic"):
+            raise SimulationError("importance: use 'true' or 'opic'")
         if self.periods < 1:
             raise SimulationError("periods: give at least 1 period")
         if self.budget < 1:
@@ -136,8 +144,8 @@ class CrawlLog:
     ----------
     known : the crawler knows the URL; gone : a fetch found it gone.
     last_fetch : time of the last fetch (NaN never); fetches : fetches so far.
-    host, section, slot, importance : from the URL, the crawl order, and the importance
-        estimate (here the ground truth: OPIC is not simulated).
+    host, section, slot, importance : from the URL, the crawl order, and importance (the
+        world's, or the OPIC estimate so far, mean 1; see ``SimulationSettings.importance``).
     true_rate : the true mean rates (oracle runs only), else None.
     period, budget : the current period and its budget.
     """
@@ -146,6 +154,7 @@ class CrawlLog:
         n = world.n_pages
         self.n_pages = n
         self.known = np.zeros(n, dtype=np.bool_)
+        self._links = world.links
         self.gone = np.zeros(n, dtype=np.bool_)
         self.last_fetch = np.full(n, np.nan)
         self.fetches = np.zeros(n, dtype=np.int64)
@@ -155,6 +164,14 @@ class CrawlLog:
         self.n_sections = world.n_sections
         self.slot = world.slot
         self.importance = world.importance
+        self.opic: OPIC | None = None
+        if settings.importance == "opic" and not settings.oracle:
+            if world.links is None:
+                raise SimulationError(
+                    "importance: 'opic' needs a link graph: set world.links_per_page > 0"
+                )
+            self.opic = OPIC().start(n)
+            self.importance = np.ones(n)
         self.born = world.born
         self.true_rate: FloatArray | None = world.rate if settings.oracle else None
         self.period = 0
@@ -186,6 +203,9 @@ class CrawlLog:
         )
         self._intervals = None
         self.gone[obs.page[obs.gone]] = True
+        if self.opic is not None and self._links is not None and ok.any():
+            self.opic.crawl(self._links, obs.page[ok])
+            self.importance = self.opic.importance() * self.n_pages  # mean 1
         self.last_fetch[obs.page[ok]] = obs.fetched_at[ok]
         self.fetches[obs.page[ok]] += 1
 

@@ -26,8 +26,11 @@ What a world models (REFERENCE.md sec. 7):
   placed on existing hosts and sections; each page dies with probability ``death_rate`` per
   period. A page born during the run is known to the crawler (links, sitemaps) from its birth.
 * **Importance**: log-normal (``importance_sigma``), a host factor times a page factor,
-  centered on 1. It stands for the OPIC estimate the crawler has; the link graph itself is not
-  simulated.
+  centered on 1; or, with ``links_per_page > 0``, a **link graph** (each page links to about
+  ``links_per_page`` pages, ``host_link_share`` of them on its own host, the others chosen in
+  proportion to that log-normal weight, so links concentrate on important pages) whose
+  PageRank, centered on 1, is the ground-truth importance. The simulator can then estimate
+  importance with OPIC as the crawl goes (:class:`scenarios.simulator.SimulationSettings`).
 * **Last-Modified servers**: per host, one behaviour drawn from ``last_modified`` shares:
   ``honest`` (the date of the last change), ``missing`` (no header), ``now`` (always the fetch
   time) and ``random`` (moves at random, with or without a change).
@@ -45,6 +48,9 @@ from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
+
+from estimators.opic_graph import LinkGraph
+from estimators.pagerank import pagerank
 
 __all__ = [
     "LAST_MODIFIED_MODES",
@@ -87,6 +93,8 @@ class WorldSpec:
     weekday_rhythm, working_hours, burst_probability, burst_factor : see module docstring.
     birth_rate : new pages per period as a share of ``pages``; death_rate : per page per period.
     importance_sigma : log-normal sigma of importance (0: every page 1).
+    links_per_page : mean outlinks per page of the link graph (0: no graph).
+    host_link_share : share of a page's links that stay on its host.
     last_modified : shares of hosts per Last-Modified behaviour (:data:`LAST_MODIFIED_MODES`).
     """
 
@@ -111,6 +119,8 @@ class WorldSpec:
     birth_rate: float = 0.0
     death_rate: float = 0.0
     importance_sigma: float = 1.0
+    links_per_page: float = 0.0
+    host_link_share: float = 0.7
     last_modified: dict[str, float] = field(default_factory=lambda: {"honest": 1.0})
 
     def problems(self) -> list[tuple[str, str]]:
@@ -144,6 +154,8 @@ class WorldSpec:
         need(0 <= self.burst_probability <= 1, "burst_probability", "give a probability")
         need(self.burst_factor >= 1, "burst_factor", "give a factor >= 1")
         need(self.birth_rate >= 0, "birth_rate", "give a share >= 0 per period")
+        need(self.links_per_page >= 0, "links_per_page", "give a mean >= 0 (0: no link graph)")
+        need(0 <= self.host_link_share <= 1, "host_link_share", "give a share in [0, 1]")
         need(0 <= self.death_rate < 1, "death_rate", "give a probability in [0, 1)")
         bad = sorted(set(self.last_modified) - set(LAST_MODIFIED_MODES))
         need(not bad, "last_modified", f"use the behaviours {', '.join(LAST_MODIFIED_MODES)}")
@@ -193,6 +205,7 @@ class World:
     slot : the page's crawl time inside a period, in [0, 1) (fixed visiting order).
     host_last_modified : (hosts,) index into :data:`LAST_MODIFIED_MODES`.
     section_weekend : (sections,) bool, sections that follow the weekday rhythm.
+    links : the link graph (None without one); importance is then its PageRank.
     """
 
     spec: WorldSpec
@@ -206,6 +219,7 @@ class World:
     slot: FloatArray
     host_last_modified: IntArray
     section_weekend: BoolArray
+    links: LinkGraph | None = None
 
     @property
     def n_pages(self) -> int:
@@ -354,6 +368,11 @@ def build_world(spec: WorldSpec, seed: int, periods: int) -> World:
         dies = np.where(born + life <= periods, born + life, _NEVER)
     else:
         dies = np.full(n, _NEVER, np.int64)
+    links = None
+    if spec.links_per_page > 0:
+        links = _link_graph(spec, host, importance, rng)
+        rank = pagerank(links).scores
+        importance = rank / rank[:n0].mean()
     modes = list(spec.last_modified)
     shares = np.array([spec.last_modified[m] for m in modes], dtype=float)
     picked = rng.choice(len(modes), spec.hosts, p=shares / shares.sum())
@@ -370,4 +389,27 @@ def build_world(spec: WorldSpec, seed: int, periods: int) -> World:
         slot=np.asarray(rng.random(n), dtype=np.float64),
         host_last_modified=host_lm,
         section_weekend=rng.random(sections) < 0.8,
+        links=links,
     )
+
+
+def _link_graph(
+    spec: WorldSpec, host: IntArray, weight: FloatArray, rng: np.random.Generator
+) -> LinkGraph:
+    """Links of every page: Poisson(links_per_page) outlinks, ``host_link_share`` to uniform
+    pages of the same host, the rest to pages drawn in proportion to ``weight``."""
+    n = host.shape[0]
+    degree = rng.poisson(spec.links_per_page, n)
+    src = np.repeat(np.arange(n, dtype=np.int64), degree)
+    local = rng.random(src.size) < spec.host_link_share
+    # same host: a uniform page of the source's host (pages sorted by host)
+    order = np.argsort(host, kind="stable")
+    start = np.searchsorted(host[order], np.arange(spec.hosts))
+    size = np.bincount(host, minlength=spec.hosts)
+    h = host[src]
+    pick = start[h] + (rng.random(src.size) * size[h]).astype(np.int64)
+    same_host = order[np.minimum(pick, n - 1)]
+    cumulative = np.cumsum(weight / weight.sum())
+    far = np.minimum(np.searchsorted(cumulative, rng.random(src.size)), n - 1)
+    dst = np.where(local, same_host, far)
+    return LinkGraph.from_edges(src, dst, n_pages=n)

@@ -74,13 +74,14 @@ def test_list_shows_the_shipped_scenarios() -> None:
         "lying-last-modified",
         "weekday-rhythm",
         "capacity-sweep",
+        "importance-opic",
     ):
         assert name in out
 
 
 def test_every_shipped_scenario_is_valid() -> None:
     scenarios = shipped_scenarios()
-    assert len(scenarios) >= 8
+    assert len(scenarios) >= 9
     for scenario in scenarios:
         quick = scenario.quick_version()
         assert all(v.world.pages <= 4000 for v in quick.variants)
@@ -147,6 +148,7 @@ BAD = [
     (HEAD + "metrics = ['speed']\n" + POLICY, "line 4: metrics: unknown metric 'speed'"),
     (HEAD + "seeds = []\n" + POLICY, "line 4: seeds: give a non-empty list"),
     (HEAD + "periods = [\n", "not valid TOML"),
+    (HEAD + "importance = 'opic'\n" + POLICY, "line 4: importance: 'opic' needs a link graph"),
 ]
 
 

@@ -107,3 +107,21 @@ def test_impossible_specs_name_the_key(changes: dict[str, object], key: str) -> 
     assert spec.problems()[0][0] == key
     with pytest.raises(ValueError, match=key):
         build_world(spec, 0, 1)
+
+
+def test_link_graph_importance_is_its_pagerank() -> None:
+    from estimators.pagerank import pagerank
+
+    spec = WorldSpec(pages=3_000, hosts=30, links_per_page=6.0, host_link_share=0.7)
+    world = build_world(spec, 1, 1)
+    assert world.links is not None
+    rank = pagerank(world.links).scores
+    np.testing.assert_allclose(world.importance, rank / rank.mean())
+    src = np.repeat(np.arange(world.n_pages), np.diff(world.links.indptr))
+    same_host = world.host[src] == world.host[world.links.indices]
+    assert same_host.mean() == pytest.approx(0.7, abs=0.03)
+    assert world.links.indices.size / world.n_pages == pytest.approx(6.0, rel=0.05)
+    # without links the world is as before (same random stream)
+    plain = build_world(WorldSpec(pages=3_000, hosts=30), 1, 1)
+    assert plain.links is None
+    np.testing.assert_array_equal(plain.rate, world.rate)

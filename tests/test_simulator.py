@@ -213,3 +213,25 @@ def test_crawls_per_cycle_by_true_change_rate() -> None:
     assert table["pages"].tolist() == [2, 1]
     assert table["crawls_per_cycle"].tolist() == pytest.approx([1.5, 3.5])
     assert table["rate_low"].iloc[0] < 0.002 < table["rate_high"].iloc[0]
+
+
+def test_opic_importance_converges_to_the_link_graph_pagerank() -> None:
+    from scipy.stats import spearmanr
+
+    world = build_world(WorldSpec(pages=3_000, hosts=30, links_per_page=8.0), 1, 21)
+    seen: list[CrawlLog] = []
+
+    class Watch(UniformPolicy):
+        def observe(self, obs: object, log: CrawlLog) -> None:
+            seen[:] = [log]
+
+    settings = SimulationSettings(periods=21, budget=500, importance="opic")
+    simulate(world, Watch(), settings)
+    estimate = seen[0].importance
+    assert estimate.mean() == pytest.approx(1.0)
+    assert spearmanr(estimate, world.importance).statistic > 0.9
+    with pytest.raises(SimulationError, match="links_per_page"):
+        no_links = build_world(WorldSpec(pages=100, hosts=5), 1, 2)
+        simulate(
+            no_links, UniformPolicy(), SimulationSettings(periods=2, budget=10, importance="opic")
+        )
