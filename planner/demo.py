@@ -24,8 +24,8 @@ import csv
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -42,7 +42,6 @@ from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest, WebServer
 from store import Database, LeaseQueue, add_pages, open_database, upgrade_schema
 from store.models import OBSERVATIONS, PAGES
-from store.pages import spread_due_times
 from store.plans import latest_plan, plan_detail
 
 __all__ = ["DemoReport", "DemoSettings", "progress_line", "run_demo"]
@@ -195,6 +194,7 @@ def run_demo(
         # The web changes in seconds, not days: buckets from one change a day to 1e6 a day.
         scale=BucketScale(1.0, 1e6),
     )
+    uniform = replace(nightly, optimize=False)
     report = DemoReport(min_delay=crawl.politeness.min_delay)
     # One server per crawl, both serving the same web (same pages, same change times): each
     # crawl's politeness and change detection are checked on its own server's log.
@@ -202,19 +202,18 @@ def run_demo(
         servers = {"crawlplan": server, "uniform": twin}
         for db, srv in ((planned_db, server), (uniform_db, twin)):
             add_pages(db, [(u, origin_of(u)) for u in map(normalize_url, _urls(srv, n_pages))])
-        spread_due_times(uniform_db, datetime.now(UTC), timedelta(seconds=revisit))
         say(
             f"synthetic web: {demo.hosts} hosts x {demo.pages} pages on 127.0.0.1 (one port "
             f"per host), change rates {demo.rate_low:g}-{demo.rate_high:g} per second; both "
             f"stores seeded with its {n_pages:,} URLs (a sitemap)"
         )
         say(
-            f"budget: {budget:,} crawls per {demo.period:g} s period for each crawl; crawlplan "
-            f"plans cycles of {demo.periods} periods, uniform revisits every page every "
-            f"{revisit:.0f} s"
+            f"budget: {budget:,} crawls per {demo.period:g} s period for each crawl, cycles of "
+            f"{demo.periods} periods; crawlplan solves the WebFountain plan each cycle, uniform "
+            f"crawls every page alike (every {revisit:.0f} s), both through the same releases"
         )
-        first = run_nightly(planned_db, nightly)
-        report.plans += first.status == "published"
+        for db, settings_ in ((planned_db, nightly), (uniform_db, uniform)):
+            report.plans += run_nightly(db, settings_).status == "published"
         stop = threading.Event()
         stats = {"crawlplan": CrawlStats(), "uniform": CrawlStats()}
         policy = settings.lease_policy
@@ -231,7 +230,17 @@ def run_demo(
         for thread in threads:
             thread.start()
         try:
-            _cycles(demo, nightly, planned_db, uniform_db, servers, report, stats, say, started)
+            _cycles(
+                demo,
+                (nightly, uniform),
+                planned_db,
+                uniform_db,
+                servers,
+                report,
+                stats,
+                say,
+                started,
+            )
         finally:
             stop.set()
             for thread in threads:
@@ -249,7 +258,7 @@ def run_demo(
 
 def _cycles(
     demo: DemoSettings,
-    nightly: NightlySettings,
+    nightly: tuple[NightlySettings, NightlySettings],
     planned_db: Database,
     uniform_db: Database,
     servers: dict[str, WebServer],
@@ -264,8 +273,11 @@ def _cycles(
     total = demo.cycles * demo.periods
     for k in range(1, total + 1):
         end = started + k * demo.period
+        released = {"crawlplan": 0, "uniform": 0}
         while (left := end - time.monotonic()) > 0:
-            release_period(planned_db, min_delay_seconds=min_delay)
+            for name, db in (("crawlplan", planned_db), ("uniform", uniform_db)):
+                summary = release_period(db, min_delay_seconds=min_delay)
+                released[name] += summary.released
             time.sleep(min(0.25, max(left, 0.0)))
         planned = _freshness(planned_db, servers["crawlplan"])
         uniform = _freshness(uniform_db, servers["uniform"])
@@ -275,8 +287,9 @@ def _cycles(
         cycle, period = divmod(k - 1, demo.periods)
         say(
             f"cycle {cycle + 1} period {period + 1}: freshness crawlplan {planned:.3f}, "
-            f"uniform {uniform:.3f}; fetched {stats['crawlplan'].fetched:,} / "
-            f"{stats['uniform'].fetched:,}"
+            f"uniform {uniform:.3f}; released {released['crawlplan']:,} / "
+            f"{released['uniform']:,}, fetched {stats['crawlplan'].fetched:,} / "
+            f"{stats['uniform'].fetched:,} in all"
         )
         if period == demo.periods - 1:
             lo = k - demo.periods
@@ -288,8 +301,9 @@ def _cycles(
                 )
             )
             if k < total:
-                done = run_nightly(planned_db, nightly)
+                done = run_nightly(planned_db, nightly[0])
                 report.plans += done.status == "published"
+                report.plans += run_nightly(uniform_db, nightly[1]).status == "published"
                 solver = done.solver
                 say(
                     f"  nightly: plan {done.plan} {done.status} ({solver.get('buckets', 0)} "

@@ -47,7 +47,7 @@ from estimators.discovery import discovery_rates
 from estimators.opic import crawl_virtual_gift
 from planner.crawl_instance import InstanceError
 from planner.errors import ConfigError
-from planner.page_schedule import schedule_pages
+from planner.page_schedule import UNIFORM, schedule_pages
 from planner.pipeline import aggregates_from_store, estimate_from_store
 from planner.plan_inputs import (
     PlanInputs,
@@ -59,6 +59,7 @@ from planner.plan_inputs import (
 )
 from planner.plan_solver import PlanSolver
 from planner.refresh_objectives import OBJECTIVES
+from planner.webfountain import uniform_crawl
 from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
 from store.importance import spread_virtual_cash
 from store.measurements import measure_crawl
@@ -85,11 +86,15 @@ class NightlySettings:
     stale_after: timedelta = timedelta(minutes=30)
     #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
     scale: BucketScale | None = None
+    #: ``False``: the baseline a fixed-schedule crawler follows instead of the optimized plan:
+    #: the uniform crawl (every known page equally often, filling capacity) and a round robin
+    #: inside each bucket; for comparisons on the same machinery and budget.
+    optimize: bool = True
 
     def __post_init__(self) -> None:
         if self.strategy not in (1, 2, 3):
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
-        if self.objective not in OBJECTIVES:
+        if self.objective not in (*OBJECTIVES, UNIFORM):
             raise ConfigError(
                 f"plan.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
             )
@@ -146,6 +151,10 @@ class _Stages:
             heartbeat(self.db, self.run_id, self.seconds)
 
 
+def _objective(settings: NightlySettings) -> str:
+    return settings.objective if settings.optimize else UNIFORM
+
+
 def _capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
     if settings.capacity > 0:
         return settings.capacity
@@ -168,6 +177,10 @@ def _solve(
     if inputs.instance is None:
         cycle = cold_start_cycle(inputs, settings.periods)
         return cycle, {"status": "cold start", "note": "no page fetched yet"}, ""
+    if not settings.optimize:
+        crawl = uniform_crawl(inputs.instance)
+        record = {"status": "uniform", "buckets": int(inputs.instance.buckets)}
+        return cycle_from_trajectory(inputs, crawl), record, ""
     solver = PlanSolver(inputs.instance, settings.strategy)
     warm = None
     if current is not None:
@@ -299,7 +312,7 @@ def _run(
     report.current = current
     if current is not None and not dry_run and not page_schedule_finished(db, current.version):
         with stages.stage("schedule (resumed)"):
-            schedule_pages(db, objective=settings.objective)
+            schedule_pages(db, objective=_objective(settings))
         report.resumed = current.version
     if current is not None and current.starts_at == start and not force and not dry_run:
         report.status = "resumed" if report.resumed else "unchanged"
@@ -358,5 +371,5 @@ def _run(
     with stages.stage("publish"):
         report.plan = publish_plan(db, _draft(start, settings, inputs, cycle, solver))
     with stages.stage("schedule"):
-        schedule_pages(db, objective=settings.objective)
+        schedule_pages(db, objective=_objective(settings))
     report.status = "published"

@@ -31,7 +31,11 @@ from store.page_schedule import (
     write_page_schedule,
 )
 
-__all__ = ["PageScheduleSummary", "schedule_pages"]
+__all__ = ["UNIFORM", "PageScheduleSummary", "schedule_pages"]
+
+#: The baseline's page schedule: equal intervals inside a bucket (a round robin), whatever
+#: the pages' rates and importance.
+UNIFORM = "uniform"
 
 _DAY = 86_400.0
 
@@ -71,8 +75,13 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
         rate = np.array([np.nan if r is None else r for r in pages.rate], dtype=float)
         importance = np.array([np.nan if v is None else v for v in pages.importance], dtype=float)
         share = crawls.get(bucket, 0.0)
+        if objective == UNIFORM:  # the baseline: every page of a bucket alike, round robin
+            rate, importance = np.ones_like(rate), np.ones_like(importance)
         intervals = bucket_intervals(
-            rate * plan.period_days, importance, share, objective=objective
+            rate * plan.period_days,
+            importance,
+            share,
+            objective="obsolescence" if objective == UNIFORM else objective,
         )
         days = intervals * plan.period_days
         due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY

@@ -35,6 +35,7 @@ __all__ = [
     "PlannedCycle",
     "cold_start_cycle",
     "cycle_from_trajectory",
+    "fill_spare_capacity",
     "plan_inputs",
     "warm_start",
 ]
@@ -184,22 +185,54 @@ class PlannedCycle:
     fractions: list[dict[int, float]]
 
 
+def fill_spare_capacity(
+    instance: CrawlInstance, trajectory: Trajectory
+) -> tuple[np.ndarray, np.ndarray]:
+    """The plan's crawls ``x`` [B, T] and ``z`` [T] with any capacity it left idle spent.
+
+    The model may leave crawl time unused in a period when, by its discovery rates, crawling
+    would find more uncrawled pages than it refreshes (each found page weighs on the
+    objective). A crawler never idles for that: the spare time goes to re-crawls in
+    proportion to each bucket's expected changed pages (a * b), up to the bucket's size, and
+    what is left to new pages, up to the pool.
+    """
+    x, z = trajectory.x.copy(), trajectory.z.copy()
+    b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
+    n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    for t in range(instance.periods):
+        cost, new_cost = instance.crawl_cost[:, t], float(instance.new_crawl_cost[t])
+        spare = float(instance.capacity[t]) - float(cost @ x[:, t]) - new_cost * z[t]
+        room = np.clip(b_before[:, t] - x[:, t], 0.0, None)
+        want = instance.a[:, t] * b_before[:, t] * (room > 0)
+        if spare > 1e-9 * float(instance.capacity[t]) and want.sum() > 0:
+            # crawls per bucket in proportion to want, all within spare time and room
+            scale = spare / float(cost @ want)
+            extra = np.minimum(want * scale, room)
+            x[:, t] += extra
+            spare -= float(cost @ extra)
+        if spare > 0 and new_cost > 0:
+            z[t] += min(spare / new_cost, max(float(n_before[t]) - z[t], 0.0))
+    return x, z
+
+
 def cycle_from_trajectory(inputs: PlanInputs, trajectory: Trajectory) -> PlannedCycle:
-    """Integer quotas within capacity (largest remainders) from a solved trajectory."""
+    """Integer quotas within capacity (largest remainders) from a solved trajectory, with
+    idle capacity spent (:func:`fill_spare_capacity`)."""
     instance = inputs.instance
     assert instance is not None
     b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
     n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    x, z = fill_spare_capacity(instance, trajectory)
     q: Quotas = integer_quotas(
-        trajectory.x,
-        trajectory.z,
+        x,
+        z,
         instance.crawl_cost,
         instance.new_crawl_cost,
         instance.capacity,
         available=b_before,
         new_available=n_before,
     )
-    frac = trajectory.x / np.maximum(b_before, 1e-300)
+    frac = x / np.maximum(b_before, 1e-300)
     ids = inputs.bucket_ids.tolist()
     return PlannedCycle(
         quotas=[

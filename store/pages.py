@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import Connection, Insert, Table, bindparam, select, text, update
+from sqlalchemy import Connection, Insert, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.database import Database
@@ -19,7 +19,7 @@ from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
 
-__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts", "spread_due_times"]
+__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
 
 CHUNK = 5_000
 
@@ -160,25 +160,3 @@ def add_pages(
     if chunk:
         flush()
     return SeedOutcome(added=added, known=known, hosts_added=hosts_added)
-
-
-def spread_due_times(db: Database, start: datetime, span: timedelta) -> int:
-    """Give the pages waiting to be fetched due times spread evenly over ``[start, start +
-    span)`` in id order, so that a fixed-interval crawl starts at its steady pace instead of
-    fetching every seeded page at once. Returns the number of pages given a time."""
-    p = PAGES.c
-
-    def work(conn: Connection) -> int:
-        ids = list(
-            conn.execute(select(p.id).where(p.next_due_at.is_not(None)).order_by(p.id)).scalars()
-        )
-        if not ids:
-            return 0
-        step = span / len(ids)
-        conn.execute(
-            update(PAGES).where(p.id == bindparam("pid")).values(next_due_at=bindparam("due")),
-            [{"pid": i, "due": start + k * step} for k, i in enumerate(ids)],
-        )
-        return len(ids)
-
-    return db.run_write(work)

@@ -219,3 +219,29 @@ def test_one_run_at_a_time_and_killed_runs_are_abandoned(db: Database) -> None:
             conn.execute(select(NIGHTLY_RUNS.c.status).order_by(NIGHTLY_RUNS.c.id)).scalars().all()
         )
     assert statuses == ["abandoned", "published"]
+
+
+def test_capacity_the_model_leaves_idle_is_spent() -> None:
+    # Discovery this high makes every crawl find more uncrawled pages than it refreshes, so
+    # the model's optimum idles; the plan still spends every period's capacity.
+    from estimators.buckets import bucket_aggregates
+    from estimators.discovery import DiscoveryRates
+    from planner.plan_inputs import cycle_from_trajectory, plan_inputs
+    from planner.plan_solver import PlanSolver
+
+    agg = bucket_aggregates(np.full(496, 0), np.full(496, np.nan), np.zeros(496), period=1.0)
+    inputs = plan_inputs(
+        agg,
+        new_pages=920,
+        periods=4,
+        capacity_crawls=150.0,
+        bucket_seconds=np.full(256, np.nan),
+        seconds_per_fetch=0.03,
+        discovery=DiscoveryRates(0.84, 0.84, 0.0, "pooled"),
+    )
+    assert inputs.instance is not None
+    solution = PlanSolver(inputs.instance, 1).solve()
+    cycle = cycle_from_trajectory(inputs, solution.trajectory)
+    for t in range(4):
+        crawls = sum(cycle.quotas[t].values()) + cycle.new_pages[t]
+        assert 149 <= crawls <= 150, (t, cycle.quotas[t], cycle.new_pages[t])
