@@ -665,11 +665,11 @@ def demo(
     directory: Annotated[
         Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
-    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 150,
-    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 20,
+    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 100,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 10,
     period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 3.0,
     periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 4,
-    cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 8,
+    cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 10,
     capacity: Annotated[
         int | None,
         typer.Option(

@@ -60,11 +60,11 @@ class DemoSettings:
     """
 
     directory: Path
-    hosts: int = 150
-    pages: int = 20
+    hosts: int = 100
+    pages: int = 10
     period: float = 3.0
     periods: int = 4
-    cycles: int = 8
+    cycles: int = 10
     capacity: int | None = None
     workers: int = 6
     rate_low: float = 1e-3
