@@ -60,3 +60,45 @@ def test_migration_downgrade_and_upgrade_round_trip(db: Database) -> None:
         assert MigrationContext.configure(conn).get_current_revision() is None
     upgrade_schema(db)
     check_schema(db)
+
+
+def test_a_populated_store_upgrades_in_place(db: Database) -> None:
+    """Down to the revision before the latest column, pages and observations in the store,
+    then up again: the rows survive (no table rebuild that foreign keys would refuse)."""
+    from alembic import command
+
+    from store import add_pages
+    from store.schema import _config
+
+    cfg = _config()
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+    with db.write() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO hosts (origin, first_seen, next_fetch_at, consecutive_errors) "
+                "VALUES ('http://a.test', '2026-01-01 00:00:00.000000', "
+                "'2026-01-01 00:00:00.000000', 0)"
+            )
+            if db.dialect == "sqlite"
+            else text(
+                "INSERT INTO hosts (origin, first_seen, next_fetch_at, consecutive_errors) "
+                "VALUES ('http://a.test', now(), now(), 0)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO pages (url, host_id, status, first_seen, fetches, changes, "
+                "bucket, cash, history) SELECT 'http://a.test/x', id, 'new', "
+                + ("'2026-01-01 00:00:00.000000'" if db.dialect == "sqlite" else "now()")
+                + ", 0, 0, 0, 0, 0 FROM hosts"
+            )
+        )
+    upgrade_schema(db)
+    check_schema(db)
+    with db.read() as conn:
+        assert conn.execute(text("SELECT url, discovered FROM pages")).all() == [
+            ("http://a.test/x", False)
+        ]
+    assert add_pages(db, [("http://a.test/y", "http://a.test")]).added == 1

@@ -5,7 +5,8 @@ Revises: 0006
 Create Date: 2026-11-22
 
 The nightly pipeline's discovery rates (new pages found per crawl) count only pages the
-crawl found; seeding a sitemap is not discovery.
+crawl found; seeding a sitemap is not discovery. A plain ADD COLUMN with a constant default
+on both backends (no table rebuild: a populated store upgrades in place, quickly).
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("pages") as batch:
-        batch.add_column(
-            sa.Column("discovered", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
+    op.add_column(
+        "pages", sa.Column("discovered", sa.Boolean(), nullable=False, server_default=sa.false())
+    )
 
 
 def downgrade() -> None:
