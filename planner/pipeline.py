@@ -182,18 +182,20 @@ def aggregates_from_store(
     when = now or datetime.now(UTC)
     parts = []
     new_pages = 0
+    now_s = when.timestamp()
     for chunk in iter_page_states(db, chunk_pages=chunk_pages):
-        fetched = [s for s in chunk if s.last_fetch_at is not None]
-        new_pages += len(chunk) - len(fetched)
-        if not fetched:
+        # None (never fetched, no rate) becomes NaN.
+        _ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
+        fetched = np.isfinite(last_s)
+        new_pages += int((~fetched).sum())
+        if not fetched.any():
             continue
-        bucket = np.array([s.bucket for s in fetched], dtype=np.int64)
-        rate = np.array([np.nan if s.rate is None else s.rate for s in fetched], dtype=float)
-        elapsed = np.array(
-            [(when - s.last_fetch_at).total_seconds() / 86_400 for s in fetched if s.last_fetch_at],
-            dtype=float,
-        ).clip(min=0.0)
-        parts.append(bucket_aggregates(bucket, rate, elapsed, period=period_days))
+        elapsed = ((now_s - last_s[fetched]) / _DAY_S).clip(min=0.0)
+        parts.append(
+            bucket_aggregates(
+                bucket[fetched].astype(np.int64), rate[fetched], elapsed, period=period_days
+            )
+        )
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         parts.append(

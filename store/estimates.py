@@ -10,7 +10,6 @@ computed. Memory is bounded by the chunk size, not by the number of pages.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -160,28 +159,26 @@ def write_estimates(
     return len(page_ids)
 
 
-@dataclass(frozen=True)
-class PageState:
-    """What the planner's bucket aggregates need of one page."""
-
-    bucket: int
-    rate: float | None
-    last_fetch_at: datetime | None
+#: What the planner's bucket aggregates need of one page, as the driver returns it: (page id,
+#: bucket, rate per day or None, last fetch in epoch seconds or None).
+PageState = tuple[int, int, float | None, float | None]
 
 
 def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[list[PageState]]:
-    """Yield every page's bucket, rate and last fetch, ``chunk_pages`` at a time."""
+    """Yield every page's bucket, rate and last fetch, ``chunk_pages`` at a time (driver
+    tuples, times in epoch seconds: no datetime object per page)."""
     p = PAGES
     after = 0
     while True:
         with db.read() as conn:
-            rows = conn.execute(
-                select(p.c.id, p.c.bucket, p.c.rate, p.c.last_fetch_at)
+            rows = _driver_rows(
+                conn,
+                select(p.c.id, p.c.bucket, p.c.rate, epoch_seconds(p.c.last_fetch_at, db.dialect))
                 .where(p.c.id > after)
                 .order_by(p.c.id)
-                .limit(chunk_pages)
-            ).all()
+                .limit(chunk_pages),
+            )
         if not rows:
             return
-        after = rows[-1].id
-        yield [PageState(r.bucket, r.rate, r.last_fetch_at) for r in rows]
+        after = int(rows[-1][0])
+        yield rows

@@ -89,7 +89,7 @@ def measure_crawl(
     until: datetime,
     window: timedelta,
     bin_seconds: float,
-    max_fetches: int = 200_000,
+    max_fetches: int = 100_000,
 ) -> CrawlMeasurements:
     """Measure throughput, durations and discovery over the recent window."""
     obs = OBSERVATIONS.c
