@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc, text
+from sqlalchemy import Connection, Engine, Select, create_engine, event, exc, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_DB_URL",
     "PG_BY_ID",
     "Database",
+    "driver_rows",
     "open_database",
     "parse_database_url",
     "sqlite_bulk_cache",
@@ -246,3 +247,17 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
         )
         raise DatabaseUnreachableError(f"cannot open {shown}: {reason}; {hint}") from None
     return Database(engine, url)
+
+
+def driver_rows(conn: Connection, stmt: Select[Any]) -> list[Any]:
+    """Run ``stmt`` on the DBAPI cursor: plain tuples, no Row object or type processing per
+    row (the statement's columns must need none: numbers and booleans)."""
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    args: Any = tuple(params[k] for k in compiled.positiontup) if compiled.positiontup else params
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(str(compiled), args)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()

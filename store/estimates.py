@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, func, select, text
+from sqlalchemy import Connection, bindparam, func, select, text
 
-from store.database import Database
+from store.database import Database, driver_rows
 from store.models import OBSERVATIONS, PAGES
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
@@ -33,20 +33,6 @@ _ANSWERED = (200, 304)
 #: One answered fetch as the driver returns it: (page id, host id, fetched_at in epoch
 #: seconds, changed True/False/None, last_modified in epoch seconds or None).
 FetchRow = tuple[int, int, float, bool | None, float | None]
-
-
-def _driver_rows(conn: Connection, stmt: Select[Any]) -> list[Any]:
-    """Run ``stmt`` on the DBAPI cursor: plain tuples, no Row object or type processing per
-    row (the statement's columns must need none: numbers and booleans)."""
-    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    args: Any = tuple(params[k] for k in compiled.positiontup) if compiled.positiontup else params
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(str(compiled), args)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
 
 
 def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list[FetchRow]]:
@@ -70,7 +56,7 @@ def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list
             ).scalar_one_or_none()
             if last is None:
                 return
-            rows = _driver_rows(
+            rows = driver_rows(
                 conn,
                 select(
                     o.c.page_id,
@@ -171,7 +157,7 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
     after = 0
     while True:
         with db.read() as conn:
-            rows = _driver_rows(
+            rows = driver_rows(
                 conn,
                 select(p.c.id, p.c.bucket, p.c.rate, epoch_seconds(p.c.last_fetch_at, db.dialect))
                 .where(p.c.id > after)

@@ -30,7 +30,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, exists, select, text, update
 
-from store.database import Database
+from store.database import Database, driver_rows, sqlite_bulk_cache
 from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
 from store.pages import insert_ignoring_conflicts
 from store.releases import REFRESH_STATUSES
@@ -48,7 +48,7 @@ __all__ = [
     "write_page_schedule",
 ]
 
-_WRITE_CHUNK = 20_000
+_WRITE_CHUNK = 100_000
 
 #: Intervals longer than this (days, a century) are stored as "never": a page so unimportant
 #: or so static that its next crawl would fall past any plan, and past what timestamps hold.
@@ -97,12 +97,12 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
         epoch_seconds(p.c.last_fetch_at, db.dialect),
         p.c.fetches,
     ).where(
-        p.c.bucket == bindparam("bucket"),
+        p.c.bucket == bucket,
         p.c.status.in_(REFRESH_STATUSES),
         p.c.last_fetch_at.is_not(None),
     )
     with db.read() as conn:
-        rows = conn.execute(stmt, {"bucket": bucket}).all()
+        rows = driver_rows(conn, stmt)
     if not rows:
         return BucketPages(bucket, [], [], [], [], [], [])
     ids, hosts, rates, importance, fetched, fetches = zip(*rows, strict=True)
@@ -197,7 +197,7 @@ def write_page_schedule(
     An interval that is NaN, infinite or past :data:`HORIZON_DAYS` is stored as NULL with no
     scheduled time: a page the plan does not refresh, which due-URL selection never picks.
     A page whose fetch count is no longer ``fetches`` (reported meanwhile) is left alone.
-    Written in transactions of 20,000 pages in id order; returns the number of pages written.
+    Written in transactions of 100,000 pages in id order; returns the number of pages written.
     """
     if not (len(page_ids) == len(interval_days) == len(scheduled_s) == len(fetches)):
         raise ValueError("page_ids, interval_days, scheduled_s and fetches must be as long")
@@ -239,5 +239,6 @@ def _write(
         for i, d, s, f in zip(ids, days, secs, fetches, strict=True):
             whole, micros = (None, None) if s is None else seconds_micros(s)
             rows.append((d, whole, micros, i, f))
-        result = conn.exec_driver_sql(_SQLITE_WRITE, rows)
+        with sqlite_bulk_cache(conn):  # scattered rows: keep their B-tree pages in memory
+            result = conn.exec_driver_sql(_SQLITE_WRITE, rows)
     return int(result.rowcount or 0)
