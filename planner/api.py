@@ -12,6 +12,7 @@ Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v
 ``POST /v1/leases/{id}/release``            hand the host back unreported
 ``POST /v1/pages``                          add discovered URLs
 ``POST /v1/urgent``                         crawl URLs ahead of the plan (immediate lane)
+``POST /v1/notifications``                  a site says pages changed (push or sitemap)
 ``GET  /v1/work``                           whether anything is due or leased
 ``GET  /v1/plan``                           the current plan and its quotas
 ``GET  /health``                            liveness and the store's reachability (no token)
@@ -63,6 +64,7 @@ from store import (
 )
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.leases import lease_worker
+from store.notifications import Notification, record_notifications
 from store.plans import plan_detail
 from store.urgent import request_urgent
 
@@ -174,6 +176,19 @@ class PagesRequest(_Strict):
     urls: list[Url]
 
 
+class NotificationIn(_Strict):
+    """A site says ``url`` changed at ``changed_at`` (default: now)."""
+
+    url: Url
+    changed_at: AwareDatetime | None = None
+
+
+class NotificationsRequest(_Strict):
+    """Change notifications pushed by a site (or a sitemap's lastmod dates)."""
+
+    notifications: list[NotificationIn]
+
+
 class _Metrics:
     """Prometheus metrics of one app (its own registry, so tests can build many apps)."""
 
@@ -193,6 +208,9 @@ class _Metrics:
         )
         self.discovered = Counter("crawlplan_discovered_urls", "new URLs added", registry=r)
         self.urgent = Counter("crawlplan_urgent_urls", "URLs put ahead of the plan", registry=r)
+        self.notifications = Counter(
+            "crawlplan_notifications", "change notifications recorded", registry=r
+        )
         self.plan = Gauge("crawlplan_plan_version", "current plan version (0: none)", registry=r)
 
 
@@ -454,6 +472,26 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         done = request_urgent(db, good, source="api")
         metrics.urgent.inc(done.queued + done.leased)
         return {**dataclasses.asdict(done), "rejected": len(body.urls) - len(good)}
+
+    @app.post("/v1/notifications", dependencies=auth)
+    def notifications(body: NotificationsRequest) -> dict[str, int]:
+        """Record change notifications (observations of their own kind, used by the
+        estimators) and crawl the pages soon; a page that reliably notifies its changes
+        gets no blind recrawls."""
+        if len(body.notifications) > settings.max_new_urls:
+            raise HTTPException(
+                422,
+                f"at most {settings.max_new_urls} notifications per request, "
+                f"got {len(body.notifications)}",
+            )
+        items = []
+        for note in body.notifications:
+            good = _normalized([note.url])
+            if good:
+                items.append(Notification(good[0][0], good[0][1], note.changed_at))
+        done = record_notifications(db, items)
+        metrics.notifications.inc(done.recorded)
+        return {**dataclasses.asdict(done), "rejected": len(body.notifications) - len(items)}
 
     @app.get("/v1/work", dependencies=auth)
     def work() -> dict[str, Any]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, ParamSpec, TextIO, TypeVar
 
@@ -30,6 +31,8 @@ from rich.text import Text
 
 from crawler.remote import RemoteQueueError, RemoteWorkQueue
 from crawler.seeds import RejectedURL, SeedReader
+from crawler.sitemaps import SitemapError, parse_sitemap
+from crawler.urls import InvalidURLError, normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
 from estimators.buckets import BucketScale
 from estimators.fetch_table import estimate_fetch_table
@@ -60,6 +63,7 @@ from store import (
     upgrade_schema,
 )
 from store.database import Database
+from store.notifications import Notification, record_notifications
 from store.types import utcnow
 from store.urgent import request_urgent
 
@@ -241,6 +245,74 @@ def seed(
 
 @app.command()
 @user_errors
+def notify(
+    urls: Annotated[
+        list[str] | None, typer.Argument(help="Pages that changed.", show_default=False)
+    ] = None,
+    sitemap: Annotated[
+        Path | None,
+        typer.Option(
+            "--sitemap",
+            help="A sitemap (<urlset>) file: each URL with a <lastmod> is a notification.",
+            show_default=False,
+        ),
+    ] = None,
+    changed_at: Annotated[
+        str | None,
+        typer.Option(
+            "--changed-at",
+            help="When the URLs changed (ISO-8601; default now).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Record change notifications: the pages are crawled soon (still politely), and a page
+    whose site reliably notifies its changes gets its rate from them and no blind recrawls.
+    """
+    if not urls and sitemap is None:
+        raise fail("nothing to notify: pass URLs or --sitemap FILE")
+    when = None
+    if changed_at is not None:
+        try:
+            when = datetime.fromisoformat(changed_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise fail(f"--changed-at must be an ISO-8601 time, got {changed_at!r}") from None
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    pairs: list[tuple[str, datetime | None]] = [(u, when) for u in urls or []]
+    if sitemap is not None:
+        try:
+            entries = parse_sitemap(sitemap.read_bytes())
+        except OSError as error:
+            raise InputFileError(f"cannot read {sitemap}: {error.strerror}") from None
+        except SitemapError as error:
+            raise InputFileError(f"{sitemap}: {error}") from None
+        pairs += [(e.loc, e.lastmod) for e in entries if e.lastmod is not None]
+    items, bad = [], []
+    for url, at in pairs:
+        try:
+            normalized = normalize_url(url)
+        except InvalidURLError as error:
+            bad.append(f"{url}: {error}")
+            continue
+        items.append(Notification(normalized, origin_of(normalized), at))
+    settings = _settings(db, config)
+    database = _open_checked(settings)
+    done = record_notifications(database, items)
+    out.print(
+        f"recorded {done.recorded:,} notifications ({done.added:,} pages new to the store); "
+        f"{done.queued:,} pages queued for a crawl"
+    )
+    for line in bad[:10]:
+        err.print(f"  rejected {line}", markup=False)
+    if bad:
+        err.print(f"error: {len(bad):,} URLs were not recorded (listed above)", markup=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     db: DbOption = None,
@@ -277,7 +349,7 @@ def status(
         p = st.plan
         out.print(
             f"plan     version {p.version}, published {p.published_at:%Y-%m-%d %H:%M}Z, "
-            f"strategy {p.strategy}, {p.periods} periods of {p.period_days:g} days, "
+            f"{p.strategy}, {p.periods} periods of {p.period_days:g} days, "
             f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
         )
 

@@ -84,6 +84,9 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
             objective="obsolescence" if objective == UNIFORM else objective,
         )
         days = intervals * plan.period_days
+        # Pages whose sites reliably notify their changes get no blind recrawls: each
+        # notification puts them in the immediate-crawl lane instead.
+        days[np.asarray(pages.notified, dtype=bool)] = np.inf
         due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY
         write_page_schedule(db, pages.page_id, days.tolist(), due.tolist(), pages.fetches)
         finite = int((np.isfinite(days) & (days <= HORIZON_DAYS)).sum())

@@ -31,7 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
-from estimators.fetch_table import estimate_fetch_arrays
+from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
+from estimators.notifications import notification_rates
 from estimators.selection import ChangeRateEstimator
 from planner.quotas import charge_urgent
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
@@ -41,7 +42,8 @@ from store.estimates import (
     iter_page_states,
     write_estimates,
 )
-from store.page_schedule import page_schedule_finished
+from store.notifications import notification_times
+from store.page_schedule import NOTIFIED, page_schedule_finished
 from store.releases import (
     Candidates,
     PeriodWork,
@@ -115,6 +117,44 @@ def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
                 reader.join(timeout=0.05)
 
 
+def _with_notifications(
+    result: FetchArrayEstimate,
+    notes: npt.NDArray[np.float64],
+    page_id: npt.NDArray[np.float64],
+    fetched_days: npt.NDArray[np.float64],
+    changed: npt.NDArray[np.float64],
+    scale: BucketScale,
+) -> FetchArrayEstimate:
+    """The chunk's estimates, with the rates of pages whose change notifications are
+    reliable taken from the notifications (estimator ``notifications``)."""
+    if notes.size == 0:
+        return result
+    lo, hi = (
+        np.searchsorted(notes[:, 0], [result.page[0], result.page[-1]], side="left")[0],
+        (np.searchsorted(notes[:, 0], result.page[-1], side="right")),
+    )
+    mine = notes[lo:hi]
+    if mine.size == 0:
+        return result
+    found = notification_rates(
+        page_id.astype(np.int64), fetched_days, changed, mine[:, 0], mine[:, 1] / _DAY_S
+    )
+    if found.page.size == 0:
+        return result
+    at = np.searchsorted(result.page, found.page)
+    rate, low, high = result.rate.copy(), result.rate_low.copy(), result.rate_high.copy()
+    names = result.estimator.astype(object)
+    rate[at], low[at], high[at], names[at] = found.rate, found.rate_low, found.rate_high, NOTIFIED
+    return replace(
+        result,
+        rate=rate,
+        rate_low=low,
+        rate_high=high,
+        estimator=names.astype(np.str_),
+        bucket=scale.assign(rate),
+    )
+
+
 def estimate_from_store(
     db: Database,
     *,
@@ -128,6 +168,7 @@ def estimate_from_store(
     pages = fetches = 0
     by_estimator: dict[str, int] = {}
     now_days = datetime.now(UTC).timestamp() / _DAY_S
+    notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
     for rows in _prefetched(iter_fetch_rows(db, chunk_pages=chunk_pages)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
@@ -144,20 +185,23 @@ def estimate_from_store(
         )
         if prior is None:
             prior = result.fitted.prior_
+        chosen = _with_notifications(
+            result, notes, page_id, fetched_s / _DAY_S, changed, scale or BucketScale()
+        )
         rate, low, high = (
             [None if math.isnan(v) else v for v in column.tolist()]
-            for column in (result.rate, result.rate_low, result.rate_high)
+            for column in (chosen.rate, chosen.rate_low, chosen.rate_high)
         )
         write_estimates(
             db,
-            result.page.tolist(),
+            chosen.page.tolist(),
             rate,
             low,
             high,
-            result.estimator.tolist(),
-            result.bucket.tolist(),
+            chosen.estimator.tolist(),
+            chosen.bucket.tolist(),
         )
-        names, counts = np.unique(result.estimator, return_counts=True)
+        names, counts = np.unique(chosen.estimator, return_counts=True)
         for name, count in zip(names.tolist(), counts.tolist(), strict=True):
             by_estimator[name] = by_estimator.get(name, 0) + count
         pages += int(result.page.size)

@@ -39,6 +39,7 @@ from store.urgent import URGENT_DUE
 
 __all__ = [
     "HORIZON_DAYS",
+    "NOTIFIED",
     "BucketPages",
     "bucket_pages",
     "buckets_in_use",
@@ -49,6 +50,10 @@ __all__ = [
 ]
 
 _WRITE_CHUNK = 100_000
+
+#: The ``estimator`` of a page whose change notifications are reliable: its rate comes from
+#: them, and it gets no blind recrawls (each notification queues a crawl).
+NOTIFIED = "notifications"
 
 #: Intervals longer than this (days, a century) are stored as "never": a page so unimportant
 #: or so static that its next crawl would fall past any plan, and past what timestamps hold.
@@ -61,7 +66,7 @@ class BucketPages:
 
     ``rate``: changes per day (None without an estimate); ``importance``: None when unknown;
     ``last_fetch_s``: seconds since the epoch of the page's latest fetch; ``fetches``: its
-    fetch count when read.
+    fetch count when read; ``notified``: its rate comes from reliable change notifications.
     """
 
     bucket: int
@@ -71,6 +76,7 @@ class BucketPages:
     importance: list[float | None]
     last_fetch_s: list[float]
     fetches: list[int]
+    notified: list[bool]
 
 
 def buckets_in_use(db: Database) -> list[int]:
@@ -96,6 +102,7 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
         p.c.importance,
         epoch_seconds(p.c.last_fetch_at, db.dialect),
         p.c.fetches,
+        p.c.estimator,
     ).where(
         p.c.bucket == bucket,
         p.c.status.in_(REFRESH_STATUSES),
@@ -104,8 +111,8 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
     with db.read() as conn:
         rows = driver_rows(conn, stmt)
     if not rows:
-        return BucketPages(bucket, [], [], [], [], [], [])
-    ids, hosts, rates, importance, fetched, fetches = zip(*rows, strict=True)
+        return BucketPages(bucket, [], [], [], [], [], [], [])
+    ids, hosts, rates, importance, fetched, fetches, names = zip(*rows, strict=True)
     return BucketPages(
         bucket,
         list(ids),
@@ -114,6 +121,7 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
         list(importance),
         list(fetched),
         list(fetches),
+        [name == NOTIFIED for name in names],
     )
 
 

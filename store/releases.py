@@ -42,6 +42,7 @@ from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.models import HOSTS, NEW_PAGE_CONDITION, PAGES, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS
 from store.pages import insert_ignoring_conflicts
 from store.types import UTCDateTime, epoch_seconds, seconds_micros, sqlite_text, utcnow
+from store.urgent import URGENT_DUE
 
 __all__ = [
     "REFRESH_STATUSES",
@@ -117,6 +118,12 @@ def _free() -> ColumnElement[bool]:
     return or_(PAGES.c.leased_until.is_(None), PAGES.c.leased_until < _NOW)
 
 
+def _not_urgent() -> ColumnElement[bool]:
+    """Pages in the immediate-crawl lane are due already: a release neither counts nor
+    moves them (their crawls are charged to the plan separately)."""
+    return or_(PAGES.c.next_due_at.is_(None), PAGES.c.next_due_at > URGENT_DUE)
+
+
 def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
     """The period of plan ``plan_id`` whose window [starts_at, ends_at) holds ``now``."""
     pp = PLAN_PERIODS
@@ -177,6 +184,7 @@ def refresh_candidates(
             p.c.scheduled_at < bindparam("before", type_=UTCDateTime()),
             p.c.status.in_(REFRESH_STATUSES),
             _free(),
+            _not_urgent(),
         )
         .order_by(p.c.scheduled_at, p.c.id)
         .limit(bindparam("limit"))
@@ -214,7 +222,7 @@ def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidate
             p.c.next_due_at.is_not(None),
             p.c.fetches,
         )
-        .where(text(NEW_PAGE_CONDITION), _free())
+        .where(text(NEW_PAGE_CONDITION), _free(), _not_urgent())
         .order_by(p.c.cash.desc(), p.c.id.desc())
         .limit(bindparam("limit"))
     )
