@@ -501,7 +501,8 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/plan", dependencies=auth)
     def plan() -> dict[str, Any]:
-        """The current plan: its summary and per period the quotas by bucket."""
+        """The current plan: its summary and, in ``period_quotas``, per period the quotas by
+        bucket and the new pages."""
         current = latest_plan(db)
         if current is None:
             raise HTTPException(404, "no plan has been published yet")
@@ -512,7 +513,10 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
             entry["quotas"][str(bucket)] = pages_
         for period, new_pages in detail.new_pages.items():
             periods.setdefault(period, {"period": period, "quotas": {}})["new_pages"] = new_pages
-        return {**dataclasses.asdict(current), "periods": [periods[k] for k in sorted(periods)]}
+        return {
+            **dataclasses.asdict(current),
+            "period_quotas": [periods[k] for k in sorted(periods)],
+        }
 
     app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
     return app

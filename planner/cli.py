@@ -63,6 +63,7 @@ from store import (
     upgrade_schema,
 )
 from store.database import Database
+from store.errors import NightlyRunBusyError
 from store.notifications import Notification, record_notifications
 from store.types import utcnow
 from store.urgent import request_urgent
@@ -504,6 +505,11 @@ def _nightly_settings(settings: Settings) -> NightlySettings:
     )
 
 
+def _count(value: float, noun: str) -> str:
+    """``3 periods``, ``1 day``, ``0.5 days``."""
+    return f"{value:g} {noun}" + ("" if value == 1 else "s")
+
+
 def _cycle_table(report: NightlyReport, periods: int) -> Table:
     """Per bucket: pages per period in the current plan and in the new cycle."""
     assert report.cycle is not None
@@ -543,25 +549,30 @@ def nightly(
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Nightly plan generation: estimate, aggregate, measure, solve, publish, schedule pages.
+    """Nightly plan generation: measure, estimate, importance, aggregate, solve, publish,
+    schedule pages.
 
     Publishes the new plan version atomically (workers lease from the previous plan until
     then). Safe to re-run: a cycle already planned is left alone, and a run killed half-way is
     completed by the next. Exit code 0 when a plan is in place, 1 when the solver found none
-    (the previous plan stays current), 2 on a user error such as a missing capacity.
+    (the previous plan stays current), 2 on a user error such as a missing capacity, 75 when
+    another nightly run is still running (try again later).
     [plan] settings in crawlplan.toml: period_days, periods, strategy, capacity, window_days,
     objective (`crawlplan config` lists them).
     """
     settings = _settings(db, config)
     nightly_settings = _nightly_settings(settings)
     database = _open_checked(settings)
-    report = run_nightly(
-        database,
-        nightly_settings,
-        dry_run=dry_run,
-        force=force,
-        say=lambda line: err.print(f"  {line}", markup=False),
-    )
+    try:
+        report = run_nightly(
+            database,
+            nightly_settings,
+            dry_run=dry_run,
+            force=force,
+            say=lambda line: err.print(f"  {line}", markup=False),
+        )
+    except NightlyRunBusyError as error:
+        raise fail(str(error), code=75) from None
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in report.stages.items())
     if report.resumed is not None:
         out.print(f"finished the page schedule of plan {report.resumed} (an interrupted run)")
@@ -577,18 +588,22 @@ def nightly(
     buckets = len(inputs.bucket_ids)
     d = inputs.discovery
     out.print(
-        f"cycle from {report.cycle_start:%Y-%m-%d %H:%M:%S} UTC: {nightly_settings.periods} "
-        f"periods of {nightly_settings.period_days:g} days, {buckets} buckets with pages, "
+        f"cycle from {report.cycle_start:%Y-%m-%d %H:%M:%S} UTC: "
+        f"{_count(nightly_settings.periods, 'period')} of "
+        f"{_count(nightly_settings.period_days, 'day')}, {_count(buckets, 'bucket')} with pages, "
         f"{inputs.new_pages:,} new pages; capacity {inputs.capacity_crawls:,.0f} crawls per "
         f"period at {inputs.seconds_per_fetch:.3f} s each; discovery per crawl: old "
         f"{d.oldnwt:.3g}, new {d.newnwt:.3g}, outside {d.nconst:.3g} per period ({d.method})",
         markup=False,
     )
-    out.print(
-        f"solver: {solver.get('status')}, objective {solver.get('objective', float('nan')):.6g}, "
-        f"{solver.get('iterations', 0)} iterations",
-        markup=False,
-    )
+    if "objective" in solver:
+        out.print(
+            f"solver: {solver['status']}, objective {solver['objective']:.6g}, "
+            f"{solver.get('iterations', 0)} iterations",
+            markup=False,
+        )
+    else:
+        out.print(f"solver: not needed ({solver.get('note', solver.get('status'))})", markup=False)
     if report.status == "dry-run":
         out.print(_cycle_table(report, nightly_settings.periods))
         out.print(f"dry run: nothing written ({timings})", markup=False)

@@ -34,7 +34,7 @@ from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from estimators.buckets import BucketScale
 from planner.config import load_settings
-from planner.nightly import NightlySettings, run_nightly
+from planner.nightly import NightlySettings, cycle_start, run_nightly
 from planner.pipeline import release_period
 from scenarios.demo_report import plot_freshness
 from scenarios.ground_truth import repository_freshness, score_change_detection, smallest_gaps
@@ -226,7 +226,15 @@ def run_demo(
             )
             for name, db in (("crawlplan", planned_db), ("uniform", uniform_db))
         ]
-        started = time.monotonic()
+        # Periods counted from the first plan's start (a whole number of periods since the
+        # epoch), so that samples and nightly runs fall on the plans' period boundaries.
+        first_plan = latest_plan(planned_db)
+        plan_start = (
+            first_plan.starts_at
+            if first_plan is not None
+            else cycle_start(datetime.now(UTC), nightly.period_days)
+        )
+        started = time.monotonic() - (datetime.now(UTC) - plan_start).total_seconds()
         for thread in threads:
             thread.start()
         try:

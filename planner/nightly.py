@@ -317,7 +317,10 @@ def _run(
     if current is not None and current.starts_at == start and not force and not dry_run:
         report.status = "resumed" if report.resumed else "unchanged"
         report.plan = current.version
-        report.message = f"plan {current.version} already covers the cycle starting {start:%c}"
+        report.message = (
+            f"plan {current.version} already covers the cycle starting "
+            f"{start:%Y-%m-%d %H:%M:%S} UTC"
+        )
         return
     with stages.stage("measure"):
         window = timedelta(days=settings.window_days)

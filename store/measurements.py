@@ -108,6 +108,11 @@ def measure_crawl(
             # The latest max_fetches fetches: those strictly after the one just older.
             since, after = oldest, obs.fetched_at > oldest
         in_window = and_(fetch, after, obs.fetched_at < until)
+        # A crawl younger than the window is measured from its first fetch, not the window's
+        # start (else a young crawl's throughput would read low).
+        first = conn.execute(select(func.min(obs.fetched_at)).where(in_window)).scalar_one()
+        if first is not None and first > since:
+            since = first
         dialect = db.dialect
         since_s = since.timestamp()
         bins = max(1, math.ceil((until - since).total_seconds() / bin_seconds))

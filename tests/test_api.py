@@ -179,8 +179,10 @@ def test_plan_health_and_metrics(api: ApiServer, db: Database) -> None:
         ),
     )
     plan = requests.get(api.url + "/v1/plan", headers=AUTH, timeout=10).json()
-    assert plan["version"] == 1 and plan["periods"][0]["quotas"] == {"7": 4, "9": 2}
-    assert plan["periods"][0]["new_pages"] == 3 and plan["periods"][1]["new_pages"] == 1
+    assert plan["version"] == 1 and plan["periods"] == 2
+    assert plan["period_quotas"][0]["quotas"] == {"7": 4, "9": 2}
+    assert plan["period_quotas"][0]["new_pages"] == 3
+    assert plan["period_quotas"][1]["new_pages"] == 1
     assert requests.get(api.url + "/health", timeout=10).json()["plan"] == 1
     text = requests.get(api.url + "/metrics", timeout=10).text
     assert "crawlplan_plan_version 1.0" in text

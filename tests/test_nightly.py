@@ -90,13 +90,13 @@ def test_measurements_of_the_crawl(db: Database) -> None:
     assert m.fetches == 24
     assert m.seconds_per_fetch == pytest.approx(0.1)
     assert sum(m.bucket_fetches) == 24 and np.nanmax(m.bucket_seconds) == pytest.approx(0.1)
-    assert m.since == T0 + 4 * DAY - 10 * DAY
+    assert m.since == T0 + timedelta(minutes=1)  # a young crawl: from its first fetch
     assert sum(m.new_crawls) == 6 and sum(m.old_crawls) == 18
     assert sum(m.discovered) == 0  # seeded pages are not discoveries
     found = [(f"http://h.test/found{k}", "http://h.test") for k in range(2)]
     add_pages(db, found, now=T0 + DAY, discovered=True)
     m = measure_crawl(db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400)
-    assert m.discovered[6 + 1] == 2  # bins of a day from T0 - 6 days: T0 + 1 day is bin 7
+    assert m.discovered[0] == 2  # bins of a day from the first fetch: T0 + 1 day is bin 0
     capped = measure_crawl(
         db, until=T0 + 4 * DAY, window=10 * DAY, bin_seconds=86400, max_fetches=6
     )

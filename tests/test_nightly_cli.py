@@ -54,7 +54,7 @@ def test_nightly_publishes_then_leaves_the_cycle_alone(tmp_path: Path) -> None:
     env = {"CRAWLPLAN_CAPACITY": "10", "CRAWLPLAN_PERIODS": "3"}
     code, out, err = _run("--db", url, env=env)
     assert code == 0, err
-    assert "3 periods of 1 days, 2 buckets with pages, 10 new pages; capacity 10" in out
+    assert "3 periods of 1 day, 2 buckets with pages, 10 new pages; capacity 10" in out
     assert "solver: optimal" in out and "published plan 1:" in out
     for stage in ("measure", "estimate", "importance", "aggregate", "solve", "publish", "schedule"):
         assert f"  {stage}: " in err
@@ -74,3 +74,15 @@ def test_bad_plan_settings_are_one_line(tmp_path: Path) -> None:
     assert code == 2 and "plan.objective must be one of obsolescence" in err
     code, _, err = _run("--db", url, env={"CRAWLPLAN_PERIODS": "zero"})
     assert code == 2 and "plan.periods must be int" in err
+
+
+def test_a_busy_nightly_exits_75_for_cron(tmp_path: Path) -> None:
+    from datetime import timedelta as td
+
+    from store.nightly_runs import start_run
+
+    url = _store(tmp_path)
+    db = open_database(url)
+    start_run(db, cycle_start=utcnow(), stale_after=td(minutes=30))
+    code, _, err = _run("--db", url, env={"CRAWLPLAN_CAPACITY": "10"})
+    assert code == 75 and "is still running" in err
