@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python tests/benchmarks/bench_selection.py
 	$(BIN)/python tests/benchmarks/bench_opic.py
 	$(BIN)/python tests/benchmarks/bench_simulator.py
+	$(BIN)/python tests/benchmarks/bench_nightly.py
 
 # The solver benchmark runs the plain formulation beside the planner's: about 40 minutes.
 bench-solver: setup

@@ -9,9 +9,9 @@ stage. Baselines measured in the same run on the same database:
 
 * read: a bare ``SELECT page_id, fetched_at, changed`` of every observation, ordered by page
   and time, through the driver (the least the estimate stage must do to see its evidence);
-* solve: the same instance solved from the uniform crawl (the nightly warm-starts from the
-  current plan when there is one; the first run has none, so it is the same start) is not
-  repeated; instead a second nightly run for the next cycle shows the warm start.
+* a second nightly run, for the next cycle, warm-started from the first run's plan.
+
+Building the store takes about 10 minutes; ``--keep DIR`` keeps it for the next run.
 
 Options: ``--pages N`` (default 1,000,000), ``--fetches K`` (default 20), ``--keep DIR``
 reuses a store built in DIR (handy when iterating).
