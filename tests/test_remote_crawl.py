@@ -60,13 +60,15 @@ def _api_settings(lease_seconds: float = 30.0) -> ApiSettings:
     )
 
 
-def _pool(api: ApiServer, name: str, stats: CrawlStats, seconds: float = 60.0) -> threading.Thread:
+def _pool(
+    api: ApiServer, name: str, stats: CrawlStats, seconds: float = 60.0, until_idle: bool = True
+) -> threading.Thread:
     thread = threading.Thread(
         target=run_workers,
         args=(lambda: RemoteWorkQueue(api.url, TOKEN), _settings()),
         kwargs={
             "workers": 2,
-            "until_idle": True,
+            "until_idle": until_idle,
             "seconds": seconds,
             "stats": stats,
             "name_prefix": name,
@@ -175,3 +177,69 @@ def test_a_killed_worker_pool_loses_nothing(db: Database, backend_url: str) -> N
     by_pool = _check(db, web, server)
     assert by_pool["survivor"] > 0
     assert _leases(db, "survivor-%") > 0
+
+
+def test_remote_pools_crawl_to_the_plan_quotas(db: Database) -> None:
+    """A published plan on the server: its releases (made by the API server) are crawled by
+    two remote pools, every released page fetched once, politely."""
+    from datetime import UTC, datetime
+
+    from planner.nightly import NightlySettings, run_nightly
+    from store.models import PERIOD_RELEASES
+
+    web = _web()
+    period = 2.0
+    settings = ApiSettings(
+        tokens=(TOKEN,),
+        policy=LeasePolicy(lease_seconds=30, max_urls=20, max_urls_per_host=10, max_hosts=2),
+        release_every=0.2,
+        min_delay_seconds=MIN_DELAY,  # host capacity: 20 requests per 2 s period
+    )
+    with WebServer(web, seed=4) as server:
+        _seed(db, server)
+        # Seed every page (a sitemap), then a cold-start plan: 12 new pages per period.
+        add_pages(
+            db,
+            [
+                (normalize_url(server.url(p)), server.origins[web.host_of[p]])
+                for p in range(web.n_pages)
+            ],
+        )
+        report = run_nightly(
+            db,
+            NightlySettings(period_days=period / 86_400, periods=3, capacity=12.0),
+            now=datetime.now(UTC),
+        )
+        assert report.status == "published"
+        plan_end = report.cycle_start.timestamp() + 3 * period
+        with ApiServer(db, settings) as api:
+            seconds = plan_end - datetime.now(UTC).timestamp() + 1.0  # the whole plan, + 1 s
+            stats_a, stats_b = CrawlStats(), CrawlStats()
+            pools = [
+                _pool(api, "alpha", stats_a, seconds=seconds, until_idle=False),
+                _pool(api, "beta", stats_b, seconds=seconds, until_idle=False),
+            ]
+            for pool in pools:
+                pool.join(timeout=60)
+    with db.read() as conn:
+        by_period = dict(
+            conn.execute(select(PERIOD_RELEASES.c.period, PERIOD_RELEASES.c.pages)).tuples().all()
+        )
+    released = sum(by_period.values())
+    # Periods 2 and 3 are whole: their quotas are met. Period 1 began before the plan was
+    # published (periods start on whole multiples of the period): less time, fewer polite
+    # requests per host.
+    assert by_period[2] == by_period[3] == 12
+    with db.read() as conn:
+        pages_fetched = conn.execute(  # robots-blocked pages are observed without a request
+            select(func.count(func.distinct(OBSERVATIONS.c.page_id)))
+        ).scalar_one()
+    served = Counter((r.host, r.path) for r in server.log if r.path != "/robots.txt")
+    assert max(served.values()) == 1  # nothing fetched twice
+    # The released pages were crawled (about one run in three leaves one or two of the last
+    # period's pages unobserved when the pools stop; see the issue note).
+    assert pages_fetched >= 0.9 * released
+    assert stats_a.fetched + stats_b.fetched == sum(served.values())
+    for host in range(web.config.hosts):
+        for before, after in itertools.pairwise(server.requests_to(host)):
+            assert after.t - before.t >= MIN_DELAY - TOLERANCE
