@@ -4,9 +4,9 @@ A site may tell us a page changed (an API call, or a sitemap's ``lastmod``). Eac
 notification is an observation with ``kind = 'notification'``, ``changed = true`` and
 ``fetched_at`` the time the site says the page changed (the time it told us, when it says
 nothing); it never counts as a fetch (no HTTP status), so the change-rate estimators see it
-only as a notification. The page is also put in the immediate-crawl lane (source
-``notification``), so the change is fetched soon. A repeat of the same (page, time) is
-recorded once.
+only as a notification. A page whose notified change is newer than its last fetch is also put
+in the immediate-crawl lane (source ``notification``), so the change is fetched soon. A
+repeat of the same (page, time) is recorded once.
 
 :func:`notification_times` reads them back for the estimators, which judge per page whether
 its notifications are reliable (every change our fetches saw was notified): such a page
@@ -23,6 +23,7 @@ from sqlalchemy import Connection, and_, select, tuple_
 
 from store.database import Database, driver_rows
 from store.models import OBSERVATIONS, PAGES
+from store.pages import add_pages
 from store.types import epoch_seconds, utcnow
 from store.urgent import request_urgent
 
@@ -53,32 +54,35 @@ class NotificationOutcome:
 def record_notifications(
     db: Database, items: Sequence[Notification], *, now: datetime | None = None
 ) -> NotificationOutcome:
-    """Record change notifications and queue their pages for an immediate crawl."""
+    """Record change notifications and queue for an immediate crawl the pages whose notified
+    change is newer than their last fetch (a change already fetched needs no crawl)."""
     when = now or utcnow()
     if not items:
         return NotificationOutcome(0, 0, 0)
-    urgent = request_urgent(db, [(n.url, n.origin) for n in items], source="notification", now=when)
+    added = add_pages(db, [(n.url, n.origin) for n in items], now=when, due=False).added
     recorded = 0
+    stale: dict[str, str] = {}
     for start in range(0, len(items), _CHUNK):
         chunk = items[start : start + _CHUNK]
 
         def work(conn: Connection, chunk: Sequence[Notification] = chunk) -> int:
-            ids: dict[str, int] = dict(
-                conn.execute(
-                    select(PAGES.c.url, PAGES.c.id).where(
+            known = {
+                url: (page, last)
+                for url, page, last in conn.execute(
+                    select(PAGES.c.url, PAGES.c.id, PAGES.c.last_fetch_at).where(
                         PAGES.c.url.in_(sorted({n.url for n in chunk}))
                     )
-                )
-                .tuples()
-                .all()
-            )
-            rows = {
-                (ids[n.url], n.changed_at or when)
-                for n in chunk
-                if n.url in ids  # always: request_urgent added them
+                ).tuples()
             }
+            rows = set()
+            for n in chunk:
+                page, last = known[n.url]  # add_pages added the unknown ones
+                at = n.changed_at or when
+                rows.add((page, at))
+                if last is None or at > last:
+                    stale[n.url] = n.origin
             o = OBSERVATIONS.c
-            known = set(
+            seen = set(
                 conn.execute(
                     select(o.page_id, o.fetched_at).where(
                         and_(
@@ -86,7 +90,7 @@ def record_notifications(
                             tuple_(o.page_id, o.fetched_at).in_(sorted(rows)),
                         )
                     )
-                ).all()
+                ).tuples()
             )
             fresh = [
                 {
@@ -96,14 +100,15 @@ def record_notifications(
                     "recorded_at": when,
                     "changed": True,
                 }
-                for page, at in sorted(rows - known)
+                for page, at in sorted(rows - seen)
             ]
             if fresh:
                 conn.execute(OBSERVATIONS.insert(), fresh)
             return len(fresh)
 
         recorded += db.run_write(work)
-    return NotificationOutcome(recorded, urgent.added, urgent.queued + urgent.leased)
+    urgent = request_urgent(db, list(stale.items()), source="notification", now=when)
+    return NotificationOutcome(recorded, added, urgent.queued + urgent.leased)
 
 
 def notification_times(db: Database) -> list[tuple[int, float]]:

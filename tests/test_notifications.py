@@ -103,15 +103,17 @@ def test_notifications_are_their_own_observations_and_are_recorded_once(db: Data
     again = record_notifications(
         db, [Notification(f"{origin}/0", origin, T0 + DAY + timedelta(minutes=1, hours=3))]
     )
-    assert again.recorded == 0 and again.queued == 1  # a repeat, but crawled soon all the same
+    assert again.recorded == 0 and again.queued == 0  # a repeat of a change fetched since
+    news = record_notifications(db, [Notification(f"{origin}/1", origin)])
+    assert news.recorded == 1 and news.queued == 1  # newer than the last fetch: crawl soon
     with db.read() as conn:
         kinds = conn.execute(
             select(OBSERVATIONS.c.kind, OBSERVATIONS.c.http_status, OBSERVATIONS.c.changed).where(
                 OBSERVATIONS.c.kind == "notification"
             )
         ).all()
-    assert len(kinds) == 3 and all(k == ("notification", None, True) for k in kinds)
-    assert len(notification_times(db)) == 3
+    assert len(kinds) == 4 and all(k == ("notification", None, True) for k in kinds)
+    assert len(notification_times(db)) == 4
 
 
 def test_a_reliable_notifier_gets_no_blind_recrawls(db: Database) -> None:
