@@ -55,8 +55,36 @@ def _payload(item: Any) -> dict[str, Any]:
     return {k: _json(v) for k, v in dataclasses.asdict(item).items()}
 
 
+#: The worker API's limits on a result's fields (planner.api.FetchResultIn), kept here so
+#: that an odd page (a 3,000-character Location, 10,000 links) is sent trimmed rather than
+#: refused: characters for text fields, items for outlinks, characters per URL.
+_TEXT_LIMITS = {"error": 2_000, "etag": 512, "signature": 64}
+_MAX_OUTLINKS = 5_000
+_MAX_URL = 2_048
+
+
+def _result_payload(result: FetchResult) -> dict[str, Any]:
+    body = _payload(result)
+    for name, limit in _TEXT_LIMITS.items():
+        value = body.get(name)
+        if isinstance(value, str):
+            value = value.replace("\x00", "")
+            body[name] = (
+                value[:limit] if name == "error" else (value if len(value) <= limit else None)
+            )
+    body["outlinks"] = [u for u in body["outlinks"] if len(u) <= _MAX_URL][:_MAX_OUTLINKS]
+    return body
+
+
 def _time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
+
+
+def _host_payload(host: HostUpdate) -> dict[str, Any]:
+    body = _payload(host)
+    if isinstance(body.get("robots_txt"), str):
+        body["robots_txt"] = body["robots_txt"].replace("\x00", "")[: 512 * 1024]
+    return body
 
 
 def _lease(data: dict[str, Any]) -> Lease:
@@ -124,11 +152,16 @@ class RemoteWorkQueue:
                 response = self.session.request(
                     method, self.base_url + path, json=body, timeout=self.timeout
                 )
-            except (requests.ConnectionError, requests.Timeout) as error:
+            except requests.RequestException as error:  # refused, reset, timed out, cut short
                 problem = f"cannot reach the worker API at {self.base_url}: {error}"
             else:
                 if response.status_code < 300:
-                    return response.json()
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise RemoteQueueError(
+                            f"{method} {path}: the worker API answered something not JSON"
+                        ) from None
                 detail = _detail(response)
                 if response.status_code == 404 and "/leases/" in path:
                     raise LeaseNotFoundError(detail)
@@ -163,7 +196,7 @@ class RemoteWorkQueue:
         return _time(data["expires_at"])
 
     def _results(self, results: Sequence[FetchResult]) -> list[dict[str, Any]]:
-        return [_payload(r) for r in results]
+        return [_result_payload(r) for r in results]
 
     def report(
         self,
@@ -188,7 +221,7 @@ class RemoteWorkQueue:
         """Record results and hand the host back."""
         body: dict[str, Any] = {"worker": self.worker, "results": self._results(results)}
         if host is not None:
-            body["host"] = _payload(host)
+            body["host"] = _host_payload(host)
         data = self._call("POST", f"/v1/leases/{lease_id}/finish", body)
         return ReportOutcome(data["recorded"], data["duplicates"], data["late"]), data["returned"]
 
@@ -196,7 +229,7 @@ class RemoteWorkQueue:
         """Hand a host back without results."""
         body: dict[str, Any] = {"worker": self.worker}
         if host is not None:
-            body["host"] = _payload(host)
+            body["host"] = _host_payload(host)
         return int(self._call("POST", f"/v1/leases/{lease_id}/release", body)["returned"])
 
     def add_pages(self, pages: Iterable[tuple[str, str]]) -> int:

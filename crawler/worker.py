@@ -49,6 +49,7 @@ from crawler.work_queue import WorkQueue
 from estimators.opic import DEFAULT_DAMPING, crawl_cash_split, crawl_virtual_gift
 from store import FetchResult, HostUpdate, Lease, LeasedPage
 from store.database import Database
+from store.errors import StoreError
 from store.importance import CashSplit, spread_virtual_cash
 from store.types import utcnow
 
@@ -93,6 +94,8 @@ class CrawlStats:
     discovered: int = 0
     leases: int = 0
     active_hosts: int = 0
+    #: Calls to the store or the worker API that failed (their batch is crawled again).
+    queue_errors: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -152,13 +155,20 @@ class CrawlWorker:
         while not self.stop.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
-            if not leases:
-                if until_idle and self._idle():
-                    return
-                self.stop.wait(self.settings.idle_sleep)
-                continue
-            self.crawl_batch(leases)
+            try:
+                leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
+                if not leases:
+                    if until_idle and self._idle():
+                        return
+                    self.stop.wait(self.settings.idle_sleep)
+                    continue
+                self.crawl_batch(leases)
+            except StoreError as error:
+                # The store or the worker API refused or failed a call: what the batch did
+                # not report is fetched again once its leases expire. Keep crawling.
+                log.warning("%s: %s", self.name, error)
+                self.stats.add(queue_errors=1)
+                self.stop.wait(max(self.settings.idle_sleep, 1.0))
 
     def _idle(self) -> bool:
         return not self.queue.work_remaining()

@@ -189,15 +189,26 @@ def test_plan_health_and_metrics(api: ApiServer, db: Database) -> None:
     assert 'crawlplan_api_requests_total{code="200",endpoint="/v1/plan"}' in text
 
 
-def test_the_remote_queue_client(api: ApiServer) -> None:
+def test_the_remote_queue_client(api: ApiServer, db: Database) -> None:
     queue = RemoteWorkQueue(api.url, TOKEN)
     assert queue.policy.lease_seconds == 300.0
     assert queue.work_remaining()
-    leases = queue.lease("pool-0", max_urls=3)
+    leases = queue.lease("pool-0", max_urls=4)
+    assert len(leases[0].pages) >= 2
     page = leases[0].pages[0]
     result = FetchResult(page.page_id, utcnow(), "ok", 200, duration=0.2, outlinks=())
-    outcome, returned = queue.finish(leases[0].lease_id, [result])
-    assert outcome.recorded == 1 and returned == len(leases[0].pages) - 1
+    odd = FetchResult(  # a page with 6,000 links, one too long, and a huge error text
+        leases[0].pages[1].page_id,
+        utcnow(),
+        "error",
+        error="redirect to an invalid URL " + "x" * 3_000 + "\x00",
+        outlinks=("http://a.test/" + "l" * 3_000, *(f"http://a.test/{i}" for i in range(6_000))),
+    )
+    with ApiServer(db) as roomy:  # the default 8 MiB body cap
+        trimmed = RemoteWorkQueue(roomy.url, TOKEN)
+        trimmed.worker = "pool-0"
+        outcome, returned = trimmed.finish(leases[0].lease_id, [result, odd])
+    assert outcome.recorded == 2 and returned == len(leases[0].pages) - 2
     with pytest.raises(LeaseNotFoundError):
         queue.renew(424242)
     bad = RemoteWorkQueue(api.url, "wrong-token-0123456789", retry_seconds=0)
