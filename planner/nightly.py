@@ -61,6 +61,7 @@ from planner.plan_solver import PlanSolver
 from planner.refresh_objectives import OBJECTIVES
 from planner.webfountain import uniform_crawl
 from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
+from store.errors import NightlyRunBusyError
 from store.importance import spread_virtual_cash
 from store.measurements import measure_crawl
 from store.nightly_runs import finish_run, heartbeat, start_run
@@ -140,6 +141,11 @@ class _Stages:
     def __init__(self, db: Database, run_id: int | None, say: Callable[[str], None]) -> None:
         self.db, self.run_id, self.say = db, run_id, say
         self.seconds: dict[str, float] = {}
+
+    def beat(self) -> None:
+        """Move the heartbeat now (from inside a long stage)."""
+        if self.run_id is not None:
+            heartbeat(self.db, self.run_id, self.seconds)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -281,6 +287,8 @@ def run_nightly(
     report = NightlyReport("running", start, run_id=run_id, stages=stages.seconds)
     try:
         _run(db, settings, report, stages, when, dry_run=dry_run, force=force)
+    except NightlyRunBusyError:
+        raise  # taken over: the run that took over owns the record now
     except BaseException as error:
         if run_id is not None:
             finish_run(db, run_id, status="failed", stages=stages.seconds, message=repr(error))
@@ -337,7 +345,8 @@ def _run(
         capacity = _capacity(settings, measured.fetches, measured.window_seconds)
     if not dry_run:
         with stages.stage("estimate"):
-            estimate_from_store(db, scale=settings.scale)
+            # A heartbeat every chunk: a long estimate is alive, not killed.
+            estimate_from_store(db, scale=settings.scale, progress=lambda _pages: stages.beat())
         with stages.stage("importance"):
             # OPIC: the virtual page's cash to every page, and every page's importance
             # (H + C) / (G + 1) stored for the page schedule.

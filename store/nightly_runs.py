@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select, text, update
 
 from store.database import Database
 from store.errors import NightlyRunBusyError
@@ -23,6 +23,9 @@ from store.models import NIGHTLY_RUNS
 from store.types import utcnow
 
 __all__ = ["NightlyRunRecord", "finish_run", "heartbeat", "recent_runs", "start_run"]
+
+#: The PostgreSQL advisory lock key of :func:`start_run` (any constant of our own).
+_LOCK_KEY = 0x63726177_6C6E6967  # "crawlnig"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ def start_run(
     runs = NIGHTLY_RUNS.c
 
     def work(conn: Connection) -> int:
+        if conn.dialect.name == "postgresql":
+            # Two runs starting at once would both see nothing running (read committed):
+            # one lock for the check and the insert. SQLite's writes are serialized already.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
         conn.execute(
             update(NIGHTLY_RUNS)
             .where(runs.status == "running", runs.heartbeat_at < when - stale_after)
@@ -83,17 +90,26 @@ def start_run(
     return db.run_write(work)
 
 
+def _still_running(conn: Connection, run_id: int, values: dict[str, Any]) -> None:
+    moved = conn.execute(
+        update(NIGHTLY_RUNS)
+        .where(NIGHTLY_RUNS.c.id == run_id, NIGHTLY_RUNS.c.status == "running")
+        .values(**values)
+    ).rowcount
+    if not moved:
+        raise NightlyRunBusyError(
+            f"nightly run {run_id} was taken for dead (no heartbeat for too long) and another "
+            "run took over: this one stops"
+        )
+
+
 def heartbeat(
     db: Database, run_id: int, stages: Mapping[str, float], *, now: datetime | None = None
 ) -> None:
-    """Move the run's heartbeat and store the stage timings so far."""
-    db.run_write(
-        lambda conn: conn.execute(
-            update(NIGHTLY_RUNS)
-            .where(NIGHTLY_RUNS.c.id == run_id)
-            .values(heartbeat_at=now or utcnow(), stages=dict(stages))
-        )
-    )
+    """Move the run's heartbeat and store the stage timings so far; raises
+    NightlyRunBusyError when another run has taken over (this one was marked abandoned)."""
+    values = {"heartbeat_at": now or utcnow(), "stages": dict(stages)}
+    db.run_write(lambda conn: _still_running(conn, run_id, values))
 
 
 def finish_run(
@@ -106,22 +122,17 @@ def finish_run(
     message: str | None = None,
     now: datetime | None = None,
 ) -> None:
-    """Write the run's outcome."""
+    """Write the run's outcome (NightlyRunBusyError when another run took over)."""
     when = now or utcnow()
-    db.run_write(
-        lambda conn: conn.execute(
-            update(NIGHTLY_RUNS)
-            .where(NIGHTLY_RUNS.c.id == run_id)
-            .values(
-                status=status,
-                heartbeat_at=when,
-                finished_at=when,
-                plan_id=plan_id,
-                stages=dict(stages),
-                message=message,
-            )
-        )
-    )
+    values = {
+        "status": status,
+        "heartbeat_at": when,
+        "finished_at": when,
+        "plan_id": plan_id,
+        "stages": dict(stages),
+        "message": message,
+    }
+    db.run_write(lambda conn: _still_running(conn, run_id, values))
 
 
 def recent_runs(db: Database, limit: int = 10) -> list[NightlyRunRecord]:

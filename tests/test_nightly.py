@@ -245,3 +245,31 @@ def test_capacity_the_model_leaves_idle_is_spent() -> None:
     for t in range(4):
         crawls = sum(cycle.quotas[t].values()) + cycle.new_pages[t]
         assert 149 <= crawls <= 150, (t, cycle.quotas[t], cycle.new_pages[t])
+
+
+def test_only_one_of_many_concurrent_runs_starts(db: Database) -> None:
+    import threading
+
+    started, refused = [], []
+
+    def attempt() -> None:
+        try:
+            started.append(start_run(db, cycle_start=T0, stale_after=timedelta(minutes=30)))
+        except NightlyRunBusyError:
+            refused.append(1)
+
+    threads = [threading.Thread(target=attempt) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(started) == 1 and len(refused) == 5
+
+
+def test_a_run_taken_for_dead_stops_at_its_next_heartbeat(db: Database) -> None:
+    from store.nightly_runs import heartbeat
+
+    slow = start_run(db, cycle_start=T0, stale_after=timedelta(minutes=30), now=T0)
+    start_run(db, cycle_start=T0, stale_after=timedelta(minutes=30), now=T0 + timedelta(hours=1))
+    with pytest.raises(NightlyRunBusyError, match="another run took over"):
+        heartbeat(db, slow, {"estimate": 1.0})
