@@ -8,8 +8,9 @@ worker per host hold as for any page. Each request is recorded in ``urgent_reque
 period release charges the requests of the previous period against its quotas, so urgent
 work is counted against capacity.
 
-A page already leased keeps its lease (its fetch is imminent anyway); a request for it is
-recorded and charged all the same.
+A page already leased keeps its lease (its fetch is imminent anyway), and a page already in
+the lane stays where it is: only pages that join the lane are recorded and charged, so
+repeating a request costs the plan nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ _CHUNK = 5_000
 @dataclass(frozen=True)
 class UrgentOutcome:
     """``added``: pages that were new to the store; ``queued``: pages put ahead of the plan
-    now; ``leased``: pages held by a live lease (recorded, left as they are)."""
+    now; ``leased``: pages held by a live lease (left as they are: their fetch is imminent).
+    Pages already in the lane are neither."""
 
     added: int
     queued: int
@@ -65,15 +67,24 @@ def request_urgent(
             p = PAGES.c
             ids = conn.execute(select(p.id).where(p.url.in_(chunk))).scalars().all()
             free = or_(p.leased_until.is_(None), p.leased_until < when)
-            moved = conn.execute(
-                update(PAGES).where(and_(p.id.in_(ids), free)).values(next_due_at=URGENT_DUE)
-            ).rowcount
-            if ids:
+            waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
+            moved = (
+                conn.execute(
+                    update(PAGES)
+                    .where(and_(p.id.in_(ids), free, waiting))
+                    .values(next_due_at=URGENT_DUE)
+                    .returning(p.id)
+                )
+                .scalars()
+                .all()
+            )
+            if moved:  # only pages that joined the lane now: these crawls are extra work
                 conn.execute(
                     URGENT_REQUESTS.insert(),
-                    [{"page_id": i, "requested_at": when, "source": source} for i in ids],
+                    [{"page_id": i, "requested_at": when, "source": source} for i in moved],
                 )
-            return int(moved or 0), len(ids) - int(moved or 0)
+            held = conn.execute(select(func.count()).where(p.id.in_(ids), ~free)).scalar_one()
+            return len(moved), int(held)
 
         q, held = db.run_write(work)
         queued, leased = queued + q, leased + held

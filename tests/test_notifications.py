@@ -163,7 +163,8 @@ def test_notify_cli_and_api(tmp_path: Path) -> None:
             headers={"Authorization": f"Bearer {TOKEN}"},
             timeout=10,
         )
-        assert response.json() == {"recorded": 1, "added": 0, "queued": 1, "rejected": 1}
+        # a is in the immediate-crawl lane already (from the sitemap): recorded, not queued again
+        assert response.json() == {"recorded": 1, "added": 0, "queued": 0, "rejected": 1}
         naive = requests.post(
             api.url + "/v1/notifications",
             json={"notifications": [{"url": "http://s.test/a", "changed_at": "2026-01-07"}]},
