@@ -6,6 +6,9 @@ Poisson count (an exact gamma confidence interval), and the page needs no blind 
 a crawl after each notification. A site that notifies some changes but not others does not:
 its notifications are ignored and the fetches decide.
 
+Only notifications from the page's first fetch on count (an old ``lastmod`` says nothing of
+how often the page changes now), and the time observed starts at that fetch.
+
 **The reliability test.** A page's notifications are reliable when the page has at least
 ``min_notifications`` of them and our own fetches saw at least ``min_checked`` changes, each
 of which was notified: a notification falls inside the fetch interval in which the change was
@@ -72,6 +75,18 @@ def notification_rates(
     )
     if npg.size == 0 or fp.size == 0:
         return empty
+    # Only notifications from the page's first fetch on count: an old lastmod from before we
+    # watched the page says nothing about how often it changes now.
+    fetched_pages, first_at = np.unique(fp, return_index=True)
+    pos = np.searchsorted(fetched_pages, npg)
+    known = (pos < fetched_pages.size) & (
+        fetched_pages[np.minimum(pos, fetched_pages.size - 1)] == npg
+    )
+    start = np.where(known, ft[first_at[np.minimum(pos, fetched_pages.size - 1)]], np.inf)
+    keep = nt >= start
+    npg, nt = npg[keep], nt[keep]
+    if npg.size == 0:
+        return empty
     order = np.lexsort((nt, npg))
     npg, nt = npg[order], nt[order]
     pages, counts = np.unique(npg, return_counts=True)
@@ -98,7 +113,7 @@ def notification_rates(
     reliable = (counts >= min_notifications) & (checked >= min_checked) & (missed == 0)
     if not reliable.any():
         return empty
-    # Time observed: from the first to the last of the page's fetches and notifications.
+    # Time observed: from the page's first fetch to the last of its fetches and notifications.
     first = np.full(pages.size, np.inf)
     last = np.full(pages.size, -np.inf)
     fat = np.searchsorted(pages, fp)
@@ -106,7 +121,6 @@ def notification_rates(
     np.minimum.at(first, fat[fin], ft[fin])
     np.maximum.at(last, fat[fin], ft[fin])
     nat = np.searchsorted(pages, npg)
-    np.minimum.at(first, nat, nt)
     np.maximum.at(last, nat, nt)
     span = np.maximum(last - first, 1e-9)
     n = counts[reliable].astype(np.float64)

@@ -31,7 +31,10 @@ from store.page_schedule import (
     write_page_schedule,
 )
 
-__all__ = ["UNIFORM", "PageScheduleSummary", "schedule_pages"]
+__all__ = ["NOTIFIED_CHECK_FACTOR", "UNIFORM", "PageScheduleSummary", "schedule_pages"]
+
+#: How much longer than its bucket's schedule a reliably notifying page waits for a check crawl.
+NOTIFIED_CHECK_FACTOR = 8.0
 
 #: The baseline's page schedule: equal intervals inside a bucket (a round robin), whatever
 #: the pages' rates and importance.
@@ -84,9 +87,10 @@ def schedule_pages(db: Database, *, objective: str = "obsolescence") -> PageSche
             objective="obsolescence" if objective == UNIFORM else objective,
         )
         days = intervals * plan.period_days
-        # Pages whose sites reliably notify their changes get no blind recrawls: each
-        # notification puts them in the immediate-crawl lane instead.
-        days[np.asarray(pages.notified, dtype=bool)] = np.inf
+        # Pages whose sites reliably notify their changes need no blind recrawls (each
+        # notification queues a crawl); a slow check crawl remains, so that a site that stops
+        # notifying is caught (a change seen and not notified ends the page's reliability).
+        days[np.asarray(pages.notified, dtype=bool)] *= NOTIFIED_CHECK_FACTOR
         due = np.asarray(pages.last_fetch_s, dtype=float) + days * _DAY
         write_page_schedule(db, pages.page_id, days.tolist(), due.tolist(), pages.fetches)
         finite = int((np.isfinite(days) & (days <= HORIZON_DAYS)).sum())

@@ -77,7 +77,7 @@ def record_notifications(
             rows = set()
             for n in chunk:
                 page, last = known[n.url]  # add_pages added the unknown ones
-                at = n.changed_at or when
+                at = min(n.changed_at or when, when)  # a change in the future is now
                 rows.add((page, at))
                 if last is None or at > last:
                     stale[n.url] = n.origin

@@ -52,7 +52,7 @@ __all__ = [
 _WRITE_CHUNK = 100_000
 
 #: The ``estimator`` of a page whose change notifications are reliable: its rate comes from
-#: them, and it gets no blind recrawls (each notification queues a crawl).
+#: them, and it gets only slow check crawls (each notification queues a crawl).
 NOTIFIED = "notifications"
 
 #: Intervals longer than this (days, a century) are stored as "never": a page so unimportant

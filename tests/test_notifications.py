@@ -41,6 +41,8 @@ def test_reliable_notifiers_get_their_rate_from_notifications() -> None:
     found = notification_rates(fetch_page, fetch_t, changed, note_page, note_t, tolerance=0.0)
     assert found.page.tolist() == [1]
     span = 4.5  # from the first fetch (0) to the last notification (4.5)
+    old = notification_rates([1, 1], [10.0, 11.0], [np.nan, 1.0], [1, 1, 1], [2.0, 5.0, 10.5])
+    assert old.page.size == 0  # notifications before the first fetch do not count
     assert found.rate[0] == pytest.approx(3 / span)
     assert found.rate_low[0] == pytest.approx(gamma.ppf(0.025, 3) / span)
     assert found.rate_high[0] == pytest.approx(gamma.ppf(0.975, 4) / span)
@@ -128,7 +130,9 @@ def test_a_reliable_notifier_gets_no_blind_recrawls(db: Database) -> None:
     schedule_pages(db)
     with db.read() as conn:
         intervals = dict(conn.execute(select(PAGES.c.id, PAGES.c.refresh_interval)).tuples().all())
-    assert intervals[ids[0]] is None and intervals[ids[1]] is not None
+    # The notifier keeps only a slow check crawl: its interval is 8 times its bucket share's.
+    assert intervals[ids[0]] is not None and intervals[ids[1]] is not None
+    assert intervals[ids[0]] > 4 * intervals[ids[1]]
 
 
 def test_notify_cli_and_api(tmp_path: Path) -> None:
