@@ -19,12 +19,17 @@ Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v
 ``GET  /metrics``                           Prometheus text format (no token)
 ==========================================  ===============================================
 
-**Hostile clients.** Bodies are validated field by field (types, ranges, lengths, no
-unknown keys) and refused with 422 naming the field; batches are capped (URLs per lease,
-results per report, URLs per page add); a body over ``max_body_bytes`` is refused with 413
-before it is read in full; a token is compared in constant time; a lease can be reported
-only by the worker that holds it (409 otherwise). The server (uvicorn) caps concurrent
-connections and idle keep-alive, so a slow or flooding client cannot hold every worker.
+**Hostile clients.** Bodies are validated field by field (types, ranges, lengths, times
+between 1970 and 9000, no unknown keys; NUL characters dropped) and refused with 422 naming
+the field; batches are capped (URLs per lease, results per report, URLs per page add); a body
+over ``max_body_bytes`` is refused with 413 when its Content-Length says so, and cut off (400)
+when a chunked body runs over; a token is compared in constant time; a store failure is a 503
+without details. The server (uvicorn) caps concurrent connections and idle keep-alive, so a
+slow or flooding client cannot hold every worker.
+
+**Trust.** Tokens are trusted: the ``worker`` name checked against a lease's holder (409
+otherwise) keeps honest workers from reporting on each other's leases by mistake, but any
+holder of a token can name any worker. Give tokens only to your own workers.
 
 Service edge: wires the store to HTTP; no planning logic here.
 """
@@ -42,11 +47,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Path, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import exc as sa_exc
 
 from crawler.urls import InvalidURLError, normalize_url, origin_of
@@ -104,12 +109,28 @@ class ApiSettings:
             raise ValueError("the worker API needs tokens of at least 16 characters")
 
 
+def _plausible_time(value: datetime) -> datetime:
+    if not 1970 <= value.year <= 9000:
+        raise ValueError("must be a time between the years 1970 and 9000")
+    return value
+
+
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\w.:@-]+$")]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
+#: A time between 1970 and 9000 (the store's timestamps hold no more), with a time zone.
+Time = Annotated[AwareDatetime, AfterValidator(_plausible_time)]
+#: A lease id as the store holds it (a signed 64-bit integer).
+LeaseId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """NUL characters cannot be stored (PostgreSQL refuses them in text): dropped."""
+        return value.replace("\x00", "") if isinstance(value, str) else value
 
 
 class LeaseRequest(_Strict):
@@ -122,32 +143,32 @@ class LeaseRequest(_Strict):
 class FetchResultIn(_Strict):
     """One fetched page, as :class:`store.FetchResult`."""
 
-    page_id: int = Field(ge=1)
-    fetched_at: AwareDatetime
+    page_id: int = Field(ge=1, le=2**63 - 1)
+    fetched_at: Time
     status: Literal["ok", "gone", "redirect", "blocked", "error"]
     http_status: int | None = Field(default=None, ge=100, le=599)
     changed: bool | None = None
-    last_modified: AwareDatetime | None = None
+    last_modified: Time | None = None
     etag: str | None = Field(default=None, max_length=512)
     signature: str | None = Field(default=None, max_length=64)
-    bytes: int | None = Field(default=None, ge=0)
+    bytes: int | None = Field(default=None, ge=0, le=2**63 - 1)
     duration: float | None = Field(default=None, ge=0, le=86_400)
     error: str | None = Field(default=None, max_length=2_000)
-    next_due_at: AwareDatetime | None = None
+    next_due_at: Time | None = None
     outlinks: list[Url] = Field(default_factory=list, max_length=5_000)
 
 
 class HostUpdateIn(_Strict):
     """Politeness and robots state handed back with a host, as :class:`store.HostUpdate`."""
 
-    next_fetch_at: AwareDatetime | None = None
-    backoff_until: AwareDatetime | None = None
-    consecutive_errors: int | None = Field(default=None, ge=0)
-    crawl_delay: float | None = Field(default=None, ge=0)
+    next_fetch_at: Time | None = None
+    backoff_until: Time | None = None
+    consecutive_errors: int | None = Field(default=None, ge=0, le=1_000_000)
+    crawl_delay: float | None = Field(default=None, ge=0, le=86_400 * 365)
     robots_txt: str | None = Field(default=None, max_length=512 * 1024)
     robots_status: int | None = Field(default=None, ge=0, le=999)
-    robots_fetched_at: AwareDatetime | None = None
-    robots_expires_at: AwareDatetime | None = None
+    robots_fetched_at: Time | None = None
+    robots_expires_at: Time | None = None
 
 
 class ReportRequest(_Strict):
@@ -180,7 +201,7 @@ class NotificationIn(_Strict):
     """A site says ``url`` changed at ``changed_at`` (default: now)."""
 
     url: Url
-    changed_at: AwareDatetime | None = None
+    changed_at: Time | None = None
 
 
 class NotificationsRequest(_Strict):
@@ -304,7 +325,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
             while every is not None and not stop.is_set():
                 try:
                     release_period(db, min_delay_seconds=settings.min_delay_seconds)
-                except sa_exc.SQLAlchemyError as error:  # the store is down: try again later
+                except Exception as error:
                     log.warning("period release failed: %s", error)
                 stop.wait(every)
 
@@ -344,7 +365,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
                 401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
             )
 
-    def owned(lease_id: int, worker: str) -> None:
+    def owned(lease_id: LeaseId, worker: str) -> None:
         try:
             holder = lease_worker(db, lease_id)
         except LeaseNotFoundError:
@@ -360,7 +381,8 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         started = time.perf_counter()
         try:
             response = await call_next(request)
-        except sa_exc.OperationalError:
+        except sa_exc.SQLAlchemyError as error:  # the store failed: no traceback to clients
+            log.warning("store error on %s: %s", request.url.path, error)
             response = Response(
                 '{"detail": "the store is unavailable"}', 503, media_type="application/json"
             )
@@ -400,7 +422,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         }
 
     @app.post("/v1/leases/{lease_id}/renew", dependencies=auth)
-    def renew(lease_id: int, body: ReleaseRequest) -> dict[str, datetime | None]:
+    def renew(lease_id: LeaseId, body: ReleaseRequest) -> dict[str, datetime | None]:
         """Extend a live lease; ``expires_at`` null when it had expired or was released."""
         owned(lease_id, body.worker)
         return {"expires_at": queue().renew(lease_id)}
@@ -418,7 +440,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         return [_result(r) for r in results]
 
     @app.post("/v1/leases/{lease_id}/report", dependencies=auth)
-    def report(lease_id: int, body: ReportRequest) -> dict[str, int]:
+    def report(lease_id: LeaseId, body: ReportRequest) -> dict[str, int]:
         """Record results; reporting the same page of a lease again changes nothing."""
         results = _checked(body.results)
         owned(lease_id, body.worker)
@@ -430,7 +452,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         return dataclasses.asdict(out)
 
     @app.post("/v1/leases/{lease_id}/finish", dependencies=auth)
-    def finish(lease_id: int, body: FinishRequest) -> dict[str, int]:
+    def finish(lease_id: LeaseId, body: FinishRequest) -> dict[str, int]:
         """Record results and hand the host back; unreported pages return to the pool."""
         results = _checked(body.results)
         owned(lease_id, body.worker)
@@ -444,7 +466,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         return {**dataclasses.asdict(out), "returned": returned}
 
     @app.post("/v1/leases/{lease_id}/release", dependencies=auth)
-    def release(lease_id: int, body: ReleaseRequest) -> dict[str, int]:
+    def release(lease_id: LeaseId, body: ReleaseRequest) -> dict[str, int]:
         """Hand a host back without results."""
         owned(lease_id, body.worker)
         return {"returned": queue().release(lease_id, _host(body.host))}

@@ -199,6 +199,7 @@ def fill_spare_capacity(
     x, z = trajectory.x.copy(), trajectory.z.copy()
     b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
     n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    taken = 0.0  # new pages the fill took in earlier periods: the pool is that much smaller
     for t in range(instance.periods):
         cost, new_cost = instance.crawl_cost[:, t], float(instance.new_crawl_cost[t])
         spare = float(instance.capacity[t]) - float(cost @ x[:, t]) - new_cost * z[t]
@@ -211,7 +212,9 @@ def fill_spare_capacity(
             x[:, t] += extra
             spare -= float(cost @ extra)
         if spare > 0 and new_cost > 0:
-            z[t] += min(spare / new_cost, max(float(n_before[t]) - z[t], 0.0))
+            extra_z = min(spare / new_cost, max(float(n_before[t]) - taken - z[t], 0.0))
+            z[t] += extra_z
+            taken += extra_z
     return x, z
 
 

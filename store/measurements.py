@@ -112,7 +112,8 @@ def measure_crawl(
         # start (else a young crawl's throughput would read low).
         first = conn.execute(select(func.min(obs.fetched_at)).where(in_window)).scalar_one()
         if first is not None and first > since:
-            since = first
+            # ... but never less than one bin: a minute of fetches is no day's throughput.
+            since = max(min(first, until - timedelta(seconds=bin_seconds)), since)
         dialect = db.dialect
         since_s = since.timestamp()
         bins = max(1, math.ceil((until - since).total_seconds() / bin_seconds))

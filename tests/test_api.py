@@ -257,3 +257,19 @@ def test_fuzzed_reports_never_cause_a_server_error(api: ApiServer, body: dict[st
     for path in ("/v1/leases/1/report", "/v1/leases/1/finish", "/v1/leases", "/v1/pages"):
         response = _post(api, path, body)
         assert response.status_code < 500, (path, body, response.text)
+
+
+def test_out_of_range_numbers_and_times_get_422_not_500(api: ApiServer) -> None:
+    huge = _post(api, "/v1/leases/99999999999999999999/report", {"worker": "w", "results": []})
+    assert huge.status_code == 422
+    (lease,) = _post(api, "/v1/leases", {"worker": "w", "max_urls": 1}).json()["leases"]
+    path = f"/v1/leases/{lease['lease_id']}/report"
+    result = {
+        "page_id": lease["pages"][0]["page_id"],
+        "status": "ok",
+        "fetched_at": "9999-12-31T23:00:00-05:00",
+    }
+    far = _post(api, path, {"worker": "w", "results": [result]})
+    assert far.status_code == 422 and "1970 and 9000" in far.text
+    nul = {**result, "fetched_at": utcnow().isoformat(), "error": "a\x00b", "etag": "x\x00"}
+    assert _post(api, path, {"worker": "w", "results": [nul]}).json()["recorded"] == 1
