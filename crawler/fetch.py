@@ -150,10 +150,13 @@ class Fetcher:
         etag: str | None = None,
         last_modified: datetime | None = None,
         allowed: Callable[[str], bool] | None = None,
+        content_types: tuple[str, ...] | None = None,
     ) -> FetchOutcome:
         """GET ``url`` (conditionally when validators are given) within the limits.
 
         ``allowed`` is the robots.txt check, applied to every same-origin redirect hop.
+        ``content_types`` replaces the limits' list of types whose body is read (a sitemap
+        is XML, not a page).
         Never raises for network or HTTP trouble: the outcome carries the error.
         """
         started = self.clock()
@@ -170,7 +173,7 @@ class Fetcher:
                 self.check_address(current)
             except UnsafeAddressError as error:
                 return self._failed(url, current, started, t0, str(error))
-            outcome = self._get(url, current, headers, started, t0)
+            outcome = self._get(url, current, headers, started, t0, content_types)
             target = outcome.redirect_to
             if target is None:
                 return outcome
@@ -196,7 +199,13 @@ class Fetcher:
         return FetchOutcome(url, final, status, started, time.monotonic() - t0, error=error)
 
     def _get(
-        self, url: str, current: str, headers: dict[str, str], started: datetime, t0: float
+        self,
+        url: str,
+        current: str,
+        headers: dict[str, str],
+        started: datetime,
+        t0: float,
+        content_types: tuple[str, ...] | None = None,
     ) -> FetchOutcome:
         limits = self.limits
         try:
@@ -236,8 +245,9 @@ class Fetcher:
                     **common,
                 )
             ctype = str(common["content_type"] or "").lower()
+            types = content_types if content_types is not None else limits.content_types
             wanted = response.status_code == 200 and (
-                not ctype or any(ctype.startswith(t) for t in limits.content_types)
+                not ctype or any(ctype.startswith(t) for t in types)
             )
             body = b""
             truncated = False

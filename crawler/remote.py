@@ -241,6 +241,20 @@ class RemoteWorkQueue:
             added += int(self._call("POST", "/v1/pages", {"urls": chunk})["added"])
         return added
 
+    def add_notifications(self, notifications: Sequence[tuple[str, str, datetime | None]]) -> int:
+        """Record change notifications (a sitemap's lastmod); returns how many were new."""
+        recorded = 0
+        items = [
+            {"url": url, "changed_at": None if at is None else at.isoformat()}
+            for url, _origin, at in notifications
+        ]
+        for start in range(0, len(items), _PAGES_PER_CALL):
+            chunk = items[start : start + _PAGES_PER_CALL]
+            recorded += int(
+                self._call("POST", "/v1/notifications", {"notifications": chunk})["recorded"]
+            )
+        return recorded
+
     def work_remaining(self) -> bool:
         """Whether anything is due or leased on the server."""
         return bool(self._call("GET", "/v1/work")["remaining"])

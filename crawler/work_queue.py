@@ -1,7 +1,8 @@
 """Where a worker gets its work: the store's lease queue, or the worker API over HTTP.
 
 :class:`WorkQueue` is what :class:`crawler.worker.CrawlWorker` needs of either: lease hosts,
-renew, report, finish and release leases, add discovered URLs, and ask whether work remains.
+renew, report, finish and release leases, add discovered URLs, record change notifications
+(a sitemap's ``lastmod``), and ask whether work remains.
 :class:`store.LeaseQueue` is one (in-process, with database credentials);
 :class:`crawler.remote.RemoteWorkQueue` is the other (``crawlplan worker --api URL``).
 """
@@ -55,5 +56,9 @@ class WorkQueue(Protocol):
     def release(self, lease_id: int, host: HostUpdate | None = None) -> int: ...
 
     def add_pages(self, pages: Iterable[tuple[str, str]]) -> int: ...
+
+    def add_notifications(
+        self, notifications: Sequence[tuple[str, str, datetime | None]]
+    ) -> int: ...
 
     def work_remaining(self) -> bool: ...

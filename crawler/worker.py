@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urljoin
 
 from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
 from crawler.links import extract_links, parse_html
@@ -44,7 +45,8 @@ from crawler.politeness import (
 )
 from crawler.robots import RobotsRules, robots_url
 from crawler.signature import content_changed, page_signature, visible_text
-from crawler.urls import origin_of
+from crawler.sitemaps import SitemapError, parse_sitemap
+from crawler.urls import InvalidURLError, normalize_url, origin_of
 from crawler.work_queue import WorkQueue
 from estimators.opic import DEFAULT_DAMPING, crawl_cash_split, crawl_virtual_gift
 from store import FetchResult, HostUpdate, Lease, LeasedPage
@@ -56,6 +58,9 @@ from store.types import utcnow
 __all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl", "run_workers"]
 
 log = logging.getLogger(__name__)
+
+#: Content types of a sitemap (sitemaps.org: XML; some servers say text/plain).
+_SITEMAP_TYPES = ("application/xml", "text/xml", "text/plain")
 
 #: Statuses after which the host is backed off and the rest of the lease given back.
 _BACK_OFF = {429, 503}
@@ -80,6 +85,11 @@ class CrawlSettings:
     if_modified_since: bool = False
     #: OPIC: share of a page's cash its outlinks get (the rest goes to the virtual page).
     opic_damping: float = DEFAULT_DAMPING
+    #: Read the sitemaps a host's robots.txt lists (same host only, at most
+    #: ``max_sitemaps``) when its robots.txt is fetched, and record their lastmod dates as
+    #: change notifications.
+    sitemaps: bool = True
+    max_sitemaps: int = 3
 
 
 @dataclass
@@ -96,6 +106,8 @@ class CrawlStats:
     active_hosts: int = 0
     #: Calls to the store or the worker API that failed (their batch is crawled again).
     queue_errors: int = 0
+    #: Change notifications recorded from sitemaps' lastmod dates.
+    notified: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -125,6 +137,9 @@ class _HostCrawl:
     errors: int = 0
     backoff_until: datetime | None = None
     done: bool = False
+    #: Sitemaps robots.txt lists on this host, to read before the pages (their lastmod dates
+    #: are change notifications).
+    sitemaps: deque[str] = field(default_factory=deque)
 
 
 class CrawlWorker:
@@ -252,8 +267,13 @@ class CrawlWorker:
             if rules.unreachable:  # RFC 9309: assume complete disallow, ask again later
                 crawl.backoff_until = rules.expires_at
                 crawl.done = True
+            elif s.sitemaps:
+                crawl.sitemaps.extend(self._own_sitemaps(crawl.lease.origin, rules))
             return
         rules = crawl.rules
+        if crawl.sitemaps:
+            self._read_sitemap(crawl, fetcher, crawl.sitemaps.popleft())
+            return
         while crawl.pending:
             page = crawl.pending.popleft()
             if rules.allows(page.url, s.agent):
@@ -299,6 +319,49 @@ class CrawlWorker:
             crawl.done = True
         elif not crawl.pending:
             crawl.done = True
+
+    def _own_sitemaps(self, origin: str, rules: RobotsRules) -> list[str]:
+        """The sitemaps robots.txt lists on this very host (another host's are not ours to
+        fetch under this lease), relative ones resolved, at most ``max_sitemaps``."""
+        own = []
+        for listed in rules.sitemaps():
+            try:
+                url = normalize_url(urljoin(origin + "/", listed.strip()))
+            except InvalidURLError:
+                continue
+            if origin_of(url) == origin and url not in own:
+                own.append(url)
+        return own[: self.settings.max_sitemaps]
+
+    def _read_sitemap(self, crawl: _HostCrawl, fetcher: Fetcher, url: str) -> None:
+        """One request: a sitemap; its entries on this host with a lastmod become change
+        notifications. A sitemap that fails or does not parse is skipped."""
+        s = self.settings
+        rules = crawl.rules
+        outcome = fetcher.fetch(url, content_types=_SITEMAP_TYPES)
+        crawl.next_request = time.monotonic() + request_delay(
+            s.politeness, rules.crawl_delay(s.agent) if rules else None, outcome.duration
+        )
+        if outcome.status != 200 or not outcome.body or outcome.truncated:
+            return
+        try:
+            entries = parse_sitemap(outcome.body)
+        except SitemapError as error:
+            log.info("%s: %s", url, error)
+            return
+        origin = crawl.lease.origin
+        notes = []
+        for entry in entries:
+            if entry.lastmod is None:
+                continue
+            try:
+                loc = normalize_url(entry.loc)
+            except InvalidURLError:
+                continue
+            if origin_of(loc) == origin and (rules is None or rules.allows(loc, s.agent)):
+                notes.append((loc, origin, entry.lastmod))
+        if notes:
+            self.stats.add(notified=self.queue.add_notifications(notes))
 
     def _report(self, crawl: _HostCrawl) -> None:
         """Record what the host's lease has seen so far (new URLs first, so that the report

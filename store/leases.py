@@ -47,6 +47,7 @@ from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
+from store.notifications import Notification, record_notifications
 from store.pages import add_pages, insert_ignoring_conflicts
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
@@ -654,6 +655,17 @@ class LeaseQueue:
     def add_pages(self, pages: Iterable[tuple[str, str]], *, now: datetime | None = None) -> int:
         """Add discovered ``(normalized_url, origin)`` pages; returns how many were new."""
         return add_pages(self.db, pages, now=now, discovered=True).added
+
+    def add_notifications(
+        self,
+        notifications: Sequence[tuple[str, str, datetime | None]],
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        """Record change notifications ``(normalized_url, origin, changed_at)`` (a sitemap's
+        ``lastmod``); returns how many were new."""
+        items = [Notification(url, origin, at) for url, origin, at in notifications]
+        return record_notifications(self.db, items, now=now).recorded
 
     def work_remaining(self, *, now: datetime | None = None) -> bool:
         """Whether any page is due now or held by a live lease."""
