@@ -96,6 +96,26 @@ DbOption = Annotated[
         show_default=False,
     ),
 ]
+# Options of the commands that run a worker pool (crawl, worker).
+WorkersOption = Annotated[
+    int | None,
+    typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
+]
+SecondsOption = Annotated[
+    float | None,
+    typer.Option("--seconds", min=0.1, help="Stop after this many seconds.", show_default=False),
+]
+UntilIdleOption = Annotated[
+    bool, typer.Option("--until-idle", help="Stop when no page is due or leased.")
+]
+AllowPrivateOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-private",
+        help="Allow private and loopback addresses (off by default: URLs come from "
+        "untrusted pages). The synthetic web on loopback needs it.",
+    ),
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -445,27 +465,10 @@ def _release_line(summary: ReleaseSummary, console: Console = err) -> None:
 @app.command()
 @user_errors
 def crawl(
-    workers: Annotated[
-        int | None,
-        typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
-    ] = None,
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--seconds", min=0.1, help="Stop after this many seconds.", show_default=False
-        ),
-    ] = None,
-    until_idle: Annotated[
-        bool, typer.Option("--until-idle", help="Stop when no page is due or leased.")
-    ] = False,
-    allow_private: Annotated[
-        bool,
-        typer.Option(
-            "--allow-private",
-            help="Allow private and loopback addresses (off by default: URLs come from "
-            "untrusted pages). The synthetic web on loopback needs it.",
-        ),
-    ] = False,
+    workers: WorkersOption = None,
+    seconds: SecondsOption = None,
+    until_idle: UntilIdleOption = False,
+    allow_private: AllowPrivateOption = False,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -628,27 +631,14 @@ def worker(
             show_default=False,
         ),
     ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
-    ] = None,
+    workers: WorkersOption = None,
     name: Annotated[
         str,
         typer.Option("--name", help="This pool's name (workers are NAME-0, NAME-1, ...)."),
     ] = socket.gethostname(),
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--seconds", min=0.1, help="Stop after this many seconds.", show_default=False
-        ),
-    ] = None,
-    until_idle: Annotated[
-        bool, typer.Option("--until-idle", help="Stop when nothing is due or leased.")
-    ] = False,
-    allow_private: Annotated[
-        bool,
-        typer.Option("--allow-private", help="Allow private and loopback addresses."),
-    ] = False,
+    seconds: SecondsOption = None,
+    until_idle: UntilIdleOption = False,
+    allow_private: AllowPrivateOption = False,
     config: ConfigOption = None,
 ) -> None:
     """A remote worker pool: lease from the worker API, crawl politely, report over HTTP.
