@@ -37,6 +37,7 @@ __all__ = [
     "cycle_from_trajectory",
     "fill_spare_capacity",
     "plan_inputs",
+    "trajectory_quotas",
     "warm_start",
 ]
 
@@ -161,7 +162,7 @@ def warm_start(
         return None
     last = max(p for p, _ in fractions)
     uniform = uniform_crawl(instance)
-    before = np.concatenate([instance.b0[:, None], uniform.b[:, :-1]], axis=1)
+    before, _ = uniform.before(instance)
     f = uniform.x / np.maximum(before, 1e-300)
     z = uniform.z.copy()
     for t in range(instance.periods):
@@ -185,6 +186,26 @@ class PlannedCycle:
     fractions: list[dict[int, float]]
 
 
+def trajectory_quotas(
+    instance: CrawlInstance,
+    trajectory: Trajectory,
+    x: np.ndarray | None = None,
+    z: np.ndarray | None = None,
+) -> Quotas:
+    """Whole-page quotas within capacity of the crawls ``x`` [B, T], ``z`` [T] (default the
+    trajectory's own), never more than the pages there are at each period's start."""
+    b_before, n_before = trajectory.before(instance)
+    return integer_quotas(
+        trajectory.x if x is None else x,
+        trajectory.z if z is None else z,
+        instance.crawl_cost,
+        instance.new_crawl_cost,
+        instance.capacity,
+        available=b_before,
+        new_available=n_before,
+    )
+
+
 def fill_spare_capacity(
     instance: CrawlInstance, trajectory: Trajectory
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -197,8 +218,7 @@ def fill_spare_capacity(
     what is left to new pages, up to the pool.
     """
     x, z = trajectory.x.copy(), trajectory.z.copy()
-    b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
-    n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    b_before, n_before = trajectory.before(instance)
     taken = 0.0  # new pages the fill took in earlier periods: the pool is that much smaller
     for t in range(instance.periods):
         cost, new_cost = instance.crawl_cost[:, t], float(instance.new_crawl_cost[t])
@@ -223,18 +243,9 @@ def cycle_from_trajectory(inputs: PlanInputs, trajectory: Trajectory) -> Planned
     idle capacity spent (:func:`fill_spare_capacity`)."""
     instance = inputs.instance
     assert instance is not None
-    b_before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
-    n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
+    b_before, _ = trajectory.before(instance)
     x, z = fill_spare_capacity(instance, trajectory)
-    q: Quotas = integer_quotas(
-        x,
-        z,
-        instance.crawl_cost,
-        instance.new_crawl_cost,
-        instance.capacity,
-        available=b_before,
-        new_available=n_before,
-    )
+    q = trajectory_quotas(instance, trajectory, x, z)
     frac = x / np.maximum(b_before, 1e-300)
     ids = inputs.bucket_ids.tolist()
     return PlannedCycle(

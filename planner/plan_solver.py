@@ -87,7 +87,7 @@ class PlanSolution:
 
     def crawl_fractions(self, instance: CrawlInstance) -> np.ndarray:
         """x[i,t] / b[i,t-1]: the share of bucket i to crawl in period t, shape (B, T)."""
-        before = np.concatenate([instance.b0[:, None], self.trajectory.b[:, :-1]], axis=1)
+        before, _ = self.trajectory.before(instance)
         return np.asarray(self.trajectory.x / before, dtype=float)
 
 

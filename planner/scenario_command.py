@@ -122,7 +122,7 @@ def _strategy_number(label: str) -> int | None:
 def _cycle_quotas(instance: CrawlInstance, strategy: int) -> tuple[np.ndarray, int, str]:
     """Crawls per bucket over the cycle (B,), new pages over the cycle, and a status line."""
     solution = solve_plan(instance, strategy)
-    before = np.concatenate([instance.b0[:, None], solution.trajectory.b[:, :-1]], axis=1)
+    before, _ = solution.trajectory.before(instance)
     quotas = integer_quotas(
         solution.trajectory.x,
         solution.trajectory.z,

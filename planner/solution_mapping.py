@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from planner.crawl_instance import CrawlInstance
+from planner.plan_inputs import trajectory_quotas
 from planner.plan_solver import PlanSolution
-from planner.quotas import integer_quotas
 
 __all__ = ["solution_mapping"]
 
@@ -23,17 +21,7 @@ __all__ = ["solution_mapping"]
 def solution_mapping(instance: CrawlInstance, solution: PlanSolution) -> dict[str, Any]:
     """The solution file's content for ``solution`` of ``instance``."""
     tr = solution.trajectory
-    b_before = np.concatenate([instance.b0[:, None], tr.b[:, :-1]], axis=1)
-    n_before = np.concatenate([[instance.n0], tr.n[:-1]])
-    quotas = integer_quotas(
-        tr.x,
-        tr.z,
-        instance.crawl_cost,
-        instance.new_crawl_cost,
-        instance.capacity,
-        available=b_before,
-        new_available=n_before,
-    )
+    quotas = trajectory_quotas(instance, tr)
     return {
         "status": solution.status.value,
         "message": solution.message,

@@ -89,6 +89,13 @@ class Trajectory:
     n: np.ndarray
     z: np.ndarray
 
+    def before(self, instance: CrawlInstance) -> tuple[np.ndarray, np.ndarray]:
+        """Pages per bucket b[i,t-1], shape (B, T), and new pages n[t-1], shape (T,), at the
+        start of each period: what its crawls x[i,t] and z[t] are drawn from."""
+        b = np.concatenate([instance.b0[:, None], self.b[:, :-1]], axis=1)
+        n = np.concatenate([[instance.n0], self.n[:-1]])
+        return b, n
+
 
 # -- the constraint families, one rule each ------------------------------------------------
 

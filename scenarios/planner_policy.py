@@ -14,7 +14,7 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
 3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) for T = ``cycle``
    periods with the budget as capacity (one crawl costs 1), in the chosen strategy's weights,
    over the populated buckets only, and rounds the plan to whole pages
-   (:func:`planner.quotas.integer_quotas`);
+   (:func:`planner.plan_inputs.trajectory_quotas`);
 4. in each period, chooses the pages with the deployed due-URL selection
    (:func:`planner.selection.select_due_pages`): inside a bucket the most overdue first,
    where a page is due at its last fetch plus its interval under the bucket's share of the
@@ -43,8 +43,8 @@ from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.crawl_instance import CrawlInstance
+from planner.plan_inputs import trajectory_quotas
 from planner.plan_solver import solve_plan
-from planner.quotas import integer_quotas
 from planner.schedules import bucket_intervals
 from planner.selection import select_due_pages
 from planner.strategies import Strategy
@@ -201,17 +201,7 @@ class WebFountainPolicy(Policy):
             self.solves.append(solution.solve_seconds)
             # a failed solve falls back to crawling every bucket alike (simulated forward)
             trajectory = solution.trajectory if solution.status.ok else uniform_crawl(instance)
-            before = np.concatenate([instance.b0[:, None], trajectory.b[:, :-1]], axis=1)
-            n_before = np.concatenate([[instance.n0], trajectory.n[:-1]])
-            quotas = integer_quotas(
-                trajectory.x,
-                trajectory.z,
-                instance.crawl_cost,
-                instance.new_crawl_cost,
-                instance.capacity,
-                available=before,
-                new_available=n_before,
-            )
+            quotas = trajectory_quotas(instance, trajectory)
             if populated.size:
                 old[populated] = quotas.old
             new = quotas.new
