@@ -91,16 +91,19 @@ def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
 
 def simhash(text: str, *, shingle: int = 3) -> int:
     """64-bit SimHash of ``text``'s word shingles (digit runs masked); 0 for empty text."""
-    words = _words(text)
+    return _simhash_words(_words(text), shingle)
+
+
+def _simhash_words(words: list[str], shingle: int) -> int:
     if not words:
         return 0
     hashes = _shingle_hashes(words, shingle)
-    signature = 0
-    for bit in range(64):
-        ones = int(np.count_nonzero((hashes >> np.uint64(bit)) & np.uint64(1)))
-        if 2 * ones > len(hashes):  # more shingles vote 1 than 0 for this bit
-            signature |= 1 << bit
-    return signature
+    # Bit k of the signature is 1 when more shingles have bit k set than not: count the
+    # ones per bit position over all shingles at once (bits unpacked little-endian).
+    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8), bitorder="little")
+    ones = bits.reshape(len(hashes), 64).sum(axis=0, dtype=np.int64)
+    weights = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+    return int(np.bitwise_or.reduce(weights[2 * ones > len(hashes)], initial=np.uint64(0)))
 
 
 def hamming(a: int, b: int) -> int:
@@ -110,9 +113,9 @@ def hamming(a: int, b: int) -> int:
 
 def page_signature(text: str) -> str:
     """32 hex digits: the SimHash, then an exact hash of the digit-masked, normalized text."""
-    masked = " ".join(_words(text))
-    exact = int.from_bytes(hashlib.blake2b(masked.encode(), digest_size=8).digest(), "big")
-    return f"{simhash(text):016x}{exact:016x}"
+    words = _words(text)
+    exact = hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
+    return f"{_simhash_words(words, 3):016x}{exact}"
 
 
 def content_changed(

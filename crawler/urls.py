@@ -9,6 +9,7 @@ scheme and host, no default port, no user info, http(s) only, a length cap. The 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -27,8 +28,13 @@ class InvalidURLError(ValueError):
     """A URL that cannot be crawled; the message says why."""
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_url(raw: str) -> str:
-    """Return the canonical form of ``raw`` or raise :class:`InvalidURLError`."""
+    """Return the canonical form of ``raw`` or raise :class:`InvalidURLError`.
+
+    Memoized (the most recent 65,536 URLs): a crawl meets the same links on page after page,
+    and canonicalization costs about 25 us a URL. Failures are not memoized.
+    """
     text = raw.strip()
     if not text:
         raise InvalidURLError("empty URL")

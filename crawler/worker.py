@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
+from crawler.known_urls import KnownUrls
 from crawler.links import extract_links, parse_html
 from crawler.politeness import (
     PolitenessPolicy,
@@ -154,6 +155,7 @@ class CrawlWorker:
         stop: threading.Event,
         stats: CrawlStats,
         clock: Callable[[], datetime] = utcnow,
+        known: KnownUrls | None = None,
     ) -> None:
         self.queue = queue
         self.name = name
@@ -161,6 +163,8 @@ class CrawlWorker:
         self.stop = stop
         self.stats = stats
         self.clock = clock
+        #: URLs known to be in the store (shared by a pool's workers): not offered again.
+        self.known = known if known is not None else KnownUrls()
         damping = settings.opic_damping
         self.cash_split: CashSplit = lambda cash, degree: crawl_cash_split(cash, degree, damping)
 
@@ -225,6 +229,7 @@ class CrawlWorker:
             self.stats.add(active_hosts=-1)
 
     def _start(self, lease: Lease) -> _HostCrawl:
+        self.known.remember(page.url for page in lease.pages)
         now = time.monotonic()
         seconds_left = (lease.expires_at - self.clock()).total_seconds()
         return _HostCrawl(
@@ -372,10 +377,13 @@ class CrawlWorker:
             crawl.results = []
 
     def _add_discovered(self, crawl: _HostCrawl) -> None:
-        if crawl.discovered:
-            added = self.queue.add_pages((u, origin_of(u)) for u in crawl.discovered)
+        """Offer the URLs found that the pool does not know to be stored yet."""
+        unknown = self.known.unknown(crawl.discovered)
+        if unknown:
+            added = self.queue.add_pages((u, origin_of(u)) for u in unknown)
+            self.known.remember(unknown)
             self.stats.add(discovered=added)
-            crawl.discovered = []
+        crawl.discovered = []
 
     def _finish(self, crawl: _HostCrawl) -> None:
         """Report the host's observations and new URLs, and hand the host back."""
@@ -459,9 +467,15 @@ def run_workers(
     stats = stats or CrawlStats()
     deadline = time.monotonic() + seconds if seconds is not None else None
     threads = []
+    known = KnownUrls()
     for number in range(workers):
         worker = CrawlWorker(
-            queue_factory(), f"{name_prefix}-{number}", settings, stop=stop, stats=stats
+            queue_factory(),
+            f"{name_prefix}-{number}",
+            settings,
+            stop=stop,
+            stats=stats,
+            known=known,
         )
         thread = threading.Thread(
             target=worker.run,

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawler.known_urls import KnownUrls
 from crawler.links import extract_links
 from crawler.politeness import (
     PolitenessPolicy,
@@ -189,3 +190,36 @@ def test_meta_robots_nofollow_and_broken_html() -> None:
 def test_retry_after_uses_now() -> None:
     later = NOW + timedelta(seconds=30)
     assert parse_retry_after("Sun, 01 Mar 2026 12:01:00 GMT", later) == 30.0
+
+
+def _reference_simhash(text: str) -> int:
+    """SimHash as its definition reads: per bit, a majority vote of the shingle hashes."""
+    from crawler.signature import _shingle_hashes, _words
+
+    words = _words(text)
+    if not words:
+        return 0
+    hashes = [int(h) for h in _shingle_hashes(words, 3)]
+    return sum(
+        1 << bit for bit in range(64) if 2 * sum((h >> bit) & 1 for h in hashes) > len(hashes)
+    )
+
+
+@given(st.lists(st.sampled_from(["web", "page", "crawl", "x7", "news", "a"]), max_size=60))
+def test_simhash_is_the_bitwise_majority_of_shingle_hashes(words: list[str]) -> None:
+    text = " ".join(words)
+    assert simhash(text) == _reference_simhash(text)
+    assert page_signature(text)[:16] == f"{simhash(text):016x}"
+
+
+def test_known_urls_are_bounded_and_remembered_only_when_told() -> None:
+    known = KnownUrls(capacity=3)
+    assert known.unknown(["a", "b", "a"]) == ["a", "b"]
+    assert known.unknown(["a"]) == ["a"]  # offering does not remember; storing does
+    known.remember(["a", "b", "c"])
+    assert known.unknown(["a", "b", "c", "d"]) == ["d"]
+    known.remember(["a", "d"])  # "a" is refreshed, so "b" is now the oldest and goes
+    assert len(known) == 3
+    assert known.unknown(["a", "b", "c", "d"]) == ["b"]
+    with pytest.raises(ValueError, match="capacity"):
+        KnownUrls(capacity=0)
