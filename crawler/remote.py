@@ -7,15 +7,17 @@ database's credentials.
 **Nothing lost when the server goes away.** Every call is retried with exponential backoff
 (connection refused or reset, 502, 503, 504) for up to ``retry_seconds``, so a server
 restart costs a pause, not work. Retrying a report is safe: the store records a fetch once per
-(lease, page) however often it is reported. A call that still fails raises
-:class:`RemoteQueueError`; the worker's lease then expires on the server and its unreported
-pages return to the pool.
+(lease, page) however often it is reported; retrying a lease is safe too: the call carries a
+``request_id`` and the server answers a retry with the leases it granted the first time. A
+call that still fails raises :class:`RemoteQueueError`; the worker's lease then expires on
+the server and its unreported pages return to the pool.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -186,7 +188,10 @@ class RemoteWorkQueue:
     def lease(self, worker: str, *, max_urls: int | None = None) -> list[Lease]:
         """Lease hosts with due URLs for ``worker``."""
         self.worker = worker
-        data = self._call("POST", "/v1/leases", {"worker": worker, "max_urls": max_urls})
+        # One id for every retry of this call: a lease the server granted but whose answer
+        # was lost (a read timeout) is answered again, not granted twice.
+        body = {"worker": worker, "max_urls": max_urls, "request_id": uuid.uuid4().hex}
+        data = self._call("POST", "/v1/leases", body)
         self._policy = RemotePolicy(float(data["lease_seconds"]))
         return [_lease(x) for x in data["leases"]]
 

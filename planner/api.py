@@ -22,8 +22,8 @@ Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v
 **Hostile clients.** Bodies are validated field by field (types, ranges, lengths, times
 between 1970 and 9000, no unknown keys; NUL characters dropped) and refused with 422 naming
 the field; batches are capped (URLs per lease, results per report, URLs per page add); a body
-over ``max_body_bytes`` is refused with 413 when its Content-Length says so, and cut off (400)
-when a chunked body runs over; a token is compared in constant time; a store failure is a 503
+over ``max_body_bytes`` is refused with 413, whether its Content-Length says so or a chunked
+body runs over; a token is compared in constant time; a store failure is a 503
 without details. The server (uvicorn) caps concurrent connections and idle keep-alive, so a
 slow or flooding client cannot hold every worker.
 
@@ -57,6 +57,7 @@ from sqlalchemy import exc as sa_exc
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from estimators.opic import crawl_cash_split
 from planner.pipeline import release_period
+from planner.replay import ReplayCache
 from store import (
     Database,
     FetchResult,
@@ -138,6 +139,10 @@ class LeaseRequest(_Strict):
 
     worker: Name
     max_urls: int | None = Field(default=None, ge=1, le=10_000)
+    #: The same for every retry of one call: a repeated id gets the first call's answer.
+    request_id: str | None = Field(
+        default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$"
+    )
 
 
 class FetchResultIn(_Strict):
@@ -237,7 +242,11 @@ class _Metrics:
 
 class _BodyLimit:
     """ASGI middleware: refuse a request body over ``limit`` bytes with 413, counting the
-    bytes as they arrive (a client may lie in Content-Length or send none)."""
+    bytes as they arrive (a client may lie in Content-Length or send none, e.g. chunked).
+
+    The body is read whole before the application sees it (the application would buffer it
+    anyway to parse the JSON), so an oversized body is refused before any handler runs.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -251,32 +260,30 @@ class _BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await _too_large(send, self.limit)
             return
+        chunks: list[bytes] = []
         seen = 0
-        started = False
-
-        async def counting() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLargeError
-            return message
-
-        async def tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counting, tracking)
-        except _BodyTooLargeError:
-            if not started:
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
                 await _too_large(send, self.limit)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        whole: Message | None = {"type": "http.request", "body": b"".join(chunks)}
 
+        async def replay() -> Message:
+            nonlocal whole
+            if whole is not None:
+                message, whole = whole, None
+                return message
+            return await receive()
 
-class _BodyTooLargeError(Exception):
-    pass
+        await self.app(scope, replay, send)
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -393,6 +400,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         return response
 
     auth = [Depends(authorized)]
+    lease_replies: ReplayCache[dict[str, Any]] = ReplayCache(ttl=settings.policy.lease_seconds)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -412,14 +420,21 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/leases", dependencies=auth)
     def lease(body: LeaseRequest) -> dict[str, Any]:
-        """Lease hosts with their due URLs (at most ``max_urls``, and the server's cap)."""
-        leases = queue().lease(body.worker, max_urls=body.max_urls)
-        metrics.leases.inc(len(leases))
-        metrics.urls.inc(sum(len(x.pages) for x in leases))
-        return {
-            "leases": [dataclasses.asdict(x) for x in leases],
-            "lease_seconds": settings.policy.lease_seconds,
-        }
+        """Lease hosts with their due URLs (at most ``max_urls``, and the server's cap);
+        a retried call (same worker and ``request_id``) gets the first call's leases."""
+
+        def new_leases() -> dict[str, Any]:
+            leases = queue().lease(body.worker, max_urls=body.max_urls)
+            metrics.leases.inc(len(leases))
+            metrics.urls.inc(sum(len(x.pages) for x in leases))
+            return {
+                "leases": [dataclasses.asdict(x) for x in leases],
+                "lease_seconds": settings.policy.lease_seconds,
+            }
+
+        if body.request_id is None:
+            return new_leases()
+        return lease_replies.get_or_compute((body.worker, body.request_id), new_leases)
 
     @app.post("/v1/leases/{lease_id}/renew", dependencies=auth)
     def renew(lease_id: LeaseId, body: ReleaseRequest) -> dict[str, datetime | None]:

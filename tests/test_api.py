@@ -152,6 +152,36 @@ def test_hostile_reports_are_refused_whole(api: ApiServer) -> None:
     assert _post(api, path, {"worker": "w", "results": [good]}).json()["recorded"] == 1
 
 
+def test_a_chunked_body_over_the_cap_gets_413(api: ApiServer) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"worker": "w", "max_urls": 1, "pad": "'
+        for _ in range(20):
+            yield b"x" * 8192  # 160 KiB in all, no Content-Length: the cap is 64 KiB
+        yield b'"}'
+
+    response = requests.post(
+        api.url + "/v1/leases",
+        data=chunks(),
+        headers={**AUTH, "Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 413 and "over 65536 bytes" in response.text
+    assert _post(api, "/v1/leases", {"worker": "w", "max_urls": 1}).status_code == 200
+
+
+def test_a_retried_lease_call_gets_the_same_leases(api: ApiServer) -> None:
+    body = {"worker": "w", "max_urls": 3, "request_id": "call-1"}
+    first = _post(api, "/v1/leases", body).json()["leases"]
+    again = _post(api, "/v1/leases", body).json()["leases"]
+    assert first and again == first  # a lost answer is answered again, not leased twice
+    other = _post(api, "/v1/leases", {**body, "request_id": "call-2"}).json()["leases"]
+    assert {x["lease_id"] for x in other}.isdisjoint(x["lease_id"] for x in first)
+    elsewhere = _post(api, "/v1/leases", {**body, "worker": "v"}).json()["leases"]
+    assert {x["lease_id"] for x in elsewhere}.isdisjoint(x["lease_id"] for x in first)
+    bad = _post(api, "/v1/leases", {**body, "request_id": "no spaces"})
+    assert bad.status_code == 422 and "request_id" in bad.text
+
+
 def test_new_pages_are_normalized_and_capped(api: ApiServer) -> None:
     response = _post(
         api, "/v1/pages", {"urls": ["HTTP://C.test:80/x#frag", "not a url", "http://c.test/x"]}
