@@ -13,26 +13,80 @@ this host's lease. A redirect loop then costs one request per URL per revisit. W
 
 URLs come from untrusted pages, so by default addresses that are private, loopback,
 link-local, multicast or reserved are refused (SSRF); tests and the demo allow loopback.
+
+Servers answer garbage: bodies cut short of their Content-Length, conflicting lengths, a
+``Content-Encoding`` the body is not in, bytes invalid in the declared charset or a charset
+nobody knows, connection resets, no HTTP at all. :meth:`Fetcher.fetch` never raises for any
+of it: an answer that cannot be read whole is an outcome with one of the stable
+:class:`FetchError` kinds in ``error``; a complete answer in a broken or unknown encoding is
+a page, decoded leniently by :meth:`FetchOutcome.text` (see docs/crawler.md, "Garbage
+answers").
 """
 
 from __future__ import annotations
 
+import codecs
+import http.client
 import ipaddress
+import logging
+import re
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3.exceptions
 
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from store.types import utcnow
 
-__all__ = ["FetchLimits", "FetchOutcome", "Fetcher", "UnsafeAddressError"]
+__all__ = ["FetchError", "FetchLimits", "FetchOutcome", "Fetcher", "UnsafeAddressError"]
+
+log = logging.getLogger(__name__)
+
+
+class FetchError(StrEnum):
+    """Why a fetch gave no usable answer: the stable kinds stored as observations' ``error``.
+
+    Other errors are stored as free text: ``total timeout of N s exceeded``, ``redirect
+    loop``, ``redirect to an invalid URL ...``, the refusal of an unsafe address.
+    """
+
+    CONNECT_TIMEOUT = "connect timeout"
+    """No connection within ``connect_timeout``."""
+    READ_TIMEOUT = "read timeout"
+    """The server went silent for ``read_timeout`` (before or during the body)."""
+    CONNECTION_REFUSED = "connection refused"
+    """Nothing listens on the port."""
+    CONNECTION_RESET = "connection reset"
+    """The server reset the connection (TCP RST) before the answer was complete."""
+    CLOSED_WITHOUT_RESPONSE = "connection closed without response"
+    """The server closed the connection before sending a status line."""
+    CONNECTION_ERROR = "connection error"
+    """Any other network failure (DNS, unreachable network, TLS)."""
+    INVALID_STATUS_LINE = "invalid status line"
+    """The answer did not begin with an HTTP status line (not HTTP, or HTTP/0.9)."""
+    INVALID_HEADERS = "invalid response headers"
+    """Headers that cannot be read: conflicting Content-Lengths, too many or too long."""
+    INVALID_CHUNKING = "invalid chunked encoding"
+    """A chunked body whose chunk sizes are not numbers."""
+    TRUNCATED = "truncated response"
+    """The connection ended before the body its Content-Length (or chunking) announced."""
+    INVALID_CONTENT_ENCODING = "invalid content encoding"
+    """The body is not in the ``Content-Encoding`` it declares (e.g. "gzip" that is not)."""
+    INVALID_RESPONSE = "invalid response"
+    """Anything else the HTTP stack refused to read (an unexpected exception, logged)."""
+
+
+#: A ``<meta charset>`` or ``http-equiv`` charset in the first bytes of a page (the HTML
+#: standard's prescan looks at the first 1024 bytes).
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 
 
 class UnsafeAddressError(Exception):
@@ -79,12 +133,36 @@ class FetchOutcome:
         return ct.startswith(("text/html", "application/xhtml+xml"))
 
     def text(self) -> str:
-        """The body decoded (declared charset, else UTF-8), bad bytes replaced."""
-        encoding = self.encoding or "utf-8"
-        try:
-            return self.body.decode(encoding, errors="replace")
-        except LookupError:
-            return self.body.decode("utf-8", errors="replace")
+        """The body decoded, never raising: the charset the Content-Type declares, else the
+        page's ``<meta charset>``, else UTF-8; a charset Python does not know as a text
+        encoding falls through to the next; bytes invalid in it are replaced (U+FFFD)."""
+        meta = _META_CHARSET.search(self.body[:1024])
+        candidates = (self.encoding, meta.group(1).decode("ascii") if meta else None, "utf-8")
+        for name in candidates:
+            if name and _text_codec(name):
+                try:
+                    return self.body.decode(name, errors="replace")
+                except (UnicodeError, LookupError, ValueError):
+                    continue  # a codec that refuses lenient decoding ("idna", "undefined")
+        return self.body.decode("utf-8", errors="replace")
+
+
+def _text_codec(name: str) -> bool:
+    """Whether ``name`` is a text encoding Python knows (not "base64", "rot13", "zlib")."""
+    try:
+        return codecs.lookup(name)._is_text_encoding
+    except LookupError:
+        return False
+
+
+def _declared_charset(content_type: str | None) -> str | None:
+    """The ``charset`` parameter of a Content-Type, or None (requests' ISO-8859-1 default
+    for text/* without one is not used: undeclared means look at the page, then UTF-8)."""
+    for param in (content_type or "").split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip("\"'").strip() or None
+    return None
 
 
 def _http_date(value: str | None) -> datetime | None:
@@ -92,9 +170,17 @@ def _http_date(value: str | None) -> datetime | None:
         return None
     try:
         parsed = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return parsed if parsed.tzinfo is not None else None
+
+
+def _retry_after(value: str | None) -> str | None:
+    """The Retry-After header when it can be one (RFC 9110: ASCII delay-seconds or an
+    HTTP-date); headers are decoded as Latin-1, and "\u00b2" passes ``str.isdigit``."""
+    if value is None or not value.isascii():
+        return None
+    return value
 
 
 class Fetcher:
@@ -218,20 +304,23 @@ class Fetcher:
             )
         except requests.RequestException as error:
             return self._failed(url, current, started, t0, _describe(error))
+        except Exception as error:  # a server's garbage must never end the worker's thread
+            log.warning("%s: unexpected error from the HTTP stack", current, exc_info=True)
+            return self._failed(url, current, started, t0, _describe(error))
         with response:
             h = response.headers
             common: dict[str, Any] = {
                 "etag": h.get("ETag"),
                 "last_modified": _http_date(h.get("Last-Modified")),
-                "retry_after": h.get("Retry-After"),
+                "retry_after": _retry_after(h.get("Retry-After")),
                 "content_type": (h.get("Content-Type") or "").split(";")[0].strip() or None,
-                "encoding": response.encoding,
+                "encoding": _declared_charset(h.get("Content-Type")),
             }
             if response.is_redirect:
                 location = h.get("Location", "")
                 try:
                     target = normalize_url(urljoin(current, location))
-                except InvalidURLError:
+                except (InvalidURLError, ValueError):  # urljoin: "http://[::1" is a ValueError
                     target = None
                 problem = None if target else f"redirect to an invalid URL {location!r}"
                 return FetchOutcome(
@@ -254,7 +343,9 @@ class Fetcher:
             if wanted:
                 try:
                     body, truncated = self._read(response, t0)
-                except (requests.RequestException, TimeoutError) as error:
+                except Exception as error:  # the body broke off or is not what it claims
+                    if not isinstance(error, requests.RequestException | _TotalTimeoutError):
+                        log.warning("%s: unexpected error reading the body", current, exc_info=True)
                     return FetchOutcome(
                         url,
                         current,
@@ -284,25 +375,78 @@ class Fetcher:
             if size > self.limits.max_bytes:
                 return b"".join(chunks)[: self.limits.max_bytes], True
             if time.monotonic() - t0 > self.limits.total_timeout:
-                raise TimeoutError(f"total timeout of {self.limits.total_timeout:g} s exceeded")
+                raise _TotalTimeoutError(
+                    f"total timeout of {self.limits.total_timeout:g} s exceeded"
+                )
         return b"".join(chunks), False
 
 
+class _TotalTimeoutError(TimeoutError):
+    """The body took longer than ``FetchLimits.total_timeout`` to arrive."""
+
+
 def _describe(error: BaseException) -> str:
-    """A short, stable description of a network error for the observation record."""
-    if isinstance(error, requests.ConnectTimeout):
-        return "connect timeout"
-    if isinstance(error, requests.ReadTimeout):
-        return "read timeout"
-    if isinstance(error, requests.exceptions.ChunkedEncodingError):
-        return "truncated response"
-    if isinstance(error, requests.ConnectionError):
-        text = str(error)
-        if "reset" in text.lower() or "aborted" in text.lower():
-            return "connection reset"
-        if "refused" in text.lower():
-            return "connection refused"
-        return "connection error"
-    if isinstance(error, TimeoutError):
+    """A short, stable description of a network error for the observation record: a
+    :class:`FetchError` kind, found from the innermost cause outwards (requests wraps
+    urllib3, which wraps http.client and the socket's OSError)."""
+    if isinstance(error, _TotalTimeoutError):
         return str(error)
-    return type(error).__name__
+    causes = _causes(error)
+    # (Not urllib3's ConnectTimeoutError: its NewConnectionError, "refused", is one.)
+    if isinstance(error, requests.ConnectTimeout):
+        return FetchError.CONNECT_TIMEOUT.value
+    if isinstance(error, requests.ReadTimeout) or _any(causes, urllib3.exceptions.ReadTimeoutError):
+        return FetchError.READ_TIMEOUT.value
+    if isinstance(error, requests.exceptions.ContentDecodingError):
+        return FetchError.INVALID_CONTENT_ENCODING.value
+    if isinstance(error, requests.exceptions.InvalidHeader) or _any(
+        causes, http.client.LineTooLong, urllib3.exceptions.HeaderParsingError
+    ):
+        return FetchError.INVALID_HEADERS.value
+    if _any(causes, urllib3.exceptions.InvalidChunkLength):
+        return FetchError.INVALID_CHUNKING.value
+    if _any(causes, http.client.IncompleteRead):
+        return FetchError.TRUNCATED.value
+    if _any(causes, http.client.RemoteDisconnected):
+        return FetchError.CLOSED_WITHOUT_RESPONSE.value
+    if _any(causes, http.client.BadStatusLine):
+        return FetchError.INVALID_STATUS_LINE.value
+    if _any(causes, ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+        return FetchError.CONNECTION_RESET.value
+    if _any(causes, ConnectionRefusedError):
+        return FetchError.CONNECTION_REFUSED.value
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
+        return FetchError.TRUNCATED.value  # the body broke off for a reason not named above
+    if _any(causes, http.client.HTTPException):
+        return FetchError.INVALID_RESPONSE.value
+    if isinstance(error, requests.ConnectionError):
+        text = str(error).lower()
+        if "refused" in text:
+            return FetchError.CONNECTION_REFUSED.value
+        return FetchError.CONNECTION_ERROR.value
+    if isinstance(error, requests.RequestException | OSError):
+        return FetchError.CONNECTION_ERROR.value
+    # Not a network error: something the HTTP stack choked on (requests raises ValueError
+    # for a redirect's unparsable Location even when redirects are not followed).
+    detail = " ".join(str(error).split())[:160]
+    kind = f"{FetchError.INVALID_RESPONSE.value}: {type(error).__name__}"
+    return f"{kind}: {detail}" if detail else kind
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and every exception it wraps: in ``args`` (urllib3's ProtocolError, requests'
+    ConnectionError), ``reason`` (MaxRetryError), ``__cause__`` and ``__context__``."""
+    found: list[BaseException] = []
+    todo: list[object] = [error]
+    while todo and len(found) < 32:
+        item = todo.pop()
+        if not isinstance(item, BaseException) or any(item is f for f in found):
+            continue
+        found.append(item)
+        todo.extend(item.args)
+        todo.extend((getattr(item, "reason", None), item.__cause__, item.__context__))
+    return found
+
+
+def _any(causes: list[BaseException], *types: type[BaseException]) -> bool:
+    return any(isinstance(c, types) for c in causes)

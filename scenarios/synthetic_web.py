@@ -13,7 +13,10 @@ What it models, because a crawler meets all of it on the real web:
 * trivial edits: every rendering carries the request time and a visit counter, which a change
   detector must not count as changes;
 * births and deaths: a page exists in ``[born, dies)``; before it is 404, after it is 410;
-* power-law in-degrees: link targets are drawn with Zipf weights, mostly inside the host.
+* power-law in-degrees: link targets are drawn with Zipf weights, mostly inside the host;
+* garbage: per host, some pages answer broken HTTP on every request (:data:`GARBAGE_MODES`),
+  chosen from the seed, so a test knows which page should end as which error. Garbage is
+  how a page is served, not a change: its ground truth (versions, change times) is untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +26,36 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["HostBehavior", "SyntheticWeb", "WebConfig"]
+__all__ = [
+    "ERROR_GARBAGE",
+    "GARBAGE_MODES",
+    "LENIENT_GARBAGE",
+    "HostBehavior",
+    "SyntheticWeb",
+    "WebConfig",
+]
+
+#: Answers no client can read whole, each ending the connection:
+#: ``truncated`` (Content-Length larger than the body sent, then the connection closes),
+#: ``conflicting-length`` (two different Content-Length headers),
+#: ``bad-gzip`` (``Content-Encoding: gzip`` on a body that is not gzip),
+#: ``reset`` (TCP RST right after reading the request),
+#: ``reset-mid-headers`` (the status line and part of a header, then RST),
+#: ``bad-status-line`` (bytes that are not HTTP, then the connection closes).
+ERROR_GARBAGE = (
+    "truncated",
+    "conflicting-length",
+    "bad-gzip",
+    "reset",
+    "reset-mid-headers",
+    "bad-status-line",
+)
+#: Complete answers that carry the real page, badly: ``short-length`` (Content-Length
+#: smaller than the body: junk follows the declared bytes, then the connection closes),
+#: ``bad-bytes`` (bytes invalid in the declared UTF-8, in a comment and an attribute),
+#: ``bogus-charset`` (a charset no decoder accepts). A client reads the page from them.
+LENIENT_GARBAGE = ("short-length", "bad-bytes", "bogus-charset")
+GARBAGE_MODES = ERROR_GARBAGE + LENIENT_GARBAGE
 
 _WORDS = (
     "city",
@@ -82,9 +114,13 @@ class HostBehavior:
     ``last_modified``: ``truthful`` (the real last change), ``now`` (the request time),
     ``future`` (a day ahead), ``static`` (never moves), ``none`` (no header).
     ``error_rate``: share of page requests answered 503 (or 429) with ``Retry-After``.
-    ``server_error_rate``: share answered 500. ``garbage_rate``: share answered with a
-    truncated body, a wrong length or a connection reset. ``latency``: seconds before each
-    answer. ``robots``: robots.txt body (None: 404); ``robots_status`` overrides its status.
+    ``server_error_rate``: share answered 500. ``garbage``: the :data:`GARBAGE_MODES` this
+    host answers with. ``garbage_share``: share of the host's pages (never its home page)
+    that answer garbage on every request, each in one mode of ``garbage`` (in turn, chosen
+    from the seed: :meth:`SyntheticWeb.garbage_mode`). ``garbage_rate``: share of the other
+    page requests answered in a random mode of ``garbage`` (default: truncated, reset,
+    bad-bytes). ``latency``: seconds before each answer. ``robots``: robots.txt body (None:
+    404); ``robots_status`` overrides its status.
     """
 
     last_modified: str = "truthful"
@@ -97,7 +133,23 @@ class HostBehavior:
     retry_after: float = 1.0
     server_error_rate: float = 0.0
     garbage_rate: float = 0.0
+    garbage: tuple[str, ...] = ()
+    garbage_share: float = 0.0
     latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        unknown = set(self.garbage) - set(GARBAGE_MODES)
+        if unknown:
+            raise ValueError(f"unknown garbage modes {sorted(unknown)}; known: {GARBAGE_MODES}")
+        if not 0.0 <= self.garbage_share <= 1.0 or not 0.0 <= self.garbage_rate <= 1.0:
+            raise ValueError("garbage_share and garbage_rate are shares in [0, 1]")
+        if self.garbage_share > 0 and not self.garbage:
+            raise ValueError("garbage_share needs the garbage modes to answer with")
+
+    @property
+    def garbage_modes(self) -> tuple[str, ...]:
+        """The modes random garbage (``garbage_rate``) is drawn from."""
+        return self.garbage or ("truncated", "reset", "bad-bytes")
 
 
 @dataclass(frozen=True)
@@ -134,6 +186,7 @@ class SyntheticWeb:
     rate : float array (N,) -- the page's own change rate (changes / s).
     born, dies : float arrays (N,) -- when the page appears and disappears (s; inf = never).
     links : list of int arrays -- outlinks of each page (page ids).
+    garbage : dict -- page id -> the garbage mode it answers with on every request.
     """
 
     def __init__(self, config: WebConfig) -> None:
@@ -162,6 +215,7 @@ class SyntheticWeb:
             for s in range(c.sections_per_host)
         }
         self.links = self._link_graph(rng)
+        self.garbage = self._garbage_pages()
 
     @staticmethod
     def _poisson(rng: np.random.Generator, rate: float, horizon: float) -> np.ndarray:
@@ -192,6 +246,26 @@ class SyntheticWeb:
             targets = np.unique(np.append(targets, nxt))
             links.append(targets[targets != page])
         return links
+
+    def _garbage_pages(self) -> dict[int, str]:
+        """Page -> garbage mode, for the hosts with a ``garbage_share``. A stream of its own
+        per host, so that adding garbage changes nothing else of the web."""
+        c = self.config
+        chosen: dict[int, str] = {}
+        for host, behavior in sorted(c.behaviors.items()):
+            count = round(behavior.garbage_share * (c.pages_per_host - 1))
+            if count == 0 or not 0 <= host < c.hosts:
+                continue
+            rng = np.random.default_rng([c.seed, 7919, host])
+            indexes = rng.choice(np.arange(1, c.pages_per_host), size=count, replace=False)
+            for k, index in enumerate(indexes):
+                mode = behavior.garbage[k % len(behavior.garbage)]
+                chosen[host * c.pages_per_host + int(index)] = mode
+        return chosen
+
+    def garbage_mode(self, page: int) -> str | None:
+        """The garbage mode the page answers with on every request, or None."""
+        return self.garbage.get(page)
 
     # -- addressing ------------------------------------------------------------------------
     def path(self, page: int) -> str:

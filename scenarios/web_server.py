@@ -9,13 +9,18 @@ Besides pages it serves what real hosts serve: robots.txt (rules, Crawl-delay, o
 a sitemap with lastmod, redirects (one hop, and a loop), an oversized page, malformed HTML,
 non-HTML types, a disallowed area, 404/410 for unborn and dead pages, and, per host
 behavior, lying Last-Modified headers, 304s, 429/503 with Retry-After, 500s, slow answers and
-garbage (truncated bodies, wrong lengths, connection resets, invalid UTF-8).
+garbage (:data:`~scenarios.synthetic_web.GARBAGE_MODES`: truncated bodies, wrong or
+conflicting lengths, a gzip body that is not gzip, bytes invalid in the declared charset, a
+charset no decoder knows, connection resets, no HTTP at all). Broken framing is written to
+the socket by hand (aiohttp would not send it), and the connection is then closed or reset.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -25,23 +30,32 @@ from types import TracebackType
 
 from aiohttp import web as aioweb
 
-from scenarios.synthetic_web import HostBehavior, SyntheticWeb
+from scenarios.synthetic_web import LENIENT_GARBAGE, HostBehavior, SyntheticWeb
 
 __all__ = ["OVERSIZE_BYTES", "LoggedRequest", "WebServer"]
 
 LOOPBACK = "127.0.0.1"
 OVERSIZE_BYTES = 2 * 1024 * 1024
+#: Per request, for the log: the garbage mode of the answer, and the status line sent when
+#: the answer was written by hand.
+_GARBAGE = aioweb.RequestKey("garbage", str)
+_SENT_STATUS = aioweb.RequestKey("sent_status", int)
 
 
 @dataclass(frozen=True)
 class LoggedRequest:
-    """One request as the server saw it; ``t`` in seconds since the web's epoch."""
+    """One request as the server saw it; ``t`` in seconds since the web's epoch.
+
+    ``status`` is the status line sent, 0 when none was (a reset, bytes that are not HTTP);
+    ``garbage`` the garbage mode of the answer, None for a well-formed one.
+    """
 
     t: float
     host: int
     path: str
     status: int
     conditional: bool
+    garbage: str | None = None
 
 
 class WebServer:
@@ -157,8 +171,10 @@ class WebServer:
             await asyncio.sleep(behavior.latency)
         conditional = "If-None-Match" in request.headers or "If-Modified-Since" in request.headers
         response = await self._respond(request, host, behavior, t)
+        status = int(request.get(_SENT_STATUS, response.status))
+        entry = LoggedRequest(t, host, request.path, status, conditional, request.get(_GARBAGE))
         with self.lock:
-            self.log.append(LoggedRequest(t, host, request.path, response.status, conditional))
+            self.log.append(entry)
         return response
 
     async def _respond(
@@ -190,13 +206,16 @@ class WebServer:
         if roll < behavior.server_error_rate:
             return aioweb.Response(status=500, text="internal error")
         roll -= behavior.server_error_rate
+        mode = self.web.garbage_mode(page)
         if roll < behavior.garbage_rate:
-            return await self._garbage(request, host)
+            mode = self._rng(host).choice(behavior.garbage_modes)
         if t < self.web.born[page]:
             return aioweb.Response(status=404, text="not yet")
         if t >= self.web.dies[page]:
             return aioweb.Response(status=410, text="gone")
-        return self._page(request, host, page, behavior, t)
+        if mode is not None and mode not in LENIENT_GARBAGE:
+            return await self._garbage(request, host, page, t, mode)
+        return self._page(request, host, page, behavior, t, garbage=mode)
 
     def _headers(self, page: int, behavior: HostBehavior, t: float) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -229,11 +248,46 @@ class WebServer:
         return False
 
     def _page(
-        self, request: aioweb.Request, host: int, page: int, behavior: HostBehavior, t: float
+        self,
+        request: aioweb.Request,
+        host: int,
+        page: int,
+        behavior: HostBehavior,
+        t: float,
+        *,
+        garbage: str | None = None,
     ) -> aioweb.Response:
+        """The page, or 304; ``garbage`` one of the lenient modes, which serve the real page
+        (same visible text, validators and 304s: no change to the ground truth) badly."""
         headers = self._headers(page, behavior, t)
         if behavior.conditional and self._not_modified(request, headers):
             return aioweb.Response(status=304, headers=headers)
+        html = self._render(host, page, t)
+        if garbage is None:
+            return aioweb.Response(text=html, content_type="text/html", headers=headers)
+        request[_GARBAGE] = garbage
+        body = html.encode()
+        if garbage == "bad-bytes":
+            # Latin-1 and stray bytes where UTF-8 is declared, out of the visible text.
+            junk = b"<!-- caf\xe9 \xff\xfe --><meta name='description' content='na\xefve \xc3('>"
+            body = body.replace(b"<head>", b"<head>" + junk, 1)
+            return aioweb.Response(
+                body=body, content_type="text/html", charset="utf-8", headers=headers
+            )
+        if garbage == "bogus-charset":
+            # "undefined" is a codec Python knows that refuses every byte.
+            headers["Content-Type"] = "text/html; charset=undefined"
+            return aioweb.Response(body=body, headers=headers)
+        # short-length: the page as its Content-Length says, then bytes past it, then close.
+        fields = [("Content-Type", "text/html; charset=utf-8"), *headers.items()]
+        fields.append(("Content-Length", str(len(body))))
+        trailer = b"\r\n<!-- bytes past the Content-Length -->\x00\xff" * 4
+        # "Connection: close", or a client that reuses the connection races the close: its
+        # next request meets a reset (as with any server that drops keep-alive silently).
+        return self._raw(request, _head(200, fields) + body + trailer, status=200)
+
+    def _render(self, host: int, page: int, t: float) -> str:
+        """The HTML of the page's version at ``t`` (one more visitor)."""
         self._visits += 1
         version = self.web.version(page, t)
         links = []
@@ -254,7 +308,7 @@ class WebServer:
             f"{self._visits}</p><article>{self.web.body_text(page, version)}</article>"
             f"<ul>{''.join(links)}</ul></body></html>"
         )
-        return aioweb.Response(text=html, content_type="text/html", headers=headers)
+        return html
 
     def _special(self, host: int, path: str) -> aioweb.Response | None:
         if path == "/loop/a":
@@ -315,25 +369,57 @@ class WebServer:
             self._rngs[host] = random.Random(f"{self._seed}/{host}")
         return self._rngs[host]
 
-    async def _garbage(self, request: aioweb.Request, host: int) -> aioweb.StreamResponse:
-        kind = self._rng(host).choice(("truncated", "reset", "bad-utf8"))
-        if kind == "reset" and request.transport is not None:
-            request.transport.abort()
-            return aioweb.Response(status=499)  # never sent: the connection is gone
-        if kind == "bad-utf8":
-            return aioweb.Response(
-                body=b"<html><body>caf\xe9 \xff\xfe broken</body></html>",
-                content_type="text/html",
-                charset="utf-8",
-            )
-        response = aioweb.StreamResponse(status=200)
-        response.content_type = "text/html"
-        response.content_length = 10_000
-        await response.prepare(request)
-        await response.write(b"<html><body>only part of it")
-        if request.transport is not None:
-            request.transport.close()
-        return response
+    async def _garbage(
+        self, request: aioweb.Request, host: int, page: int, t: float, mode: str
+    ) -> aioweb.StreamResponse:
+        """An answer no client can read whole (:data:`~scenarios.synthetic_web.ERROR_GARBAGE`),
+        written to the socket by hand; the connection is then closed or reset."""
+        request[_GARBAGE] = mode
+        body = self._render(host, page, t).encode()
+        html = ("Content-Type", "text/html; charset=utf-8")
+        if mode == "truncated":
+            head = _head(200, [html, ("Content-Length", str(len(body) + 4096))])
+            return self._raw(request, head + body[: len(body) // 2], status=200)
+        if mode == "conflicting-length":
+            lengths = [("Content-Length", str(len(body))), ("Content-Length", str(len(body) + 17))]
+            return self._raw(request, _head(200, [html, *lengths]) + body, status=200)
+        if mode == "bad-gzip":
+            fields = [html, ("Content-Encoding", "gzip"), ("Content-Length", str(len(body)))]
+            return self._raw(request, _head(200, fields) + body, status=200)
+        if mode == "bad-status-line":
+            return self._raw(request, b"\x00\xff\xfeNOT HTTP AT ALL\r\n\r\n" + body, status=0)
+        if mode == "reset-mid-headers":
+            if request.transport is not None:
+                request.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/ht")
+            await asyncio.sleep(0.02)  # let the client read them and wait for the rest
+        return self._raw(request, b"", status=0, reset=True)  # reset, reset-mid-headers
+
+    def _raw(
+        self, request: aioweb.Request, data: bytes, *, status: int, reset: bool = False
+    ) -> aioweb.Response:
+        """Send ``data`` as is and close the connection (``reset``: abort it with a TCP RST,
+        SO_LINGER 0). ``status`` is what the log records as sent."""
+        request[_SENT_STATUS] = status
+        transport = request.transport
+        if transport is not None:
+            if data:
+                transport.write(data)
+            if reset:
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                transport.abort()
+            else:
+                transport.close()  # after the buffered data is sent
+        # Never sent: aiohttp finds the connection closing and drops it.
+        return aioweb.Response(status=200)
+
+
+def _head(status: int, fields: list[tuple[str, str]]) -> bytes:
+    """A status line and header block, as given (duplicates and lies included), announcing
+    that the server closes the connection after it."""
+    lines = [f"HTTP/1.1 {status} OK", *(f"{k}: {v}" for k, v in fields), "Connection: close"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _redirect(status: int, location: str) -> aioweb.Response:
