@@ -7,6 +7,7 @@ page whose robots meta tag says ``nofollow``; fragments alone (``#top``) are the
 
 from __future__ import annotations
 
+from contextlib import suppress
 from urllib.parse import urljoin
 
 import lxml.html
@@ -46,7 +47,8 @@ def extract_links(html: str | bytes | lxml.html.HtmlElement, page_url: str) -> l
     for element in root.iter("base"):
         href = element.get("href")
         if href:
-            base = urljoin(page_url, href.strip())
+            with suppress(ValueError):  # e.g. "http://[oops/": keep the page's own URL
+                base = urljoin(page_url, href.strip())
             break
     seen: set[str] = set()
     links: list[str] = []
@@ -57,7 +59,7 @@ def extract_links(html: str | bytes | lxml.html.HtmlElement, page_url: str) -> l
             continue
         if "nofollow" in (anchor.get("rel") or "").lower().split():
             continue
-        url = _normalized(urljoin(base, href))
+        url = _joined(base, href)
         if url is None or url == self_url or url in seen:
             continue
         seen.add(url)
@@ -69,4 +71,13 @@ def _normalized(url: str) -> str | None:
     try:
         return normalize_url(url)
     except InvalidURLError:
+        return None
+
+
+def _joined(base: str, href: str) -> str | None:
+    """``href`` resolved against ``base`` and normalized; None when either step fails
+    (urljoin raises ValueError on an unparsable host such as ``http://[oops/``)."""
+    try:
+        return normalize_url(urljoin(base, href))
+    except (InvalidURLError, ValueError):
         return None

@@ -86,7 +86,7 @@ def parse_retry_after(
     if not text:
         return None
     seconds: float
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         seconds = float(text)
     else:
         try:

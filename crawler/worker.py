@@ -109,6 +109,9 @@ class CrawlStats:
     queue_errors: int = 0
     #: Change notifications recorded from sitemaps' lastmod dates.
     notified: int = 0
+    #: Steps or batches that raised something unforeseen (logged with the traceback; the
+    #: page got an error, the host was backed off, the worker went on).
+    worker_errors: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -135,6 +138,8 @@ class _HostCrawl:
     host: HostUpdate = field(default_factory=HostUpdate)
     results: list[FetchResult] = field(default_factory=list)
     discovered: list[str] = field(default_factory=list)
+    #: The page being fetched (its id), until its result is recorded.
+    current: int | None = None
     errors: int = 0
     backoff_until: datetime | None = None
     done: bool = False
@@ -188,6 +193,10 @@ class CrawlWorker:
                 log.warning("%s: %s", self.name, error)
                 self.stats.add(queue_errors=1)
                 self.stop.wait(max(self.settings.idle_sleep, 1.0))
+            except Exception:  # last resort: a worker thread must not die silently
+                log.exception("%s: a batch of leases failed", self.name)
+                self.stats.add(worker_errors=1)
+                self.stop.wait(max(self.settings.idle_sleep, 1.0))
 
     def _idle(self) -> bool:
         return not self.queue.work_remaining()
@@ -222,7 +231,12 @@ class CrawlWorker:
                 wait = crawl.next_request - time.monotonic()
                 if wait > 0 and self.stop.wait(wait):
                     break
-                self._step(crawl, fetcher)
+                try:
+                    self._step(crawl, fetcher)
+                except StoreError:
+                    raise
+                except Exception as error:  # a bug or an answer nobody foresaw: not fatal
+                    self._failed_step(crawl, error)
         finally:
             fetcher.close()
             self._finish(crawl)
@@ -257,7 +271,10 @@ class CrawlWorker:
             crawl.renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
         if crawl.rules is None:
             outcome = fetcher.fetch(robots_url(crawl.lease.origin))
-            rules = RobotsRules.from_response(outcome.status, outcome.body, outcome.started_at)
+            # A robots.txt cut short (or otherwise unreadable) is not "allow everything":
+            # it counts as unreachable, as a network error does (RFC 9309 sec. 2.3.1.4).
+            status = outcome.status if outcome.error is None else None
+            rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
             crawl.rules = rules
             crawl.host = replace(
                 crawl.host,
@@ -296,6 +313,7 @@ class CrawlWorker:
         else:
             crawl.done = True
             return
+        crawl.current = page.page_id
         outcome = fetcher.fetch(
             page.url,
             etag=page.etag,
@@ -316,6 +334,7 @@ class CrawlWorker:
                 next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
             )
         crawl.results.append(result)
+        crawl.current = None
         if len(crawl.results) >= s.report_every:
             self._report(crawl)  # bounds what a killed worker leaves unrecorded
         crawl.next_request = time.monotonic() + delay
@@ -324,6 +343,28 @@ class CrawlWorker:
             crawl.done = True
         elif not crawl.pending:
             crawl.done = True
+
+    def _failed_step(self, crawl: _HostCrawl, error: Exception) -> None:
+        """A step raised: record an error on the page it was fetching (so that a page that
+        trips the crawler is retried later, not at once and forever), back the host off,
+        and end its lease; the worker and the other hosts go on."""
+        log.exception("%s: crawling %s failed", self.name, crawl.lease.origin)
+        now = self.clock()
+        self.stats.add(errors=1, worker_errors=1)
+        if crawl.current is not None:
+            crawl.results.append(
+                FetchResult(
+                    page_id=crawl.current,
+                    fetched_at=now,
+                    status="error",
+                    error=f"crawler error: {type(error).__name__}: {error}"[:500],
+                    next_due_at=now + self.settings.error_retry,
+                )
+            )
+            crawl.current = None
+        crawl.errors += 1
+        crawl.backoff_until = now + self.settings.error_retry
+        crawl.done = True
 
     def _own_sitemaps(self, origin: str, rules: RobotsRules) -> list[str]:
         """The sitemaps robots.txt lists on this very host (another host's are not ours to

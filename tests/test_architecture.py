@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
         "store",
         "estimators",
         "requests",
+        "urllib3",
         "w3lib",
         "protego",
         "lxml",
