@@ -10,6 +10,7 @@ import math
 __all__ = [
     "CLOCK_TOLERANCE_DAYS",
     "CONFIDENCE",
+    "LAST_MODIFIED_RATE_CONFIDENCE",
     "LOG_RATE_MAX",
     "LOG_RATE_MIN",
     "MAX_HOST_VIOLATION_SHARE",
@@ -68,3 +69,7 @@ MAX_PAGE_VIOLATION_SHARE = 0.1
 #: The same for all pages of a host, once the host has at least MIN_HOST_CHECKS such fetches.
 MAX_HOST_VIOLATION_SHARE = 0.2
 MIN_HOST_CHECKS = 10
+#: Level of the rate-consistency test of a page's Last-Modified: its rate C / T must lie where
+#: the page's change/no-change log-likelihood is within chi2_1(0.999) / 2 = 5.41 of its
+#: maximum. Strict, because the two estimates of one honest page share their evidence.
+LAST_MODIFIED_RATE_CONFIDENCE = 0.999

@@ -21,9 +21,34 @@ Checks, per fetch (``t`` fetch time, ``d`` Last-Modified, ``tol`` clock toleranc
 The content-change flag compares signatures, so "moved without change" also catches changes
 the signature deliberately ignores: for this crawler those are not changes either.
 
+A page is unreliable when any of these shares exceeds ``max_page_violation_share``:
+
+* the share of its checked fetches that fail a check;
+* ``static_while_changed`` over the content changes seen (the changes Last-Modified missed);
+* ``moved_without_change`` over the moves of Last-Modified (the changes it invented).
+
+The last two judge the dates by the changes they report, the evidence the Last-Modified
+estimators count. Shares of fetches alone dilute a lie by a page's quiet fetches: a static
+template date on a page fetched 20 times that changed once fails one fetch in 20, within a
+10 % tolerance, yet the date missed the only change seen, and the Last-Modified estimator
+would count no change where the crawler saw one.
+
+**Rate consistency** (``rate_mismatch``): a page whose fetch checks pass must still have a
+Last-Modified rate ``C / T`` (its maximum-likelihood rate) that its own change/no-change
+observations allow: the change log-likelihood at that rate may fall at most
+``chi2_1(rate_confidence) / 2`` (5.41 at 99.9 %) below its maximum. This catches dates that
+are consistent with every single observation and still wrong: a server that stamps each
+response with a recent cache or render time on a page that changes at almost every fetch
+moves with every change, and at the one quiet interval its single "moved without change" is
+within the tolerance; the short ages ``t_i - d_i`` make the page look many times faster than
+its quiet interval allows. Honest dates and honest content flags describe one Poisson process,
+whose two estimates agree within their noise.
+
 A host (when host ids are given) is unreliable when more than ``max_host_violation_share`` of
-the checked fetches of all its pages fail, once it has ``min_host_checks`` of them: then every
-page of the host is unreliable, including pages fetched too few times to show it themselves.
+the checked fetches of all its pages fail, or of the content changes its dates missed, or of
+the moves of its dates that came without a change, once the denominator reaches
+``min_host_checks``: then every page of the host is unreliable, including pages fetched too
+few times to show it themselves.
 """
 
 from __future__ import annotations
@@ -36,11 +61,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from estimators.defaults import (
     CLOCK_TOLERANCE_DAYS,
+    LAST_MODIFIED_RATE_CONFIDENCE,
     MAX_HOST_VIOLATION_SHARE,
     MAX_PAGE_VIOLATION_SHARE,
     MIN_HOST_CHECKS,
 )
 from estimators.evidence import check_fetch_log
+from estimators.likelihood import ChangeLogLikelihood
+from estimators.solvers import chi2_level_drop, maximize_log_rate
 
 __all__ = [
     "RELIABILITY_REASONS",
@@ -52,6 +80,7 @@ __all__ = [
 
 BoolArray = NDArray[np.bool_]
 IntArray = NDArray[np.intp]
+FloatArray = NDArray[np.float64]
 
 #: The checks, in the order in which a page's reason names the first that failed.
 VIOLATIONS = (
@@ -61,8 +90,9 @@ VIOLATIONS = (
     "static_while_changed",
     "outside_interval",
 )
-#: Reasons recorded per page: reliable ("ok"), no evidence, a failed check, or the host.
-RELIABILITY_REASONS = ("ok", "no_fetch", "missing", *VIOLATIONS, "host")
+#: Reasons recorded per page: reliable ("ok"), no evidence, a failed check, a Last-Modified rate
+#: that the page's change observations rule out, or the host.
+RELIABILITY_REASONS = ("ok", "no_fetch", "missing", *VIOLATIONS, "rate_mismatch", "host")
 
 
 @dataclass(frozen=True)
@@ -74,17 +104,25 @@ class LastModifiedPolicy:
     clock_tolerance : float
         Days within which Last-Modified counts as equal to a fetch time or to another date.
     max_page_violation_share : float
-        A page is unreliable when more than this share of its checked fetches fail.
+        A page is unreliable when more than this share of its checked fetches fail, of the
+        content changes seen its Last-Modified missed, or of its Last-Modified moves came
+        without a content change.
     max_host_violation_share : float
-        A host is unreliable when more than this share of its checked fetches fail ...
+        A host is unreliable when more than this share of its checked fetches fail (or of its
+        content changes were missed, or of its moves were without change) ...
     min_host_checks : int
-        ... and it has at least this many checked fetches.
+        ... and it has at least this many checked fetches (content changes, moves).
+    rate_confidence : float or None
+        Level of the rate-consistency test: the change log-likelihood at the Last-Modified
+        rate may fall at most ``chi2_1(rate_confidence) / 2`` below its maximum. None skips
+        the test.
     """
 
     clock_tolerance: float = CLOCK_TOLERANCE_DAYS
     max_page_violation_share: float = MAX_PAGE_VIOLATION_SHARE
     max_host_violation_share: float = MAX_HOST_VIOLATION_SHARE
     min_host_checks: int = MIN_HOST_CHECKS
+    rate_confidence: float | None = LAST_MODIFIED_RATE_CONFIDENCE
 
 
 @dataclass(frozen=True)
@@ -107,6 +145,14 @@ class LastModifiedReliability:
         Per fetch of the input: failed at least one check.
     host_reliable : ndarray of bool, shape (n_hosts,) or None
         Per host id; None when no hosts were given.
+    content_changes : ndarray of int, shape (n_pages,)
+        Intervals between two fetches with Last-Modified in which the content changed.
+    moves : ndarray of int, shape (n_pages,)
+        Of the intervals with a known content outcome, those in which Last-Modified moved.
+    rate_deviance : ndarray of float, shape (n_pages,)
+        Drop of the change log-likelihood from its maximum at the page's Last-Modified rate
+        ``C / T`` (rate consistency); NaN where not tested (no test asked, a page already
+        unreliable, or without both kinds of evidence).
     """
 
     reliable: BoolArray
@@ -116,6 +162,9 @@ class LastModifiedReliability:
     violating: IntArray
     fetch_violation: BoolArray
     host_reliable: BoolArray | None
+    content_changes: IntArray
+    moves: IntArray
+    rate_deviance: FloatArray
 
 
 def assess_last_modified(
@@ -190,17 +239,27 @@ def assess_last_modified(
     checked = per_page(present)
     violating = per_page(fetch_violation)
     violations = {name: per_page(flags[name]) for name in VIOLATIONS}
+    content_changes = per_page(content_changed)
+    moves = per_page(known & moved)
 
+    limit = rules.max_page_violation_share
     with np.errstate(divide="ignore", invalid="ignore"):
-        page_share = violating / checked
-    reliable = (fetches > 0) & (checked == fetches) & (page_share <= rules.max_page_violation_share)
+        too_many = (checked > 0) & (violating / checked > limit)
+        # judged by the changes the dates report: missed ones, and invented ones
+        missed = (content_changes > 0) & (
+            violations["static_while_changed"] / content_changes > limit
+        )
+        invented = (moves > 0) & (violations["moved_without_change"] / moves > limit)
+    reliable = (fetches > 0) & (checked == fetches) & ~too_many & ~missed & ~invented
 
     reason = np.zeros(n, dtype=np.int8)  # "ok"
     code = {name: i for i, name in enumerate(RELIABILITY_REASONS)}
-    too_many = (checked > 0) & (page_share > rules.max_page_violation_share)
+    failed = {name: too_many & (violations[name] > 0) for name in VIOLATIONS}
+    failed["static_while_changed"] |= missed
+    failed["moved_without_change"] |= invented
     # the first failing check names the reason: assign in reverse order of precedence
     for name in reversed(VIOLATIONS):
-        reason[too_many & (violations[name] > 0)] = code[name]
+        reason[failed[name]] = code[name]
     reason[(fetches > 0) & (checked < fetches)] = code["missing"]
     reason[fetches == 0] = code["no_fetch"]
 
@@ -210,16 +269,31 @@ def assess_last_modified(
         if hosts.shape != (n,):
             raise ValueError(f"host must have one id per page, shape ({n},)")
         n_hosts = int(hosts.max()) + 1 if hosts.size else 0
-        host_checked = np.bincount(hosts, weights=checked, minlength=n_hosts)
-        host_bad = np.bincount(hosts, weights=violating, minlength=n_hosts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            host_share = host_bad / host_checked
+
+        def host_fails(bad: IntArray, total: IntArray) -> BoolArray:
+            host_total = np.bincount(hosts, weights=total, minlength=n_hosts)
+            host_bad = np.bincount(hosts, weights=bad, minlength=n_hosts)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = host_bad / host_total
+            return (host_total >= rules.min_host_checks) & (share > rules.max_host_violation_share)
+
         host_reliable = ~(
-            (host_checked >= rules.min_host_checks) & (host_share > rules.max_host_violation_share)
+            host_fails(violating, checked)
+            | host_fails(violations["static_while_changed"], content_changes)
+            | host_fails(violations["moved_without_change"], moves)
         )
         lying_host = ~host_reliable[hosts]
         reason[reliable & lying_host] = code["host"]
         reliable &= ~lying_host
+
+    rate_deviance = np.full(n, np.nan)
+    if rules.rate_confidence is not None and reliable.any():
+        tested, deviance = _rate_deviance(pages, times, outcome, dates, n, reliable, tol)
+        rate_deviance[tested] = deviance
+        mismatch = np.zeros(n, dtype=np.bool_)
+        mismatch[tested] = deviance > chi2_level_drop(rules.rate_confidence)
+        reason[mismatch] = code["rate_mismatch"]
+        reliable &= ~mismatch
 
     return LastModifiedReliability(
         reliable=reliable,
@@ -229,4 +303,75 @@ def assess_last_modified(
         violating=violating,
         fetch_violation=fetch_violation,
         host_reliable=host_reliable,
+        content_changes=content_changes,
+        moves=moves,
+        rate_deviance=rate_deviance,
     )
+
+
+def _rate_deviance(
+    pages: IntArray,
+    times: FloatArray,
+    outcome: FloatArray,
+    dates: FloatArray,
+    n: int,
+    candidate: BoolArray,
+    tol: float,
+) -> tuple[IntArray, FloatArray]:
+    """The rate-consistency statistic of the ``candidate`` pages that have both kinds of
+    evidence: ``max l - l(C / T)``, l the change/no-change log-likelihood of the page's
+    intervals and ``C / T`` its Last-Modified maximum-likelihood rate (0 with no move, +inf
+    with moves and no change-free time; C and T as in
+    :func:`~estimators.evidence.last_modified_evidence_from_fetches`). Returns the pages
+    tested and their statistic.
+    """
+    # interval k runs from fetch k to fetch k + 1; counted when both fetches are of one candidate
+    # page and have Last-Modified
+    page = pages[1:]
+    counted = (page == pages[:-1]) & candidate[page] & ~np.isnan(dates[1:]) & ~np.isnan(dates[:-1])
+    length = np.diff(times)
+    up = counted & (np.diff(dates) > tol)
+    # change-free days: t_i - d_i (clipped to the interval) after a move, else the interval
+    free = times[1:] - dates[1:]
+    np.maximum(free, 0.0, out=free)
+    np.minimum(free, length, out=free)
+    np.copyto(free, length, where=~up)
+    free[~counted] = 0.0
+    n_lm = np.bincount(page[counted], minlength=n)
+    c = np.bincount(page[up], minlength=n).astype(np.float64)
+    t = np.bincount(page, weights=free, minlength=n)
+    del up, free
+    change = counted & (outcome[1:] == 1)
+    counts = np.bincount(page[change], minlength=n).astype(np.intp)
+    changed_length = length[change]
+    length[~(counted & (outcome[1:] == 0))] = 0.0
+    unchanged = np.bincount(page, weights=length, minlength=n).astype(np.float64, copy=False)
+    del counted, change, length
+    tested = np.flatnonzero((n_lm > 0) & ((counts > 0) | (unchanged > 0)))
+    keep = np.zeros(n, dtype=np.bool_)
+    keep[tested] = True
+    loglik = ChangeLogLikelihood(counts, changed_length, unchanged).restrict(keep)
+    c, t, x, u = c[tested], t[tested], loglik.counts, loglik.unchanged_time
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lm_rate = np.where(c > 0, c / t, 0.0)  # c / 0 = inf: moves and no change-free time
+    # maximum: 0 with no change (at rate 0) or only changes (as the rate grows), else at the
+    # MLE, bracketed by C / (U + S/2) and C / U (see estimators.poisson.mle_bracket)
+    best = np.zeros(tested.size)
+    both = (x > 0) & (u > 0)
+    if both.any():
+        inner = loglik.restrict(both)
+        s_changed = np.bincount(
+            np.repeat(np.arange(inner.n_pages), inner.counts),
+            weights=inner.changed_length,
+            minlength=inner.n_pages,
+        )
+        xb, ub = x[both].astype(np.float64), u[both]
+        lo, hi = np.log(xb / (ub + 0.5 * s_changed)), np.log(xb / ub)
+        theta, _ = maximize_log_rate(inner, lo, hi, lo)
+        best[both] = inner.value(theta)
+    # at the Last-Modified rate; at the ends 0 and +inf it is 0 or -inf
+    interior = (lm_rate > 0) & np.isfinite(lm_rate)
+    at_lm = np.where(lm_rate == 0, np.where(x == 0, 0.0, -np.inf), np.where(u == 0, 0.0, -np.inf))
+    if interior.any():
+        at_lm[interior] = loglik.restrict(interior).value(np.log(lm_rate[interior]))
+    return tested, np.maximum(best - at_lm, 0.0)
