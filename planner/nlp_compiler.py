@@ -124,12 +124,40 @@ class _Printer:
 
 
 def _terms(expr: Any) -> list[Any]:
-    """The top-level sum terms of ``expr`` (named expressions are looked through)."""
+    """The sum terms of ``expr``, flattened: sums nested in sums, in a negation or scaled by a
+    constant factor are split too (``n - (a + b)`` gives ``n, -a, -b``), so that a long inner
+    sum becomes many small terms of one template instead of one term with many slots. Named
+    expressions are looked through."""
     while isinstance(expr, (ExpressionData, ScalarExpression)):
         expr = expr.expr
-    if isinstance(expr, nx.SumExpression) and expr.is_potentially_variable():
-        return list(expr.args)
+    if not (hasattr(expr, "is_potentially_variable") and expr.is_potentially_variable()):
+        return [expr]
+    if isinstance(expr, nx.SumExpression):
+        return [term for arg in expr.args for term in _terms(arg)]
+    if isinstance(expr, nx.NegationExpression):
+        return [_negated(term) for term in _terms(expr.args[0])]
+    if isinstance(expr, nx.ProductExpression) and not isinstance(expr, nx.DivisionExpression):
+        factor, inner = expr.args
+        if _is_constant_factor(factor) and _is_named_or_sum(inner):
+            return [factor * term for term in _terms(inner)]
+        if _is_constant_factor(inner) and _is_named_or_sum(factor):
+            return [term * inner for term in _terms(factor)]
     return [expr]
+
+
+def _negated(term: Any) -> Any:
+    return -term
+
+
+def _is_constant_factor(node: Any) -> bool:
+    """A number or an expression of parameters only (no variable can appear in it)."""
+    return not (hasattr(node, "is_potentially_variable") and node.is_potentially_variable())
+
+
+def _is_named_or_sum(node: Any) -> bool:
+    while isinstance(node, (ExpressionData, ScalarExpression)):
+        node = node.expr
+    return isinstance(node, (nx.SumExpression, nx.NegationExpression))
 
 
 def _compile(code: str) -> _Kernel:

@@ -185,7 +185,9 @@ class PlanSolver:
         solve_seconds = time.perf_counter() - t0
         outcomes.sort(key=lambda pair: (not pair[1].status.ok, pair[1].objective))
         best = outcomes[0][1]
-        self.nlp.load_solution(best.x)
+        # Ipopt may end up to bound_relax_factor (1e-8) outside a bound: f = -1e-8 would be a
+        # crawl of -0.5 pages in a bucket of 5e7. The plan honours the bounds exactly.
+        self.nlp.load_solution(np.clip(best.x, self.nlp.x_lower, self.nlp.x_upper))
         ok = [o.objective for _, o in outcomes if o.status.ok]
         spread = (max(ok) - min(ok)) / max(abs(min(ok)), 1e-300) if len(ok) > 1 else 0.0
         return PlanSolution(

@@ -6,11 +6,13 @@ Pages are grouped into B buckets of similar change rate; a cycle has T periods. 
 =====================  ===================================================================
 symbol                 meaning (units)
 =====================  ===================================================================
-x[i,t]                 pages of bucket i crawled in period t (variable, pages)
-y[i,t]                 obsolete pages of bucket i at the end of period t (variable, pages)
-b[i,t]                 pages in bucket i at the end of period t (variable, pages)
+x[i,t]                 pages of bucket i crawled in period t (pages)
+y[i,t]                 obsolete pages of bucket i at the end of period t (pages)
+b[i,t]                 pages in bucket i at the end of period t (pages)
 n[t]                   new, never-crawled pages known at the end of period t (variable, pages)
 z[t]                   new pages crawled in period t (variable, pages)
+f[i,t]                 x[i,t] / b[i,t-1], the fraction of bucket i crawled in period t (variable)
+Z[t]                   z[1] + ... + z[t], new pages crawled so far in the cycle (variable, pages)
 b0[i], y0[i], n0       b[i,0], y[i,0], n[0]: the state at the start of the cycle (pages)
 a[i,t]                 fraction of bucket i's pages that change during period t (in [0, 1])
 C[t]                   crawl time available in period t (seconds)
@@ -39,14 +41,31 @@ The model, for all t = 1..T and i = 1..B::
 Equation (2) is the paper's tree of alternatives: a crawled page (a fraction x/b of the
 bucket, obsolete or not alike) is fresh at the end of the period unless it changes in it --
 which the crawl detects -- and an uncrawled page is obsolete if it was already, or if it
-changes. The bound ``b[i,t] >= b0[i]`` is implied by (4) with ``z, p >= 0``; stating it keeps
-the division in (2) away from zero while Ipopt's iterates violate (4).
+changes.
+
+**How the model is stated in Pyomo.** The same model, with fewer variables and constraints
+for Ipopt (docs/model.md has the measurements):
+
+* The decisions are ``f[i,t] = x[i,t] / b[i,t-1]``, the fraction of bucket i crawled in period
+  t, with bounds ``0 <= f <= 1`` (that is (5) and ``x >= 0``), and ``z[t] >= 0``. Then
+  ``1 - x/b`` in (2) is ``1 - f`` (no division), and ``x[i,t] = f[i,t] b[i,t-1]`` is a named
+  Expression.
+* (4) is summed up: ``b[i,t] = b0[i] + p[i] Z[t]`` (an Expression) with ``Z[t] = Z[t-1] +
+  z[t]``, ``Z[0] = 0``, the new pages crawled so far: T variables and equations instead of B T.
+* y is a variable only at the *state periods*, every :data:`STATE_EVERY`-th period and the
+  last (the set ``S``); in the other periods ``y[i,t]`` is the Expression given by the right
+  side of (2), and (2) is an equation at the state periods only. Substituting (2) in between
+  halves the rows of Ipopt's linear systems, while the expressions stay short.
+* ``y, n >= 0`` and ``b >= b0`` are not stated: they follow from the equations with
+  ``0 <= f <= 1``, ``z >= 0`` and (6) (and the data's ``y0 <= b0``, ``newnwt >= 0``). Stated as
+  bounds they would be active together with ``f <= 1`` (a bucket crawled whole has y = 0),
+  which makes the problem degenerate for an interior-point method.
 
 Every datum is a mutable Param, so :func:`set_data` changes an instance (what-if runs,
 another strategy) without rebuilding; the compiled bridge (:mod:`planner.nlp_compiler`) reads
-the new values. Scaling factors live in the model's ``scaling_factor`` Suffix: pages of bucket
-i in units of ``b0[i]`` (so x/b0 is a crawl fraction), new pages in units of the mean bucket,
-crawl time in units of C[t], the objective in units of its value on the starting point.
+the new values. Scaling factors live in the model's ``scaling_factor`` Suffix: obsolete pages of
+bucket i in units of ``b0[i]`` (f is a fraction already), new pages in units of the mean
+bucket, crawl time in units of C[t], the objective in units of its value on the starting point.
 """
 
 from __future__ import annotations
@@ -61,6 +80,7 @@ from planner.crawl_instance import CrawlInstance
 from planner.strategies import ObjectiveWeights
 
 __all__ = [
+    "STATE_EVERY",
     "Trajectory",
     "build_model",
     "initialize_model",
@@ -69,6 +89,10 @@ __all__ = [
     "simulate",
     "uniform_crawl",
 ]
+
+
+#: y is a variable at every STATE_EVERY-th period and the last; an Expression in between.
+STATE_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -97,7 +121,12 @@ class Trajectory:
         return b, n
 
 
-# -- the constraint families, one rule each ------------------------------------------------
+# -- the defined quantities and the constraint families, one rule each -----------------------
+
+
+def _pages_rule(m: Any, i: int, t: int) -> Any:
+    """(4) b[i,t] = b0[i] + p[i] Z[t]: the bucket grows by its share of crawled new pages."""
+    return m.b0[i] + m.p[i] * m.Z[t]
 
 
 def _previous_pages(m: Any, i: int, t: int) -> Any:
@@ -112,16 +141,31 @@ def _previous_new(m: Any, t: int) -> Any:
     return m.n0 if t == 1 else m.n[t - 1]
 
 
+def _crawled_rule(m: Any, i: int, t: int) -> Any:
+    """x[i,t] = f[i,t] b[i,t-1]: pages of bucket i crawled in period t."""
+    return m.f[i, t] * _previous_pages(m, i, t)
+
+
 def _crawl_time_rule(m: Any, t: int) -> Any:
     """(1) Old and new crawls in period t fit in its crawl time."""
     return sum(m.c[i, t] * m.x[i, t] for i in m.I) + m.d[t] * m.z[t] <= m.C[t]
 
 
-def _obsolete_pages_rule(m: Any, i: int, t: int) -> Any:
-    """(2) Obsolete pages of bucket i at the end of period t."""
+def _obsolete_after(m: Any, i: int, t: int) -> Any:
+    """Right side of (2): obsolete pages of bucket i at the end of period t (1 - x/b = 1 - f)."""
     b_prev = _previous_pages(m, i, t)
     y_prev = _previous_obsolete(m, i, t)
-    return m.y[i, t] == (1 - m.x[i, t] / b_prev) * ((1 - m.a[i, t]) * y_prev + m.a[i, t] * b_prev)
+    return (1 - m.f[i, t]) * ((1 - m.a[i, t]) * y_prev + m.a[i, t] * b_prev)
+
+
+def _obsolete_rule(m: Any, i: int, t: int) -> Any:
+    """y[i,t]: the state variable at a state period, else (2) applied to y[i,t-1]."""
+    return m.y_state[i, t] if t in m.S else _obsolete_after(m, i, t)
+
+
+def _obsolete_pages_rule(m: Any, i: int, t: int) -> Any:
+    """(2) at a state period t."""
+    return m.y_state[i, t] == _obsolete_after(m, i, t)
 
 
 def _new_pages_rule(m: Any, t: int) -> Any:
@@ -130,14 +174,9 @@ def _new_pages_rule(m: Any, t: int) -> Any:
     return m.n[t] == _previous_new(m, t) + found + (m.newnwt[t] - 1) * m.z[t] + m.nconst
 
 
-def _bucket_growth_rule(m: Any, i: int, t: int) -> Any:
-    """(4) Crawled new pages join the buckets in the shares p."""
-    return m.b[i, t] == _previous_pages(m, i, t) + m.p[i] * m.z[t]
-
-
-def _old_crawl_limit_rule(m: Any, i: int, t: int) -> Any:
-    """(5) A bucket cannot be crawled more than once per period."""
-    return m.x[i, t] <= _previous_pages(m, i, t)
+def _new_crawled_rule(m: Any, t: int) -> Any:
+    """(4) Z[t] = Z[t-1] + z[t], Z[0] = 0: new pages crawled so far in the cycle."""
+    return m.Z[t] == (m.z[t] if t == 1 else m.Z[t - 1] + m.z[t])
 
 
 def _new_crawl_limit_rule(m: Any, t: int) -> Any:
@@ -154,15 +193,22 @@ def _objective_rule(m: Any) -> Any:
 # -- build, data, start ----------------------------------------------------------------------
 
 
-def build_model(instance: CrawlInstance, weights: ObjectiveWeights) -> pyo.ConcreteModel:
+def build_model(
+    instance: CrawlInstance, weights: ObjectiveWeights, *, state_every: int = STATE_EVERY
+) -> pyo.ConcreteModel:
     """Build the model for ``instance`` with objective ``weights`` (data via :func:`set_data`).
 
+    y is a variable at every ``state_every``-th period and the last (1: at every period).
     Variables start at the forward simulation of :func:`uniform_crawl`.
     """
+    if state_every < 1:
+        raise ValueError("state_every must be >= 1")
     B, T = instance.buckets, instance.periods
     m = pyo.ConcreteModel(name="webfountain")
     m.I = pyo.RangeSet(B, doc="buckets")
     m.T = pyo.RangeSet(T, doc="periods")
+    state = [t for t in range(1, T + 1) if t % state_every == 0 or t == T]
+    m.S = pyo.Set(initialize=state, within=m.T, ordered=True, doc="state periods")
     mutable: dict[str, Any] = {"mutable": True, "initialize": 0.0}
     m.b0 = pyo.Param(m.I, **mutable, doc="pages per bucket at the start")
     m.y0 = pyo.Param(m.I, **mutable, doc="obsolete pages per bucket at the start")
@@ -179,20 +225,20 @@ def build_model(instance: CrawlInstance, weights: ObjectiveWeights) -> pyo.Concr
     m.newwt = pyo.Param(m.T, **mutable, doc="weight of new uncrawled pages")
 
     nonneg = pyo.NonNegativeReals
-    m.x = pyo.Var(m.I, m.T, within=nonneg, doc="old pages crawled")
-    m.y = pyo.Var(m.I, m.T, within=nonneg, doc="obsolete pages at the end of the period")
-    m.b = pyo.Var(m.I, m.T, within=nonneg, doc="pages at the end of the period")
-    m.n = pyo.Var(m.T, within=nonneg, doc="new uncrawled pages at the end of the period")
+    m.f = pyo.Var(m.I, m.T, bounds=(0.0, 1.0), doc="fraction of the bucket crawled, (5)")
+    # y, n >= 0 and Z >= 0 follow from the equations (module docstring): no bounds.
+    m.y_state = pyo.Var(m.I, m.S, doc="obsolete pages at the end of a state period")
+    m.n = pyo.Var(m.T, doc="new uncrawled pages at the end of the period")
     m.z = pyo.Var(m.T, within=nonneg, doc="new pages crawled")
-    for i in m.I:
-        for t in m.T:
-            m.b[i, t].setlb(m.b0[i])  # implied by (4); keeps x / b away from a zero divisor
+    m.Z = pyo.Var(m.T, doc="new pages crawled up to the end of the period")
+    m.b = pyo.Expression(m.I, m.T, rule=_pages_rule, doc="pages at the end of the period")
+    m.x = pyo.Expression(m.I, m.T, rule=_crawled_rule, doc="old pages crawled")
+    m.y = pyo.Expression(m.I, m.T, rule=_obsolete_rule, doc="obsolete pages at the end")
 
     m.crawl_time = pyo.Constraint(m.T, rule=_crawl_time_rule)
-    m.obsolete_pages = pyo.Constraint(m.I, m.T, rule=_obsolete_pages_rule)
+    m.obsolete_pages = pyo.Constraint(m.I, m.S, rule=_obsolete_pages_rule)
     m.new_pages = pyo.Constraint(m.T, rule=_new_pages_rule)
-    m.bucket_growth = pyo.Constraint(m.I, m.T, rule=_bucket_growth_rule)
-    m.old_crawl_limit = pyo.Constraint(m.I, m.T, rule=_old_crawl_limit_rule)
+    m.new_crawled = pyo.Constraint(m.T, rule=_new_crawled_rule)
     m.new_crawl_limit = pyo.Constraint(m.T, rule=_new_crawl_limit_rule)
     m.obsolete_weighted = pyo.Objective(rule=_objective_rule, sense=pyo.minimize)
     m.scaling_factor = pyo.Suffix(direction=pyo.Suffix.EXPORT)
@@ -240,11 +286,10 @@ def _set_scaling(m: Any, instance: CrawlInstance, weights: ObjectiveWeights) -> 
     unit = float(np.mean(instance.b0))
     for i in m.I:
         s = 1.0 / float(instance.b0[i - 1])
-        for t in m.T:
-            for comp in (m.x, m.y, m.b, m.obsolete_pages, m.bucket_growth, m.old_crawl_limit):
-                sf[comp[i, t]] = s
+        for t in m.S:
+            sf[m.y_state[i, t]] = sf[m.obsolete_pages[i, t]] = s  # f is a fraction already
     for t in m.T:
-        for comp in (m.n, m.z, m.new_pages, m.new_crawl_limit):
+        for comp in (m.n, m.z, m.Z, m.new_pages, m.new_crawled, m.new_crawl_limit):
             sf[comp[t]] = 1.0 / unit
         sf[m.crawl_time[t]] = 1.0 / max(float(instance.capacity[t - 1]), 1.0)
     # Objective in units of "every page weighted once": a value of order 1 for any strategy.
@@ -308,23 +353,27 @@ def initialize_model(
     Re-simulating makes a previous plan (a warm start) consistent with the current data.
     """
     traj = uniform_crawl(instance) if start is None else simulate(instance, start.x, start.z)
-    for (i, t), v in m.x.items():
-        v.set_value(float(traj.x[i - 1, t - 1]), skip_validation=True)
-        m.y[i, t].set_value(float(traj.y[i - 1, t - 1]), skip_validation=True)
-        m.b[i, t].set_value(float(traj.b[i - 1, t - 1]), skip_validation=True)
+    before, _ = traj.before(instance)
+    fraction = np.divide(traj.x, before, out=np.zeros_like(traj.x), where=before > 0)
+    crawled_new = np.cumsum(traj.z)
+    for (i, t), v in m.f.items():
+        v.set_value(float(min(max(fraction[i - 1, t - 1], 0.0), 1.0)), skip_validation=True)
+        if t in m.S:
+            m.y_state[i, t].set_value(float(traj.y[i - 1, t - 1]), skip_validation=True)
     for t in m.T:
         m.n[t].set_value(float(traj.n[t - 1]), skip_validation=True)
         m.z[t].set_value(float(traj.z[t - 1]), skip_validation=True)
+        m.Z[t].set_value(float(crawled_new[t - 1]), skip_validation=True)
 
 
 def read_trajectory(m: pyo.ConcreteModel) -> Trajectory:
     """The variables' current values as arrays."""
     B, T = len(m.I), len(m.T)
 
-    def grid(var: Any) -> np.ndarray:
+    def grid(component: Any) -> np.ndarray:
         out = np.zeros((B, T))
-        for (i, t), v in var.items():
-            out[i - 1, t - 1] = 0.0 if v.value is None else v.value
+        for (i, t), v in component.items():
+            out[i - 1, t - 1] = pyo.value(v, exception=False) or 0.0
         return out
 
     def row(var: Any) -> np.ndarray:

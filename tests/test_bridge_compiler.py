@@ -1,6 +1,8 @@
 """The compiled bridge agrees with Pyomo's own evaluation and differentiation.
 
-At random points of a small WebFountain instance (B = 4, T = 3) the compiled objective,
+At random points of a small WebFountain instance (B = 4, T = 3, obsolete pages a variable at
+t = 2 and 3 and an expression at t = 1, so named and nested expressions are covered) the
+compiled objective,
 constraint bodies, Jacobian and Hessian of the Lagrangian are checked against
 ``pyomo.environ.value`` and ``differentiate(..., mode=reverse_numeric)`` applied to the very
 same model; the Hessian's columns against differentiating Pyomo's symbolic gradient of the
@@ -30,7 +32,7 @@ def model_and_nlp() -> tuple[pyo.ConcreteModel, object]:
     weights = type(weights)(
         weights.oldwt * np.linspace(0.5, 2.0, 12).reshape(4, 3), weights.newwt + 0.3, "test"
     )
-    model = build_model(instance, weights)
+    model = build_model(instance, weights, state_every=2)
     return model, compile_model(model)
 
 
@@ -40,10 +42,15 @@ def _random_point(nlp: object, rng: np.random.Generator) -> np.ndarray:
 
 
 def test_sizes_match_the_model(model_and_nlp: tuple[pyo.ConcreteModel, object]) -> None:
-    _, nlp = model_and_nlp
-    B, T = 4, 3
-    assert nlp.n == 3 * B * T + 2 * T  # type: ignore[attr-defined]
-    assert nlp.m == 3 * B * T + 3 * T  # type: ignore[attr-defined]
+    model, nlp = model_and_nlp
+    B, T, S = 4, 3, len(model.S)
+    assert list(model.S) == [2, 3]
+    assert nlp.n == B * T + B * S + 3 * T  # type: ignore[attr-defined]  # f, y_state, n z Z
+    assert nlp.m == B * S + 4 * T  # type: ignore[attr-defined]
+    # Inner sums are split into terms: the sum over buckets in n[t] = n[t-1] + ... is B
+    # one-slot terms of one template, not one term with B slots.
+    groups = nlp._objective_groups + nlp._constraint_groups  # type: ignore[attr-defined]
+    assert max(g.var_index.shape[1] for g in groups) <= 5
 
 
 @pytest.mark.parametrize("trial", range(3))
