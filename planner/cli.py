@@ -29,6 +29,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from crawler.processes import run_crawl_processes
 from crawler.remote import RemoteQueueError, RemoteWorkQueue
 from crawler.seeds import RejectedURL, SeedReader
 from crawler.sitemaps import SitemapError, parse_sitemap
@@ -100,6 +101,16 @@ DbOption = Annotated[
 WorkersOption = Annotated[
     int | None,
     typer.Option("--workers", "-w", min=1, help="Worker threads.", show_default=False),
+]
+ProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--processes",
+        "-p",
+        min=1,
+        help="Processes, each with --workers threads: a process uses one core at most.",
+        show_default=False,
+    ),
 ]
 SecondsOption = Annotated[
     float | None,
@@ -418,12 +429,25 @@ def _crawl_with_progress(
     workers: int,
     until_idle: bool,
     seconds: float | None,
+    processes: int = 1,
 ) -> CrawlStats:
     """Crawl from the store with progress, releasing each new plan period's work."""
     policy = settings.lease_policy
     min_delay = float(settings.values["crawl.min_delay"])
 
     def run(stop: threading.Event, stats: CrawlStats) -> CrawlStats:
+        if processes > 1:
+            return run_crawl_processes(
+                settings.db_url,
+                policy,
+                crawl,
+                processes=processes,
+                workers=workers,
+                until_idle=until_idle,
+                seconds=seconds,
+                stop=stop,
+                stats=stats,
+            )
         return run_crawl(
             database,
             lambda: LeaseQueue(database, policy),
@@ -466,6 +490,7 @@ def _release_line(summary: ReleaseSummary, console: Console = err) -> None:
 @user_errors
 def crawl(
     workers: WorkersOption = None,
+    processes: ProcessesOption = None,
     seconds: SecondsOption = None,
     until_idle: UntilIdleOption = False,
     allow_private: AllowPrivateOption = False,
@@ -487,6 +512,7 @@ def crawl(
         workers=workers or int(settings.values["crawl.workers"]),
         until_idle=until_idle,
         seconds=seconds,
+        processes=processes or int(settings.values["crawl.processes"]),
     )
     out.print(progress_line(stats).replace(", hosts active 0", ""))
 

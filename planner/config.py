@@ -120,6 +120,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("crawl.workers", "CRAWLPLAN_WORKERS", int, 4, "crawler worker threads", minimum=1),
     Setting(
+        "crawl.processes",
+        "CRAWLPLAN_PROCESSES",
+        int,
+        1,
+        "crawler processes, each with crawl.workers threads (one core each at most)",
+        minimum=1,
+    ),
+    Setting(
         "crawl.min_delay",
         "CRAWLPLAN_MIN_DELAY",
         float,

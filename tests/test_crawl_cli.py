@@ -44,6 +44,7 @@ def _crawl(url: str, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a shell job is
     )
 
 
@@ -115,3 +116,33 @@ def test_sigkill_then_restart_loses_nothing_and_counts_nothing_twice(
     assert sum(served.values()) - sum(after.values()) <= held
     web_pages = {server.url(p) for p in range(server.web.n_pages)}
     assert web_pages <= set(after)  # the restarted crawl finished the job
+
+
+def test_two_processes_stop_on_sigint_and_finish_politely(
+    web_and_db: tuple[WebServer, str],
+) -> None:
+    """`--processes 2`: Ctrl-C (SIGINT, as a terminal sends it to the whole process group)
+    stops both processes gracefully; a second run finishes the crawl; across both, every
+    request is recorded once and no host ever gets two requests closer than its delay."""
+    server, url = web_and_db
+    proc = _crawl(url, "--processes", "2")
+    _wait_for_requests(server, 25)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the parent and its children
+    # communicate() returns only once every process holding the pipes has exited: the
+    # children inherit them, so a child left running would hold this up to the timeout.
+    out, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 0, errors
+    assert "SIGINT" in errors and "fetched" in out
+    assert _observations(url) == _fetch_requests(server)
+    finished = _crawl(url, "--processes", "2", "--until-idle", "--seconds", "90")
+    _out, errors = finished.communicate(timeout=120)
+    assert finished.returncode == 0, errors
+    observed = _observations(url)
+    assert observed == _fetch_requests(server)  # nothing lost, nothing twice
+    assert {server.url(p) for p in range(server.web.n_pages)} <= set(observed)
+    with server.lock:
+        log = list(server.log)
+    for host in range(len(server.origins)):
+        times = sorted(r.t for r in log if r.host == host)
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        assert not gaps or min(gaps) >= 0.2 - 0.02, host
