@@ -34,7 +34,7 @@ unit: setup
 test: lint types unit
 
 demo: setup
-	$(BIN)/crawlplan demo --dir demo-out --hosts 200 --pages 50 --period 8 --periods 3 --cycles 8 --workers 8
+	$(BIN)/crawlplan demo --dir demo-out
 	$(BIN)/crawlplan status --db sqlite:///demo-out/crawlplan.db
 
 bench: setup

@@ -768,20 +768,20 @@ def demo(
     directory: Annotated[
         Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
-    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 100,
-    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 10,
-    period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 3.0,
-    periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 4,
-    cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 10,
+    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 200,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 50,
+    period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 8.0,
+    periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 3,
+    cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 8,
     capacity: Annotated[
         int | None,
         typer.Option(
             min=1,
-            help="Crawls per period of each crawl (default: 60 % of the pages per cycle).",
+            help="Crawls per period of each crawl (default: 30 % of the pages per cycle).",
             show_default=False,
         ),
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Worker threads per crawl.")] = 6,
+    workers: Annotated[int, typer.Option(min=1, help="Worker threads per crawl.")] = 8,
 ) -> None:
     """The whole service on the embedded default, scored against ground truth.
 
