@@ -14,7 +14,8 @@ prior however the pages are chunked.
 Stage 6, :func:`release_period`: the current period of the published plan is released once:
 candidates read from the store by index (per bucket in ``scheduled_at`` order, new pages by
 cash), chosen and timed by :func:`planner.selection.select_due_pages`, written back in one
-transaction (:func:`store.releases.release_pages`).
+transaction (:func:`store.releases.queue_release`: the chosen pages go to the release queue
+that the lease queue takes from; pages of earlier releases not fetched yet stay queued).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ from store.releases import (
     is_released,
     new_page_candidates,
     period_work,
+    queue_release,
     refresh_candidates,
-    release_pages,
 )
 from store.urgent import urgent_requests_between
 
@@ -257,9 +258,13 @@ class ReleaseSummary:
     outside the published plan's periods); ``not scheduled yet`` (the plan's page schedule
     has not finished). ``by_bucket`` maps each quota bucket to the pages
     chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
-    given a due time; ``withdrawn`` the waiting pages the release read but did not choose
-    (their due time cleared); ``shortfalls`` names the quotas not met and why; ``urgent``
-    the urgent crawls of the previous period's span charged against this period's quotas.
+    queued (given a due time); ``carried_over`` the pages of earlier releases still queued,
+    not fetched yet, when this one ran (they stay queued and come first in their hosts'
+    leases: a number that grows from period to period says the workers fetch less than the
+    plan releases); ``withdrawn`` the pages due from before the plan that the release read
+    but did not choose (their due time cleared); ``shortfalls`` names the quotas not met and
+    why; ``urgent`` the urgent crawls of the previous period's span charged against this
+    period's quotas.
     """
 
     status: str
@@ -270,6 +275,7 @@ class ReleaseSummary:
     released: int = 0
     by_bucket: dict[int, int] = field(default_factory=dict)
     new_pages: int = 0
+    carried_over: int = 0
     withdrawn: int = 0
     shortfalls: tuple[Shortfall, ...] = ()
     urgent: int = 0
@@ -400,26 +406,27 @@ def release_period(
         if not to_read and not read_new:
             break
     chosen = selection.page_id
-    # The waiting candidates not chosen: one membership test over all candidates.
+    # Candidates due from before the plan (pending): every one loses that due time, the
+    # chosen ones because they are queued now; withdrawn counts those not chosen.
     read = [*per_bucket.values(), new]
     ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
     waiting = ids[pending]
-    withdraw: list[int] = waiting[~np.isin(waiting, chosen)].tolist()
+    withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen)))
     counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
     order = np.argsort(ids, kind="stable")
     fetches = counts[order][np.searchsorted(ids[order], chosen)]
-    released = release_pages(
+    queued = queue_release(
         db,
         work.plan_id,
         work.period,
         page_ids=chosen.tolist(),
         due_epoch_s=selection.release_at.tolist(),
         fetches=fetches.tolist(),
-        withdraw_ids=withdraw,
+        withdraw_ids=waiting.tolist(),
         now=when,
     )
-    if released is None:
+    if queued is None:
         return done
     return ReleaseSummary(
         "released",
@@ -427,10 +434,11 @@ def release_period(
         period=work.period,
         starts_at=work.starts_at,
         ends_at=work.ends_at,
-        released=released,
+        released=queued.released,
         by_bucket=selection.chosen,
         new_pages=selection.new_chosen,
-        withdrawn=len(withdraw),
+        carried_over=queued.carried_over,
+        withdrawn=withdrawn,
         shortfalls=selection.shortfalls,
         urgent=urgent,
     )

@@ -12,20 +12,30 @@ Leasing is one transaction per batch. On PostgreSQL the hosts are picked with
 instead of queueing on them. On SQLite the transaction takes the write lock up front
 (``BEGIN IMMEDIATE``), which serializes leasing between processes sharing the file.
 
-What is due comes from ``pages.next_due_at``. The store decides nothing about *when* to
-crawl. A report sets the page's ``scheduled_at`` (when the refresh schedule wants it again:
-the fetch time plus the page's ``refresh_interval`` days, else ``LeasePolicy.revisit_after``)
-and its ``next_due_at``: the one the worker gave (errors, robots), else NULL once a plan has
-been published (the page waits for the release of a plan period, :mod:`store.releases`),
-else, before any plan, ``scheduled_at``.
+What is due comes from two places: the release queue ``released_pages`` (the pages a plan
+period released, :mod:`store.releases`, each with its release time ``due_at``), and
+``pages.next_due_at`` (before any plan, a worker's retry time, the urgent lane). A host's
+lease takes its due pages from both, the earliest due first. Pages due in ``pages`` are
+marked leased there (``lease_id``/``leased_until``). Queued pages are not marked at all:
+while a lease on their host is live no other lease can take the host, so the host's lease
+is the mark; a report deletes the page's queue row, and what was not reported is simply
+still queued when the host is given back or its lease expires. Leasing released pages thus
+writes nothing per page: no scattered write into the 10,000,000-row ``pages`` table, nor
+into the queue. The store decides nothing about *when* to crawl. A
+report sets the page's ``scheduled_at`` (when the refresh schedule wants it again: the fetch
+time plus the page's ``refresh_interval`` days, else ``LeasePolicy.revisit_after``) and its
+``next_due_at``: the one the worker gave (errors, robots), else NULL once a plan has been
+published (the page waits for the release of a plan period), else, before any plan,
+``scheduled_at``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import (
     BindParameter,
@@ -46,7 +56,7 @@ from sqlalchemy import (
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash
-from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES
+from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
 from store.pages import add_pages, insert_ignoring_conflicts
 from store.plans import PLAN_PUBLISHED
@@ -189,30 +199,55 @@ _UNTIL = bindparam("until", type_=UTCDateTime())
 _LEASE: BindParameter[Any] = bindparam("lease")
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _PAGE_DUE = and_(PAGES.c.next_due_at <= _NOW, _free(PAGES.c.leased_until))
+_QUEUE_DUE = RELEASED_PAGES.c.due_at <= _NOW
 
-# PostgreSQL: the first due pages of each picked host, one LATERAL index scan of
-# (host_id, next_due_at) per host, in the hosts' order (one round trip per batch).
-_PG_PAGES_DUE = (
-    text(
-        """
-    SELECT p.host_id, p.id, p.url, p.status, p.last_fetch_at, p.etag, p.last_modified,
-           p.signature
-    FROM unnest(CAST(:hosts AS bigint[])) WITH ORDINALITY AS h(id, ord)
+# PostgreSQL: the first due pages of each picked host from pages and from the release queue,
+# one LATERAL pair of index scans ((host_id, next_due_at), (host_id, due_at, page_id)) per
+# host, in the hosts' order (one round trip per batch; through the driver). The rows come in
+# due order; their due time is not returned (one timestamp less to decode per row).
+_PG_PAGES_DUE = """
+    SELECT x.host_id, x.id, x.url, x.status, x.last_fetch_at, x.etag, x.last_modified,
+           x.signature, NULL AS due, x.queued
+    FROM unnest(%(hosts)s::bigint[]) WITH ORDINALITY AS h(id, ord)
     CROSS JOIN LATERAL (
-        SELECT pages.host_id, pages.id, pages.url, pages.status, pages.last_fetch_at,
-               pages.etag, pages.last_modified, pages.signature, pages.next_due_at
-        FROM pages
-        WHERE pages.host_id = h.id AND pages.next_due_at <= :now
-          AND (pages.leased_until IS NULL OR pages.leased_until < :now)
-        ORDER BY pages.next_due_at, pages.id
-        LIMIT :limit
-    ) AS p
-    ORDER BY h.ord, p.next_due_at, p.id
-    """
-    )
-    .bindparams(_NOW)
-    .columns(last_fetch_at=UTCDateTime(), last_modified=UTCDateTime())
-)
+        (SELECT pages.host_id, pages.id, pages.url, pages.status, pages.last_fetch_at,
+                pages.etag, pages.last_modified, pages.signature, pages.next_due_at AS due,
+                false AS queued
+         FROM pages
+         WHERE pages.host_id = h.id AND pages.next_due_at <= %(now)s
+           AND (pages.leased_until IS NULL OR pages.leased_until < %(now)s)
+         ORDER BY pages.next_due_at, pages.id
+         LIMIT %(limit)s)
+        UNION ALL
+        (SELECT r.host_id, r.page_id, r.url, r.status, r.last_fetch_at, r.etag,
+                r.last_modified, r.signature, r.due_at, true
+         FROM released_pages r
+         WHERE r.host_id = h.id AND r.due_at <= %(now)s
+         ORDER BY r.due_at, r.page_id
+         LIMIT %(limit)s)
+    ) AS x
+    ORDER BY h.ord, x.due, x.id
+"""
+
+
+def _sqlite_time(value: str | None) -> datetime | None:
+    """A time as SQLite stores a UTCDateTime (naive UTC text) as an aware datetime."""
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+#: Zones psycopg gives timestamptz values in when the session's time zone is UTC.
+_UTC_ZONES = (UTC, ZoneInfo("UTC"), ZoneInfo("Etc/UTC"))
+
+
+def _pg_time(value: datetime | None) -> datetime | None:
+    """A timestamptz from the driver as an aware UTC datetime (``tzinfo`` is ``UTC``)."""
+    if value is None:
+        return None
+    if value.tzinfo in _UTC_ZONES:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
 # PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement.
 _PG_TAKE_BATCH = text(
     """
@@ -238,6 +273,65 @@ _SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ? WHERE id = 
 _SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
 
 
+# Due pages of one host, straight through the driver (plain tuples; times as the driver
+# gives them: SQLite's stored text, PostgreSQL's timestamptz): from pages, and from the queue.
+_DUE_COLUMNS = "host_id, {id}, url, status, last_fetch_at, etag, last_modified, signature"
+_SQLITE_PAGES_DUE = (
+    f"SELECT {_DUE_COLUMNS.format(id='id')}, next_due_at, 0 FROM pages "
+    "WHERE host_id = ? AND next_due_at <= ? AND (leased_until IS NULL OR leased_until < ?) "
+    "ORDER BY next_due_at, id LIMIT ?"
+)
+_SQLITE_QUEUED_DUE = (
+    f"SELECT {_DUE_COLUMNS.format(id='page_id')}, due_at, 1 FROM released_pages "
+    "WHERE host_id = ? AND due_at <= ? ORDER BY due_at, page_id LIMIT ?"
+)
+#: Columns of a due row: ``(host_id, id, url, status, last_fetch_at, etag, last_modified,
+#: signature, due, queued)``.
+_HOST, _ID, _DUE, _QUEUED = 0, 1, 8, 9
+
+
+@dataclass
+class _Batch:
+    """A lease batch being taken: per host its pages (due rows, in due order), and the pages
+    to mark leased in ``pages`` (queued pages need no mark: their host's lease is one)."""
+
+    by_host: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
+    pages: list[tuple[int, int]] = field(default_factory=list)  # (page id, host id)
+
+
+def _take_rows(rows: Sequence[tuple[Any, ...]], per_host: int, limit: int) -> _Batch:
+    """The batch from due rows in host order, then ``(due, id)`` order within a host.
+
+    Each host gets its first ``per_host`` distinct pages, the batch its first ``limit``
+    pages (a host gets min(per_host, what is left), as a loop over the hosts would). A page
+    due both in ``pages`` and in the queue is leased once (and marked in ``pages``).
+    """
+    batch = _Batch()
+    total = 0
+    host: int | None = None
+    taken: list[tuple[Any, ...]] = []
+    ids: set[int] = set()
+    full = False
+    for row in rows:
+        if row[_HOST] != host:
+            host, taken, ids = row[_HOST], [], set()
+            full = per_host == 0 or total >= limit
+            if not full:
+                batch.by_host[row[_HOST]] = taken
+        if full:
+            continue
+        pid = row[_ID]
+        if pid not in ids:
+            taken.append(row)
+            ids.add(pid)
+            total += 1
+        if not row[_QUEUED]:
+            batch.pages.append((pid, row[_HOST]))
+        full = len(taken) >= per_host or total >= limit
+    batch.by_host = {h: pages for h, pages in batch.by_host.items() if pages}
+    return batch
+
+
 class _Statements:
     """Every statement the queue runs, built once per queue (per dialect), with bind parameters.
 
@@ -248,7 +342,11 @@ class _Statements:
     def __init__(self, dialect: str, insert_observation: Insert) -> None:
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
         postgres = dialect == "postgresql"
-        due_exists = select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE).exists()
+        r = RELEASED_PAGES
+        due_exists = or_(
+            select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE).exists(),
+            select(r.c.page_id).where(r.c.host_id == h.c.id, _QUEUE_DUE).exists(),
+        )
         self.hosts_due = (
             select(
                 h.c.id,
@@ -271,26 +369,10 @@ class _Statements:
         if postgres:
             # Concurrent workers skip each other's candidate hosts instead of queueing.
             self.hosts_due = self.hosts_due.with_for_update(skip_locked=True, of=h)
-        self.pages_due = (
-            select(
-                p.c.host_id,
-                p.c.id,
-                p.c.url,
-                p.c.status,
-                p.c.last_fetch_at,
-                p.c.etag,
-                p.c.last_modified,
-                p.c.signature,
-            )
-            .where(p.c.host_id == bindparam("host"), _PAGE_DUE)
-            .order_by(p.c.next_due_at, p.c.id)
-            .limit(bindparam("limit"))
-        )
-        self.pages_due_lateral = _PG_PAGES_DUE
         self.insert_leases = le.insert().returning(le.c.id, le.c.host_id)
         self.take_batch = _PG_TAKE_BATCH
         self.lease_row = select(
-            le.c.id, le.c.worker, le.c.host_id, le.c.expires_at, le.c.released_at
+            le.c.id, le.c.worker, le.c.host_id, le.c.expires_at, le.c.released_at, le.c.pages
         ).where(le.c.id == _LEASE)
         self.pages_reported = (
             select(
@@ -324,6 +406,18 @@ class _Statements:
             .values(leased_until=_UNTIL)
         )
         self.extend_pages = update(p).where(p.c.lease_id == _LEASE).values(leased_until=_UNTIL)
+        # A fetched page leaves the queue (a late report too: the page was fetched; a newer
+        # lease that holds it still has it in hand).
+        self.unqueue = r.delete().where(r.c.page_id.in_(_IDS))
+        self.reported = select(func.count()).where(o.c.lease_id == _LEASE)
+        self.queue_due = select(r.c.page_id).where(_QUEUE_DUE).limit(1)
+        # Queued pages held: a live lease on a host with queued pages.
+        self.queue_held = (
+            select(r.c.page_id)
+            .join(h, h.c.id == r.c.host_id)
+            .where(h.c.leased_until >= _NOW)
+            .limit(1)
+        )
         ours = h.c.lease_id == _LEASE
         next_fetch = bindparam("next_fetch_at", type_=UTCDateTime())
         self.release_host = (
@@ -393,15 +487,17 @@ class LeaseQueue:
         per_host = min(self.policy.max_urls_per_host, limit)
         # Each host's first due pages, hosts in the order picked; the batch's first ``limit``
         # of them (a host gets min(per_host, what is left), as a loop over the hosts would).
-        by_host: dict[int, list[Row[Any]]] = {}
-        for row in self._due_pages(conn, [h.id for h in hosts], per_host, now)[:limit]:
-            by_host.setdefault(row.host_id, []).append(row)
+        batch = _take_rows(
+            self._due_pages(conn, [h.id for h in hosts], per_host, now), per_host, limit
+        )
+        by_host = batch.by_host
+        to_utc = _sqlite_time if self.db.dialect == "sqlite" else _pg_time
         if not by_host:
             return []
         if self.db.dialect == "postgresql":
-            lease_ids = self._take_postgresql(conn, worker, by_host, now, expires)
+            lease_ids = self._take_postgresql(conn, worker, batch, now, expires)
         else:
-            lease_ids = self._take_sqlite(conn, worker, by_host, now, expires)
+            lease_ids = self._take_sqlite(conn, worker, batch, now, expires)
         return [
             Lease(
                 lease_id=lease_ids[host.id],
@@ -414,7 +510,10 @@ class LeaseQueue:
                 robots_status=host.robots_status,
                 robots_fetched_at=host.robots_fetched_at,
                 robots_expires_at=host.robots_expires_at,
-                pages=tuple(LeasedPage(*r[1:]) for r in by_host[host.id]),
+                pages=tuple(
+                    LeasedPage(r[1], r[2], r[3], to_utc(r[4]), r[5], to_utc(r[6]), r[7])
+                    for r in by_host[host.id]
+                ),
             )
             for host in hosts
             if host.id in by_host
@@ -422,42 +521,50 @@ class LeaseQueue:
 
     def _due_pages(
         self, conn: Connection, host_ids: list[int], per_host: int, now: datetime
-    ) -> list[Row[Any]]:
-        """Up to ``per_host`` due, free pages of each host, in host order then due order.
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``per_host`` due, free pages of each host from ``pages`` and as many from the
+        release queue, in host order then ``(due, id)`` order.
 
-        Rows are ``(host_id, id, url, status, last_fetch_at, etag, last_modified, signature)``.
-        PostgreSQL: one statement (a LATERAL index scan per host, one round trip); SQLite:
-        one indexed query per host (in process, no round trips to save).
+        Rows are plain tuples ``(host_id, id, url, status, last_fetch_at, etag,
+        last_modified, signature, due, queued)``, times as the driver gives them.
+        PostgreSQL: one statement (LATERAL index scans per host, one round trip); SQLite:
+        two indexed queries per host (in process, no round trips to save).
         """
-        q = self._sql
-        if self.db.dialect == "postgresql":
-            params = {"hosts": host_ids, "now": now, "limit": per_host}
-            return list(conn.execute(q.pages_due_lateral, params).all())
-        rows: list[Row[Any]] = []
-        for host in host_ids:
-            rows.extend(
-                conn.execute(q.pages_due, {"host": host, "now": now, "limit": per_host}).all()
-            )
-        return rows
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if self.db.dialect == "postgresql":
+                cursor.execute(_PG_PAGES_DUE, {"hosts": host_ids, "now": now, "limit": per_host})
+                return list(cursor.fetchall())
+            rows: list[tuple[Any, ...]] = []
+            at = sqlite_text(now)
+            for host in host_ids:
+                planned = cursor.execute(_SQLITE_PAGES_DUE, (host, at, at, per_host)).fetchall()
+                queued = cursor.execute(_SQLITE_QUEUED_DUE, (host, at, per_host)).fetchall()
+                if planned and queued:
+                    rows.extend(sorted([*planned, *queued], key=lambda r: (r[_DUE], r[_ID])))
+                else:
+                    rows.extend(planned or queued)
+            return rows
+        finally:
+            cursor.close()
 
     def _take_postgresql(
         self,
         conn: Connection,
         worker: str,
-        by_host: dict[int, list[Row[Any]]],
+        batch: _Batch,
         now: datetime,
         expires: datetime,
     ) -> dict[int, int]:
         """Insert the batch's leases and mark their hosts and pages: one statement."""
+        by_host = batch.by_host
         hosts = list(by_host)
-        page_ids = [r.id for h in hosts for r in by_host[h]]
-        page_hosts = [h for h in hosts for _ in by_host[h]]
         params = {
             "worker": worker,
             "hosts": hosts,
             "counts": [len(by_host[h]) for h in hosts],
-            "ids": page_ids,
-            "page_hosts": page_hosts,
+            "ids": [i for i, _ in batch.pages],
+            "page_hosts": [h for _, h in batch.pages],
             "now": now,
             "until": expires,
         }
@@ -469,12 +576,13 @@ class LeaseQueue:
         self,
         conn: Connection,
         worker: str,
-        by_host: dict[int, list[Row[Any]]],
+        batch: _Batch,
         now: datetime,
         expires: datetime,
     ) -> dict[int, int]:
         """Insert the batch's leases (one multi-row INSERT) and mark hosts and pages by id."""
         q = self._sql
+        by_host = batch.by_host
         rows = [
             {
                 "worker": worker,
@@ -491,9 +599,12 @@ class LeaseQueue:
             _SQLITE_TAKE_HOST, [(lease_ids[h], until, h) for h in sorted(lease_ids)]
         )
         # By id (neighbouring rows share B-tree pages), straight through the driver.
-        marks = sorted((r.id, lease_ids[h]) for h, pages in by_host.items() for r in pages)
-        with sqlite_bulk_cache(conn):
-            conn.exec_driver_sql(_SQLITE_TAKE_PAGE, [(lease, until, pid) for pid, lease in marks])
+        marks = sorted((pid, lease_ids[h]) for pid, h in batch.pages)
+        if marks:
+            with sqlite_bulk_cache(conn):
+                conn.exec_driver_sql(
+                    _SQLITE_TAKE_PAGE, [(lease, until, pid) for pid, lease in marks]
+                )
         return lease_ids
 
     # -- report ------------------------------------------------------------------------------
@@ -612,6 +723,8 @@ class LeaseQueue:
             conn.execute(_UPDATE_NEWER, newer_updates)
         if older_updates:
             conn.execute(_UPDATE_OLDER, older_updates)
+        if fresh:
+            conn.execute(q.unqueue, {"ids": fresh})
         if cash_split is not None:
             read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
             move_cash(conn, read, cash_split)
@@ -668,8 +781,15 @@ class LeaseQueue:
         return record_notifications(self.db, items, now=now).recorded
 
     def work_remaining(self, *, now: datetime | None = None) -> bool:
-        """Whether any page is due now or held by a live lease."""
-        return work_remaining(self.db, now=now)
+        """Whether any page is due now or held by a live lease (released pages included)."""
+        when = now or utcnow()
+        if work_remaining(self.db, now=when):
+            return True
+        with self.db.read() as conn:
+            for probe in (self._sql.queue_due, self._sql.queue_held):
+                if conn.execute(probe, {"now": when}).first() is not None:
+                    return True
+        return False
 
     def renew(self, lease_id: int, *, now: datetime | None = None) -> datetime | None:
         """Extend a live lease by ``lease_seconds``; None when it had expired or was released.
@@ -685,7 +805,8 @@ class LeaseQueue:
                 return None
             until = when + timedelta(seconds=self.policy.lease_seconds)
             params = {"lease": lease_id, "host": lease.host_id, "until": until}
-            for stmt in (self._sql.extend_lease, self._sql.extend_host, self._sql.extend_pages):
+            q = self._sql
+            for stmt in (q.extend_lease, q.extend_host, q.extend_pages):
                 conn.execute(stmt, params)
             return until
 
@@ -719,9 +840,11 @@ class LeaseQueue:
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
         # Host first, then pages: the same lock order as leasing.
         conn.execute(q.release_host, params)
-        returned = conn.execute(q.return_pages, {"lease": lease.id}).rowcount
+        conn.execute(q.return_pages, {"lease": lease.id})
         conn.execute(q.close_lease, {"lease": lease.id, "at": now})
-        return int(returned or 0)
+        # Returned unfetched: the lease's pages not reported (queued ones are still queued).
+        reported = int(conn.execute(q.reported, {"lease": lease.id}).scalar_one())
+        return max(int(lease.pages) - reported, 0)
 
 
 #: Statuses of a page that was read: its OPIC cash moves (an error or a block moves none).

@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     SmallInteger,
     String,
     Table,
@@ -49,6 +50,7 @@ __all__ = [
     "PLANS",
     "PLAN_PERIODS",
     "QUOTAS",
+    "RELEASED_PAGES",
     "URGENT_REQUESTS",
     "URGENT_SOURCES",
     "Base",
@@ -62,6 +64,7 @@ __all__ = [
     "Plan",
     "PlanPeriod",
     "Quota",
+    "ReleasedPage",
     "UrgentRequest",
 ]
 
@@ -84,6 +87,20 @@ NEW_PAGE_CONDITION = "status = 'new'"
 #: due time, pages held by a lease (queries compare the column, which implies the condition).
 DUE_PAGE_CONDITION = "next_due_at IS NOT NULL"
 LEASED_PAGE_CONDITION = "lease_id IS NOT NULL"
+
+
+#: The columns due-URL selection reads and filters on, besides ``bucket`` and
+#: ``scheduled_at``: ``ix_pages_bucket_scheduled`` holds them (a covering index; ``id`` last,
+#: for PostgreSQL's index-only scans: SQLite's indexes end with the rowid anyway).
+CANDIDATE_COLUMNS = (
+    "status",
+    "host_id",
+    "importance",
+    "fetches",
+    "next_due_at",
+    "leased_until",
+    "id",
+)
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -127,16 +144,18 @@ class Host(Base):
 class Page(Base):
     """A page: one normalized URL, its fetch state, change-rate estimate, bucket and importance.
 
-    ``next_due_at`` is when the lease queue may hand the page out (NULL: not released;
-    once a plan is published a fetched page waits for the release of a plan period); the
-    queue reads it through the ``(host_id, next_due_at)`` index (partial: due pages only).
+    ``next_due_at`` is when the lease queue may hand the page out outside the plan's releases
+    (before the first plan, a worker's retry time, the urgent lane; NULL: none); the queue
+    reads it through the ``(host_id, next_due_at)`` index (partial: due pages only). Once a
+    plan is published a fetched page waits for the release of a plan period, which queues
+    it in ``released_pages`` (:class:`ReleasedPage`).
     ``refresh_interval`` (days) is the page's optimal refresh interval from the page-level
     schedule (NULL: none yet);
     ``scheduled_at`` is when that schedule wants the page re-crawled (last fetch + interval):
-    due-URL selection reads pages of a bucket in ``scheduled_at`` order through the
-    ``(bucket, scheduled_at)`` index, and never-fetched pages by OPIC cash through the partial
-    index ``ix_pages_new_cash``. ``lease_id``/``leased_until`` mark a page handed to a worker
-    and not yet reported.
+    due-URL selection reads pages of a bucket in ``scheduled_at`` order through the covering
+    index ``(bucket, scheduled_at, ...)``, and never-fetched pages by OPIC cash through the
+    partial index ``ix_pages_new_cash``. ``lease_id``/``leased_until`` mark a page handed to a
+    worker through ``next_due_at`` and not yet reported.
     """
 
     __tablename__ = "pages"
@@ -182,7 +201,9 @@ class Page(Base):
             postgresql_where=text(DUE_PAGE_CONDITION),
             sqlite_where=text(DUE_PAGE_CONDITION),
         ),
-        Index("ix_pages_bucket_scheduled", "bucket", "scheduled_at"),
+        # Covering: due-URL selection reads candidates from the index alone, without a
+        # lookup of each candidate's row in the (large) table.
+        Index("ix_pages_bucket_scheduled", "bucket", "scheduled_at", *CANDIDATE_COLUMNS),
         Index(
             "ix_pages_new_cash",
             "cash",
@@ -315,11 +336,11 @@ class Quota(Base):
 
 
 class PeriodRelease(Base):
-    """A plan period whose work was released: chosen pages given their ``next_due_at``.
+    """A plan period whose work was released: chosen pages queued in ``released_pages``.
 
-    One row per ``(plan_id, period)``, inserted in the same transaction as the pages'
-    ``next_due_at``: the primary key makes a release happen once, even when two processes
-    try at the same time. ``pages`` is the number of pages the release chose.
+    One row per ``(plan_id, period)``, inserted in the same transaction as the queued pages:
+    the primary key makes a release happen once, even when two processes try at the same
+    time. ``pages`` is the number of pages the release queued.
     """
 
     __tablename__ = "period_releases"
@@ -328,6 +349,48 @@ class PeriodRelease(Base):
     period: Mapped[int] = mapped_column(Integer, primary_key=True)
     released_at: Mapped[datetime]
     pages: Mapped[int] = mapped_column(Integer)
+
+
+class ReleasedPage(Base):
+    """A page released for a plan period and not fetched since: the release queue.
+
+    A period release appends its chosen pages here (one bulk insert into a small table)
+    instead of writing ``next_due_at`` of as many scattered rows of ``pages``; the lease queue
+    hands them out by host in ``due_at`` order (its primary key) without
+    marking them (the host's lease is the mark: no other lease takes the host while it is
+    live); a report of the page deletes its row, and a page not reported is still queued when
+    its host is given back or the lease expires. A row stays until the page is fetched,
+    whatever later releases do: an earlier period's unleased pages are carried over, and come
+    first in their host's next lease (their due time is older).
+
+    ``url``, ``status`` and the validators (``last_fetch_at``, ``etag``, ``last_modified``,
+    ``signature``) are the page's as the release read them, so that a lease reads this table
+    only; the page has not been fetched since (a report deletes the row). ``page_id`` is the
+    page's id, once in the queue (no foreign key: a release inserts 100,000 rows at once, read
+    from ``pages`` in the same statement). The primary key ``(host_id, due_at, page_id)`` is
+    the order a lease reads a host's pages in; on SQLite the table is stored in that order
+    (``WITHOUT ROWID``), so that a release appends (it inserts in host then due order) and a
+    lease reads a host's pages from neighbouring table pages.
+    """
+
+    __tablename__ = "released_pages"
+
+    host_id: Mapped[int] = mapped_column(BigId)
+    due_at: Mapped[datetime] = mapped_column(doc="when the lease queue may hand the page out")
+    page_id: Mapped[int] = mapped_column(BigId, unique=True)
+    plan_id: Mapped[int] = mapped_column(Integer)
+    period: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str] = mapped_column(String(2048))
+    status: Mapped[str] = mapped_column(String(16))
+    last_fetch_at: Mapped[datetime | None]
+    etag: Mapped[str | None] = mapped_column(String(512))
+    last_modified: Mapped[datetime | None]
+    signature: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("host_id", "due_at", "page_id", name="pk_released_pages"),
+        {"sqlite_with_rowid": False},
+    )
 
 
 class PageSchedule(Base):
@@ -412,6 +475,7 @@ PLANS = cast(Table, Plan.__table__)
 PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
 QUOTAS = cast(Table, Quota.__table__)
 PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)
+RELEASED_PAGES = cast(Table, ReleasedPage.__table__)
 PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)
 NIGHTLY_RUNS = cast(Table, NightlyRun.__table__)
 URGENT_REQUESTS = cast(Table, UrgentRequest.__table__)

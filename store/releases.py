@@ -5,53 +5,61 @@ until a period release chooses it. The release of period t of a plan reads, per 
 quota, the pages the refresh schedule wants by the end of the period in ``scheduled_at``
 order (index ``(bucket, scheduled_at)``, ``LIMIT k``), and the never-fetched pages by OPIC
 cash (partial index ``ix_pages_new_cash``); the planner chooses among them (that choice is
-planning logic and lives in ``planner.selection``); :func:`release_pages` then writes the
-chosen pages' ``next_due_at`` and the ``period_releases`` row in one transaction. The primary
-key of ``period_releases`` makes the release happen once: a second release of the same
-period, even one racing from another process, changes nothing.
+planning logic and lives in ``planner.selection``); :func:`queue_release` then appends the
+chosen pages to the release queue (``released_pages``, with their release time, URL and
+validators) and writes the ``period_releases`` row in one transaction. The primary key of
+``period_releases`` makes the release happen once: a second release of the same period, even
+one racing from another process, changes nothing. The lease queue takes released pages from
+``released_pages`` by host and due time; a report of the page deletes its row.
 
-A release also withdraws (``next_due_at`` := NULL) the candidates it read but did not choose
-when they were still waiting to be leased (from an earlier release, or from before the first
-plan), so that the lease queue hands out the period's choice and not a backlog beyond the
-quotas. Pages whose ``next_due_at`` the worker owns (status ``error``: retry; ``blocked``:
-robots.txt expiry) are never candidates and keep their due time.
+Released pages are the plan's quota: a page stays queued until it is fetched, whatever later
+releases do. A page already queued (by an earlier period, or an earlier plan) is not a
+candidate again; the release counts those still waiting (``carried_over``). A release
+withdraws (``next_due_at`` := NULL) only due times outside the plan's releases that it read:
+candidates left waiting from before the first plan (the lease queue hands out the plan's
+choice, not the old regime's backlog), and the chosen ones (now queued). Pages whose
+``next_due_at`` the worker owns (status ``error``: retry; ``blocked``: robots.txt expiry) and
+urgent pages are never candidates and keep their due time.
 
-Times cross this module's boundary as aware datetimes, except the candidates' scheduled
-times and the release times, which are float seconds since the Unix epoch (arrays of them are
-what the planner computes with; no datetime object per page).
+Candidates are read through the driver (plain tuples: the release reads 125,000 rows for a
+quota of 100,000 pages). Times cross this module's boundary as aware datetimes, except the
+candidates' scheduled times and the release times, which are float seconds since the Unix
+epoch (arrays of them are what the planner computes with; no datetime object per page).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    bindparam,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from store.database import PG_BY_ID, Database, sqlite_bulk_cache
-from store.models import HOSTS, NEW_PAGE_CONDITION, PAGES, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS
+from store.models import (
+    HOSTS,
+    NEW_PAGE_CONDITION,
+    PERIOD_RELEASES,
+    PLAN_PERIODS,
+    QUOTAS,
+    RELEASED_PAGES,
+)
 from store.pages import insert_ignoring_conflicts
-from store.types import UTCDateTime, epoch_seconds, seconds_micros, sqlite_text, utcnow
-from store.urgent import URGENT_DUE
+from store.types import UTCDateTime, seconds_micros, sqlite_text, utcnow
 
 __all__ = [
     "REFRESH_STATUSES",
     "Candidates",
     "PeriodWork",
+    "QueuedRelease",
     "host_delays",
     "is_released",
     "new_page_candidates",
     "period_work",
+    "queue_release",
+    "queued_pages",
     "refresh_candidates",
     "release_pages",
 ]
@@ -80,11 +88,11 @@ class Candidates:
     """Candidate pages, one entry per page in each list (column lists, not rows).
 
     ``scheduled_s``: seconds since the epoch (``cash`` for new pages); ``importance``: NaN
-    when unknown; ``pending``: the page has a ``next_due_at`` (waiting to be leased);
-    ``fetches``: the page's fetch count when read (a release writes the page only if no fetch
-    was reported since, so a page fetched meanwhile is not released again);
-    ``exhausted``: per bucket (``-1`` for new pages), True when the query returned fewer rows
-    than asked, i.e. every candidate was read.
+    when unknown; ``pending``: the page has a ``next_due_at`` (due outside the plan's
+    releases: from before the first plan); ``fetches``: the page's fetch count when read (a
+    release queues the page only if no fetch was reported since, so a page fetched meanwhile
+    is not released again); ``exhausted``: per bucket (``-1`` for new pages), True when the
+    query returned fewer rows than asked, i.e. every candidate was read.
     """
 
     page_id: list[int] = field(default_factory=list)
@@ -107,21 +115,9 @@ class Candidates:
         self.host_id.extend(hosts)
         self.bucket.extend([bucket] * len(rows))
         self.scheduled_s.extend(keys)
-        self.importance.extend(float("nan") if v is None else v for v in importance)
-        self.pending.extend(bool(v) for v in pending)
-
-
-_NOW = bindparam("now", type_=UTCDateTime())
-
-
-def _free() -> ColumnElement[bool]:
-    return or_(PAGES.c.leased_until.is_(None), PAGES.c.leased_until < _NOW)
-
-
-def _not_urgent() -> ColumnElement[bool]:
-    """Pages in the immediate-crawl lane are due already: a release neither counts nor
-    moves them (their crawls are charged to the plan separately)."""
-    return or_(PAGES.c.next_due_at.is_(None), PAGES.c.next_due_at > URGENT_DUE)
+        nan = float("nan")
+        self.importance.extend([nan if v is None else v for v in importance])
+        self.pending.extend([bool(v) for v in pending])
 
 
 def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
@@ -160,35 +156,78 @@ def is_released(db: Database, plan_id: int, period: int) -> bool:
     return found is not None
 
 
+def queued_pages(db: Database) -> int:
+    """Pages in the release queue: released, not fetched yet (waiting or held by a lease)."""
+    with db.read() as conn:
+        return int(conn.execute(select(func.count()).select_from(RELEASED_PAGES)).scalar_one())
+
+
+#: Urgent pages (``store.urgent.URGENT_DUE``, the epoch) keep their due time: a release
+#: neither queues, moves nor withdraws them.
+_URGENT = "1970-01-01 00:00:00.000000"
+# Candidate queries, straight through the driver (plain tuples, no type processing per row):
+# free (no live lease at the given time), not urgent, not queued by an earlier release.
+_STATUSES = ", ".join(f"'{s}'" for s in REFRESH_STATUSES)
+_SQLITE_CANDIDATE = (
+    "(leased_until IS NULL OR leased_until < ?) "
+    f"AND (next_due_at IS NULL OR next_due_at > '{_URGENT}') "
+    "AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)"
+)
+_PG_CANDIDATE = (
+    "(leased_until IS NULL OR leased_until < %s) "
+    "AND (next_due_at IS NULL OR next_due_at > to_timestamp(0)) "
+    "AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)"
+)
+# SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
+_SQLITE_REFRESH = (
+    "SELECT id, host_id, CAST(strftime('%s', scheduled_at) AS REAL) "
+    "+ CAST(substr(scheduled_at, 20) AS REAL), importance, next_due_at IS NOT NULL, fetches "
+    f"FROM pages WHERE bucket = ? AND scheduled_at < ? AND status IN ({_STATUSES}) "
+    f"AND {_SQLITE_CANDIDATE} ORDER BY scheduled_at, id LIMIT ?"
+)
+_PG_REFRESH = (
+    "SELECT id, host_id, date_part('epoch', scheduled_at)::float8, importance, "
+    "next_due_at IS NOT NULL, fetches "
+    f"FROM pages WHERE bucket = %s AND scheduled_at < %s AND status IN ({_STATUSES}) "
+    f"AND {_PG_CANDIDATE} ORDER BY scheduled_at, id LIMIT %s"
+)
+# The new-page condition word for word, for SQLite to use the partial index.
+_SQLITE_NEW = (
+    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches FROM pages "
+    f"WHERE {NEW_PAGE_CONDITION} AND {_SQLITE_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT ?"
+)
+_PG_NEW = (
+    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches FROM pages "
+    f"WHERE {NEW_PAGE_CONDITION} AND {_PG_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT %s"
+)
+
+
+def _driver_rows(conn: Connection, sql: str, args: Sequence[Any]) -> list[Any]:
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, tuple(args))
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _stamp(db: Database, when: datetime) -> Any:
+    """A time as the driver takes it: SQLite's stored text, else the aware datetime."""
+    return sqlite_text(when) if db.dialect == "sqlite" else when
+
+
 def refresh_candidates(
     db: Database, limits: Mapping[int, int], *, before: datetime, now: datetime
 ) -> dict[int, Candidates]:
     """Per bucket, up to ``limits[bucket]`` pages scheduled before ``before``, most overdue first.
 
-    Pages of ``REFRESH_STATUSES`` not held by a live lease at ``now``, in ``scheduled_at``
-    order (ties by page id): one range scan of the ``(bucket, scheduled_at)`` index per bucket.
-    Returns the candidates of each bucket asked for.
+    Pages of ``REFRESH_STATUSES`` not held by a live lease at ``now``, not urgent and not in
+    the release queue, in ``scheduled_at`` order (ties by page id): one range scan of the
+    ``(bucket, scheduled_at)`` index per bucket. Returns the candidates of each bucket asked
+    for.
     """
-    p = PAGES
-    stmt = (
-        select(
-            p.c.id,
-            p.c.host_id,
-            epoch_seconds(p.c.scheduled_at, db.dialect),
-            p.c.importance,
-            p.c.next_due_at.is_not(None),
-            p.c.fetches,
-        )
-        .where(
-            p.c.bucket == bindparam("bucket"),
-            p.c.scheduled_at < bindparam("before", type_=UTCDateTime()),
-            p.c.status.in_(REFRESH_STATUSES),
-            _free(),
-            _not_urgent(),
-        )
-        .order_by(p.c.scheduled_at, p.c.id)
-        .limit(bindparam("limit"))
-    )
+    sql = _PG_REFRESH if db.dialect == "postgresql" else _SQLITE_REFRESH
+    until, at = _stamp(db, before), _stamp(db, now)
     out: dict[int, Candidates] = {}
     with db.read() as conn:
         for bucket, limit in sorted(limits.items()):
@@ -196,10 +235,7 @@ def refresh_candidates(
             if limit <= 0:
                 one.exhausted[bucket] = False
                 continue
-            rows = conn.execute(
-                stmt, {"bucket": bucket, "before": before, "now": now, "limit": limit}
-            ).all()
-            one.extend(rows, bucket, limit)
+            one.extend(_driver_rows(conn, sql, (bucket, until, at, limit)), bucket, limit)
     return out
 
 
@@ -207,27 +243,15 @@ def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidate
     """Up to ``limit`` never-fetched pages not leased at ``now``, highest OPIC cash first.
 
     One backward scan of the partial index ``ix_pages_new_cash`` (ties of cash: the most
-    recently added page first). ``scheduled_s`` holds the cash; ``bucket`` is -1.
+    recently added page first); urgent and queued pages are left out. ``scheduled_s``
+    holds the cash; ``bucket`` is -1.
     """
-    p = PAGES
     out = Candidates()
     if limit <= 0:
         return out
-    stmt = (
-        select(
-            p.c.id,
-            p.c.host_id,
-            p.c.cash,
-            p.c.importance,
-            p.c.next_due_at.is_not(None),
-            p.c.fetches,
-        )
-        .where(text(NEW_PAGE_CONDITION), _free(), _not_urgent())
-        .order_by(p.c.cash.desc(), p.c.id.desc())
-        .limit(bindparam("limit"))
-    )
+    sql = _PG_NEW if db.dialect == "postgresql" else _SQLITE_NEW
     with db.read() as conn:
-        rows = conn.execute(stmt, {"now": now, "limit": limit}).all()
+        rows = _driver_rows(conn, sql, (_stamp(db, now), limit))
     out.extend(rows, -1, limit)
     return out
 
@@ -245,17 +269,24 @@ def host_delays(db: Database, host_ids: Sequence[int]) -> dict[int, float | None
     return found
 
 
-#: Urgent pages (``store.urgent.URGENT_DUE``, the epoch) keep their due time: a release
-#: neither moves nor withdraws them.
-_URGENT = "1970-01-01 00:00:00.000000"
-_PG_RELEASE = text(
+# A chosen page is queued with its URL and validators, read from pages in the same statement,
+# only if it is still as the release read it: no fetch reported since (same fetch count), no
+# live lease, not urgent. A page queued already keeps its row (and its earlier due time).
+# Rows go in host then due order, so that a host's pages sit together in the queue.
+_PG_QUEUE = text(
     """
-    UPDATE pages SET next_due_at = to_timestamp(t.s)
+    INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
+                                last_fetch_at, etag, last_modified, signature)
+    SELECT p.id, :plan, :period, p.host_id, to_timestamp(t.s), p.url, p.status,
+           p.last_fetch_at, p.etag, p.last_modified, p.signature
     FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]), CAST(:fetches AS int[]))
          AS t(i, s, f)
-    WHERE pages.id = t.i AND pages.fetches = t.f
-      AND (pages.leased_until IS NULL OR pages.leased_until < :now)
-      AND (pages.next_due_at IS NULL OR pages.next_due_at > to_timestamp(0))
+    JOIN pages p ON p.id = t.i
+    WHERE p.fetches = t.f
+      AND (p.leased_until IS NULL OR p.leased_until < :now)
+      AND (p.next_due_at IS NULL OR p.next_due_at > to_timestamp(0))
+    ORDER BY p.host_id, t.s, p.id
+    ON CONFLICT (page_id) DO NOTHING
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 _PG_WITHDRAW = text(
@@ -268,11 +299,17 @@ _PG_WITHDRAW = text(
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 # The due time is formatted by SQLite from whole seconds and microseconds, as UTCDateTime
 # stores it (naive UTC text with microseconds): no datetime object per page.
-_SQLITE_RELEASE = (
-    "UPDATE pages SET next_due_at = strftime('%Y-%m-%d %H:%M:%S', ?, 'unixepoch') "
-    "|| printf('.%06d', ?) WHERE id = ? AND fetches = ? "
-    "AND (leased_until IS NULL OR leased_until < ?) "
-    f"AND (next_due_at IS NULL OR next_due_at > '{_URGENT}')"
+# SQLite: one statement over a JSON array of [id, whole seconds, microseconds, fetches].
+_SQLITE_QUEUE = (
+    "INSERT OR IGNORE INTO released_pages (page_id, plan_id, period, host_id, due_at, url, "
+    "status, last_fetch_at, etag, last_modified, signature) "
+    "SELECT p.id, ?, ?, p.host_id, strftime('%Y-%m-%d %H:%M:%S', t.value ->> 1, 'unixepoch') "
+    "|| printf('.%06d', t.value ->> 2) AS due, p.url, p.status, p.last_fetch_at, p.etag, "
+    "p.last_modified, p.signature "
+    "FROM json_each(?) AS t JOIN pages AS p ON p.id = t.value ->> 0 "
+    "WHERE p.fetches = t.value ->> 3 AND (p.leased_until IS NULL OR p.leased_until < ?) "
+    f"AND (p.next_due_at IS NULL OR p.next_due_at > '{_URGENT}') "
+    "ORDER BY p.host_id, due, p.id"
 )
 _SQLITE_WITHDRAW = (
     "UPDATE pages SET next_due_at = NULL WHERE id = ? "
@@ -281,11 +318,114 @@ _SQLITE_WITHDRAW = (
 )
 
 
+@dataclass(frozen=True)
+class QueuedRelease:
+    """What :func:`queue_release` wrote: ``released`` pages queued by this release, and
+    ``carried_over`` pages of earlier releases still in the queue (not fetched yet) when it
+    ran; they stay queued."""
+
+    released: int
+    carried_over: int
+
+
+#: PostgreSQL: the release sorts its 100,000 rows in memory, not in temporary files.
+_PG_SORT_MEMORY = "SET LOCAL work_mem = '64MB'"
+
+
+def _array(values: Sequence[int] | Sequence[float]) -> str:
+    """A PostgreSQL array literal of numbers (``repr`` of a float round-trips exactly)."""
+    return "{" + ",".join(map(repr, values)) + "}"
+
+
 def _sorted_rows(
     ids: list[int], secs: list[float], fetches: list[int]
 ) -> tuple[list[int], list[float], list[int]]:
     rows = sorted(zip(ids, secs, fetches, strict=True))
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def queue_release(
+    db: Database,
+    plan_id: int,
+    period: int,
+    *,
+    page_ids: Sequence[int],
+    due_epoch_s: Sequence[float],
+    fetches: Sequence[int],
+    withdraw_ids: Sequence[int] = (),
+    now: datetime | None = None,
+) -> QueuedRelease | None:
+    """Release period ``period`` of plan ``plan_id``: one transaction, once.
+
+    Queues ``page_ids`` in ``released_pages`` with due times ``due_epoch_s`` (seconds since
+    the epoch, one per page), clears ``next_due_at`` of ``withdraw_ids``, and records the
+    release (``period_releases``, with the number of pages queued). A page is left out when a
+    live lease holds it at ``now``, when it is urgent or queued already, or when its fetch
+    count is no longer the ``fetches`` it had when read (a worker fetched and reported it in
+    between: releasing it would fetch it twice). Returns None when the period had been
+    released already (nothing written).
+    """
+    if not len(page_ids) == len(due_epoch_s) == len(fetches):
+        raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
+    when = now or utcnow()
+    ids = [int(i) for i in page_ids]
+    secs = [float(s) for s in due_epoch_s]
+    counts = [int(f) for f in fetches]
+    withdraw = [int(i) for i in withdraw_ids]
+    record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
+    queued = select(func.count()).select_from(RELEASED_PAGES)
+
+    def work(conn: Connection) -> QueuedRelease | None:
+        inserted = conn.execute(
+            record,
+            {"plan_id": plan_id, "period": period, "released_at": when, "pages": len(ids)},
+        ).first()
+        if inserted is None:  # the primary key decided: released already
+            return None
+        carried = int(conn.execute(queued).scalar_one())
+        if db.dialect == "postgresql":
+            # By id through the primary key in id order (the ids are sorted), never a hash
+            # join over a scan of the whole table.
+            conn.exec_driver_sql(PG_BY_ID)
+            conn.exec_driver_sql(_PG_SORT_MEMORY)
+            if withdraw:
+                conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
+            by_id, at, seen = _sorted_rows(ids, secs, counts)
+            # Arrays sent as text literals (repr of a float is exact): much faster than
+            # adapting 100,000 Python numbers one by one.
+            params = {
+                "ids": _array(by_id),
+                "secs": _array(at),
+                "fetches": _array(seen),
+                "now": when,
+            }
+            released = conn.execute(_PG_QUEUE, {**params, "plan": plan_id, "period": period})
+            count = released.rowcount
+        else:
+            # Through the driver, in id order (neighbouring rows share B-tree pages), with
+            # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds).
+            stamp = sqlite_text(when)
+            rows = sorted(
+                (i, *seconds_micros(s), f) for i, s, f in zip(ids, secs, counts, strict=True)
+            )  # id order: the join reads pages by id, neighbouring rows together
+            with sqlite_bulk_cache(conn):
+                if withdraw:
+                    conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
+                chosen = json.dumps(rows, separators=(",", ":"))
+                count = (
+                    conn.exec_driver_sql(_SQLITE_QUEUE, (plan_id, period, chosen, stamp)).rowcount
+                    if rows
+                    else 0
+                )
+        released_count = int(count or 0)
+        conn.execute(
+            update(PERIOD_RELEASES)
+            .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
+            .values(pages=released_count)
+        )
+        return QueuedRelease(released=released_count, carried_over=carried)
+
+    return db.run_write(work)
 
 
 def release_pages(
@@ -299,65 +439,16 @@ def release_pages(
     withdraw_ids: Sequence[int] = (),
     now: datetime | None = None,
 ) -> int | None:
-    """Release period ``period`` of plan ``plan_id``: one transaction, once.
-
-    Sets ``next_due_at`` of ``page_ids`` to ``due_epoch_s`` (seconds since the epoch, one
-    per page), clears it for ``withdraw_ids``, and records the release (``period_releases``,
-    with the number of pages released). A page is left alone when a live lease holds it at
-    ``now``, or when its fetch count is no longer the ``fetches`` it had when read (a worker
-    fetched and reported it in between: releasing it would fetch it twice). Returns the
-    number of pages given a due time, or None when the period had been released already
-    (nothing written).
-    """
-    if not len(page_ids) == len(due_epoch_s) == len(fetches):
-        raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
-    when = now or utcnow()
-    ids = [int(i) for i in page_ids]
-    secs = [float(s) for s in due_epoch_s]
-    counts = [int(f) for f in fetches]
-    withdraw = [int(i) for i in withdraw_ids]
-    record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
-
-    def work(conn: Connection) -> int | None:
-        inserted = conn.execute(
-            record,
-            {"plan_id": plan_id, "period": period, "released_at": when, "pages": len(ids)},
-        ).first()
-        if inserted is None:  # the primary key decided: released already
-            return None
-        if db.dialect == "postgresql":
-            # By id through the primary key in id order (the ids are sorted), never a hash
-            # join over a scan of the whole table (which also writes in random order).
-            conn.exec_driver_sql(PG_BY_ID)
-            by_id, at, seen = _sorted_rows(ids, secs, counts)
-            released = conn.execute(
-                _PG_RELEASE, {"ids": by_id, "secs": at, "fetches": seen, "now": when}
-            ).rowcount
-            if withdraw:
-                conn.execute(_PG_WITHDRAW, {"ids": withdraw, "now": when})
-        else:
-            # Through the driver, in id order (neighbouring rows share B-tree pages), with
-            # the timestamps in the text form UTCDateTime stores (naive UTC, microseconds);
-            # a large page cache while writing (100,000 scattered rows dirty as many pages).
-            stamp = sqlite_text(when)
-            rows = sorted(
-                (i, *seconds_micros(s), f) for i, s, f in zip(ids, secs, counts, strict=True)
-            )
-            with sqlite_bulk_cache(conn):
-                released = (
-                    conn.exec_driver_sql(
-                        _SQLITE_RELEASE, [(w, us, i, f, stamp) for i, w, us, f in rows]
-                    ).rowcount
-                    if rows
-                    else 0
-                )
-                if withdraw:
-                    conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
-        conn.execute(
-            update(PERIOD_RELEASES)
-            .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
-            .values(pages=int(released or 0))
-        )
-        return int(released or 0)
-
-    return db.run_write(work)
+    """:func:`queue_release`, returning only the number of pages queued (None: released
+    already)."""
+    done = queue_release(
+        db,
+        plan_id,
+        period,
+        page_ids=page_ids,
+        due_epoch_s=due_epoch_s,
+        fetches=fetches,
+        withdraw_ids=withdraw_ids,
+        now=now,
+    )
+    return None if done is None else done.released

@@ -22,9 +22,10 @@ from store import (
     add_pages,
     publish_plan,
 )
-from store.models import HOSTS, PAGES, PERIOD_RELEASES
+from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES
 from store.page_schedule import finish_page_schedule
 from store.releases import release_pages
+from store.urgent import URGENT_DUE
 from tests.conftest import T0
 
 DAY = timedelta(days=1)
@@ -84,11 +85,13 @@ def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int
 
 
 def _due(db: Database) -> dict[int, datetime]:
+    """Pages the lease queue will hand out: released (queued) and due in ``pages``."""
     with db.read() as conn:
         rows = conn.execute(
             select(PAGES.c.id, PAGES.c.next_due_at).where(PAGES.c.next_due_at.is_not(None))
         ).all()
-    return {r.id: r.next_due_at for r in rows}
+        queued = conn.execute(select(RELEASED_PAGES.c.page_id, RELEASED_PAGES.c.due_at)).all()
+    return {r.id: r.next_due_at for r in rows} | {r.page_id: r.due_at for r in queued}
 
 
 def _lease_all(db: Database, now: datetime) -> set[int]:
@@ -196,7 +199,7 @@ def test_a_second_release_does_nothing(db: Database) -> None:
     due = _due(db)
     assert first.status == "released" and len(due) == 2
     with db.write() as conn:  # even if the pages changed since, nothing is written again
-        conn.execute(update(PAGES).values(next_due_at=None))
+        conn.execute(RELEASED_PAGES.delete())
     again = release_period(db, now=T0 + timedelta(hours=1))
     assert again.status == "already released" and (again.plan, again.period) == (1, 1)
     assert _due(db) == {}
@@ -315,3 +318,74 @@ def test_pages_added_after_a_plan_wait_for_a_release(db: Database) -> None:
     assert summary.new_pages == 1
     assert set(_due(db)) == {late[1]}  # chosen by cash; the early backlog withdrawn
     assert _lease_all(db, T0 + DAY - timedelta(seconds=1)) == {late[1]}
+
+
+def test_unleased_pages_of_an_earlier_period_are_carried_over(db: Database) -> None:
+    # Period 1 releases 3 of bucket 4's pages; none is leased before period 2 is released.
+    ids = _fetched(db, "h", 4, [T0 - timedelta(hours=10 - i) for i in range(8)])
+    _plan(db, {4: 3})
+    first = release_period(db, now=T0)
+    assert first.released == 3 and first.carried_over == 0
+    period1 = _due(db)
+    assert set(period1) == set(ids[:3])
+    # A worker leases and fetches one of them during period 1.
+    queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1, max_hosts=1))
+    (lease,) = queue.lease("w", now=T0 + timedelta(hours=12))
+    (page,) = lease.pages
+    at = T0 + timedelta(hours=12)
+    queue.finish(
+        lease.lease_id,
+        [FetchResult(page_id=page.page_id, fetched_at=at, status="ok", http_status=200)],
+        now=at,
+    )
+    # Period 2: the two unfetched pages of period 1 stay queued (counted, not withdrawn) and
+    # are not chosen again; the quota takes the next 3 pages.
+    second = release_period(db, now=T0 + DAY)
+    assert second.status == "released" and second.carried_over == 2
+    assert second.released == 3 and second.withdrawn == 0
+    due = _due(db)
+    carried = set(ids[:3]) - {page.page_id}
+    assert set(due) == carried | set(ids[3:6])
+    assert all(due[p] == period1[p] for p in carried)  # their period-1 release times
+    # The carried-over pages come first in their host's next lease.
+    one_by_one = LeaseQueue(db, LeasePolicy(max_urls=2, max_urls_per_host=2, max_hosts=1))
+    (lease,) = one_by_one.lease("w", now=T0 + 2 * DAY - timedelta(seconds=1))
+    assert {p.page_id for p in lease.pages} == carried
+    with db.read() as conn:
+        by_period = dict(
+            conn.execute(select(PERIOD_RELEASES.c.period, PERIOD_RELEASES.c.pages)).tuples().all()
+        )
+    assert by_period == {1: 3, 2: 3}
+
+
+def test_a_queued_page_is_leased_once_and_unreported_pages_stay_queued(db: Database) -> None:
+    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=5 - i) for i in range(4)])
+    _plan(db, {2: 4})
+    release_period(db, now=T0)
+    queue = LeaseQueue(db, BIG)
+    end = T0 + DAY - timedelta(seconds=1)
+    (lease,) = queue.lease("w", now=end)
+    assert [p.page_id for p in lease.pages] == ids  # due order (overdue spread in order)
+    assert queue.lease("w2", now=end) == []  # the host is held: its queue with it
+    assert queue.work_remaining(now=end)
+    at = end + timedelta(seconds=0.5)
+    returned = queue.finish(
+        lease.lease_id,
+        [FetchResult(page_id=p, fetched_at=at, status="ok", http_status=200) for p in ids[:2]],
+        now=at,
+    )[1]
+    assert returned == 2
+    assert set(_due(db)) == set(ids[2:])  # reported pages left the queue
+    (again,) = queue.lease("w2", now=at)
+    assert [p.page_id for p in again.pages] == ids[2:]
+    assert again.pages[0].url.endswith("h-2") and again.pages[0].status == "ok"
+
+
+def test_an_urgent_released_page_is_leased_once(db: Database) -> None:
+    ids = _fetched(db, "h", 3, [T0 - timedelta(hours=3 - i) for i in range(3)])
+    _plan(db, {3: 3})
+    release_period(db, now=T0)
+    with db.write() as conn:  # the urgent lane puts a queued page first
+        conn.execute(update(PAGES).where(PAGES.c.id == ids[2]).values(next_due_at=URGENT_DUE))
+    (lease,) = LeaseQueue(db, BIG).lease("w", now=T0 + DAY - timedelta(seconds=1))
+    assert [p.page_id for p in lease.pages] == [ids[2], ids[0], ids[1]]
