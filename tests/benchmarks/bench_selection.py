@@ -404,6 +404,10 @@ def main() -> None:
                     "DELETE FROM leases",
                 ):
                     conn.exec_driver_sql(stmt)
+            # The previous run's write-ahead log (its bare UPDATE: hundreds of MB) is copied
+            # back now, not by the first commit of the timed stages.
+            with db.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
             db = open_database(f"sqlite:///{path}", create=True)
             upgrade_schema(db)
