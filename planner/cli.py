@@ -481,8 +481,8 @@ def _release_line(summary: ReleaseSummary, console: Console = err) -> None:
     console.print(
         f"released plan {summary.plan} period {summary.period}: {summary.released:,} pages "
         f"({sum(summary.by_bucket.values()):,} re-crawls in {len(summary.by_bucket)} buckets, "
-        f"{summary.new_pages:,} new), withdrawn {summary.withdrawn:,}"
-        + (f"; {shortfalls}" if shortfalls else "")
+        f"{summary.new_pages:,} new), carried over {summary.carried_over:,}, "
+        f"withdrawn {summary.withdrawn:,}" + (f"; {shortfalls}" if shortfalls else "")
     )
 
 

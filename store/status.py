@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, or_, select
 
 from store.database import Database
-from store.models import Host, Observation, Page
+from store.models import Host, Observation, Page, ReleasedPage
 from store.models import Lease as LeaseRow
 from store.plans import PlanSummary, latest_plan
 from store.types import utcnow
@@ -47,9 +47,18 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
             .all()
         )
         free = or_(Page.leased_until.is_(None), Page.leased_until < when)
-        due_now = conn.execute(
-            select(func.count()).where(Page.next_due_at <= when, free)
-        ).scalar_one()
+        due_now = (
+            conn.execute(select(func.count()).where(Page.next_due_at <= when, free)).scalar_one()
+            + conn.execute(  # released pages due, on hosts not leased
+                select(func.count())
+                .select_from(ReleasedPage)
+                .join(Host, Host.id == ReleasedPage.host_id)
+                .where(
+                    ReleasedPage.due_at <= when,
+                    or_(Host.leased_until.is_(None), Host.leased_until < when),
+                )
+            ).scalar_one()
+        )
         leased_now = conn.execute(
             select(func.count()).where(Page.leased_until >= when)
         ).scalar_one()
@@ -74,7 +83,9 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
 
 
 def work_remaining(db: Database, *, now: datetime | None = None) -> bool:
-    """Whether any page is due now or held by a live lease (two indexed probes, no counts)."""
+    """Whether any page is due now or held by a live lease (indexed probes, no counts);
+    released pages (the release queue) included: a queued page is held while its host's
+    lease is live."""
     when = now or utcnow()
     free = or_(Page.leased_until.is_(None), Page.leased_until < when)
     with db.read() as conn:
@@ -82,4 +93,17 @@ def work_remaining(db: Database, *, now: datetime | None = None) -> bool:
         if due is not None:
             return True
         held = conn.execute(select(Page.id).where(Page.leased_until >= when).limit(1)).first()
-    return held is not None
+        if held is not None:
+            return True
+        queued = conn.execute(
+            select(ReleasedPage.page_id).where(ReleasedPage.due_at <= when).limit(1)
+        ).first()
+        if queued is not None:
+            return True
+        queued_held = conn.execute(
+            select(ReleasedPage.page_id)
+            .join(Host, Host.id == ReleasedPage.host_id)
+            .where(Host.leased_until >= when)
+            .limit(1)
+        ).first()
+    return queued_held is not None

@@ -35,7 +35,7 @@ from store import (
     publish_plan,
 )
 from store import upgrade_schema as migrate
-from store.models import OBSERVATIONS, PAGES
+from store.models import OBSERVATIONS, PAGES, RELEASED_PAGES
 from store.types import utcnow
 
 pytestmark = pytest.mark.slow
@@ -125,11 +125,13 @@ def test_crawl_fetches_exactly_the_released_quota(tmp_path: Path) -> None:
             pending = conn.execute(
                 select(PAGES.c.id, PAGES.c.status).where(PAGES.c.next_due_at.is_not(None))
             ).all()
+            queued = conn.execute(select(RELEASED_PAGES.c.page_id, RELEASED_PAGES.c.status)).all()
             before = conn.execute(select(OBSERVATIONS.c.id)).all()
-        # pending: the release, plus error and robots-blocked pages whose retry time the
-        # worker owns
-        chosen = {r.id for r in pending if r.status == "ok"}
-        assert {r.status for r in pending} <= {"ok", "error", "blocked"}
+        # The release is in the release queue; due in pages: only error and robots-blocked
+        # pages whose retry time the worker owns.
+        chosen = {r.page_id for r in queued}
+        assert {r.status for r in queued} == {"ok"}
+        assert {r.status for r in pending} <= {"error", "blocked"}
         assert len(chosen) == 8
         seen = len(server.log)
 
@@ -145,12 +147,13 @@ def test_crawl_fetches_exactly_the_released_quota(tmp_path: Path) -> None:
             due_after = conn.execute(
                 select(PAGES.c.id, PAGES.c.status).where(PAGES.c.next_due_at.is_not(None))
             ).all()
+            queued_after = conn.execute(select(RELEASED_PAGES.c.page_id)).all()
     urls = {row.id: row.url for row in fetched}
     assert {pid for pid in refetched if pid in urls} == chosen  # all of it, nothing else
     assert all(refetched[pid] == 1 for pid in chosen)
     requests = Counter((server.origins[r.host], r.path) for r in server.log[seen:])
     for pid, url in urls.items():  # as the server saw it
         assert requests[(origin_of(url), urlsplit(url).path)] == (1 if pid in chosen else 0), url
-    # fetched pages wait for the next period's release
-    assert not [r for r in due_after if r.status == "ok"]
+    # fetched pages left the queue and wait for the next period's release
+    assert not [r for r in due_after if r.status == "ok"] and not queued_after
     db.dispose()

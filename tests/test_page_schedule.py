@@ -12,7 +12,7 @@ from planner.page_schedule import schedule_pages
 from planner.pipeline import release_period
 from planner.schedules import bucket_intervals, xyleme_intervals
 from store import Database, LeasePolicy, LeaseQueue, PlanDraft, PlanPeriodDraft, publish_plan
-from store.models import PAGES
+from store.models import PAGES, RELEASED_PAGES
 from store.page_schedule import HORIZON_DAYS, withdraw_due_pages, write_page_schedule
 from store.releases import release_pages
 from tests.conftest import T0
@@ -199,9 +199,10 @@ def test_intervals_past_the_horizon_mean_never(db: Database) -> None:
 
 
 def _due_ids(db: Database) -> list[int]:
+    """Pages the lease queue will hand out: due in ``pages`` or released (queued)."""
     with db.read() as conn:
-        return list(
-            conn.execute(
-                select(PAGES.c.id).where(PAGES.c.next_due_at.is_not(None)).order_by(PAGES.c.id)
-            ).scalars()
+        due = set(
+            conn.execute(select(PAGES.c.id).where(PAGES.c.next_due_at.is_not(None))).scalars()
         )
+        due.update(conn.execute(select(RELEASED_PAGES.c.page_id)).scalars())
+    return sorted(due)

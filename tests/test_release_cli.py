@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 from store import PlanDraft, PlanPeriodDraft, add_pages, open_database, publish_plan
 from store import upgrade_schema as migrate
-from store.models import PAGES
+from store.models import PAGES, RELEASED_PAGES
 from store.types import utcnow
 
 
@@ -76,7 +76,7 @@ def test_reschedule_then_release_once(tmp_path: Path) -> None:
     assert out.startswith("scheduled 10 pages of plan 1 (obsolescence); 0 in buckets without")
     assert "released plan 1 period 1: 4 pages (4 re-crawls in 1 buckets, 0 new)" in out
     with db.read() as conn:
-        due = conn.execute(select(PAGES.c.id).where(PAGES.c.next_due_at.is_not(None))).all()
+        due = conn.execute(select(RELEASED_PAGES.c.page_id)).all()  # the release queue
     assert len(due) == 4
     code, out, _ = _run("--db", url)
     assert code == 0 and out == "plan 1: already released (period 1)\n"
