@@ -255,6 +255,15 @@ class Observation(Base):
         CheckConstraint(_in("kind", OBSERVATION_KINDS), name="ck_observations_kind"),
         Index("ix_observations_page_time", "page_id", "fetched_at"),
         Index("ix_observations_fetched_at", "fetched_at"),
+        # One notification per (page, time) (store.notifications).
+        Index(
+            "uq_observations_notification",
+            "page_id",
+            "fetched_at",
+            unique=True,
+            postgresql_where=text("kind = 'notification'"),
+            sqlite_where=text("kind = 'notification'"),
+        ),
     )
 
 

@@ -6,7 +6,8 @@ notification is an observation with ``kind = 'notification'``, ``changed = true`
 nothing); it never counts as a fetch (no HTTP status), so the change-rate estimators see it
 only as a notification. A page whose notified change is newer than its last fetch is also put
 in the immediate-crawl lane (source ``notification``), so the change is fetched soon. A
-repeat of the same (page, time) is recorded once.
+repeat of the same (page, time) is recorded once, even from concurrent writers (a partial
+unique index, migration 0009).
 
 :func:`notification_times` reads them back for the estimators, which judge per page whether
 its notifications are reliable (every change our fetches saw was notified): such a page
@@ -23,7 +24,7 @@ from sqlalchemy import Connection, and_, select, tuple_
 
 from store.database import Database, driver_rows
 from store.models import OBSERVATIONS, PAGES
-from store.pages import add_pages
+from store.pages import add_pages, insert_ignoring_conflicts
 from store.types import epoch_seconds, utcnow
 from store.urgent import request_urgent
 
@@ -102,9 +103,11 @@ def record_notifications(
                 }
                 for page, at in sorted(rows - seen)
             ]
-            if fresh:
-                conn.execute(OBSERVATIONS.insert(), fresh)
-            return len(fresh)
+            if not fresh:
+                return 0
+            # The unique index refuses a copy a concurrent writer recorded meanwhile.
+            insert = insert_ignoring_conflicts(db, OBSERVATIONS).returning(OBSERVATIONS.c.id)
+            return len(conn.execute(insert, fresh).all())
 
         recorded += db.run_write(work)
     urgent = request_urgent(db, list(stale.items()), source="notification", now=when)

@@ -75,8 +75,11 @@ def _host_ids(
         found.update(new)
         still = [o for o in missing if o not in found]
         if still:  # added concurrently by another writer
+            # .all(): a Result has keys(), so dict.update would take it for a mapping
             found.update(
-                conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(still))).tuples()
+                conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(still)))
+                .tuples()
+                .all()
             )
     return found, added
 

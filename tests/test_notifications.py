@@ -176,3 +176,41 @@ def test_notify_cli_and_api(tmp_path: Path) -> None:
             timeout=10,
         )
         assert naive.status_code == 422
+
+
+def test_concurrent_writers_record_a_notification_once(db: Database) -> None:
+    """The store, not a read-then-write, refuses the second copy: writers racing with the
+    same notifications record each once between them, and a raw duplicate is refused."""
+    import threading
+
+    from sqlalchemy.exc import IntegrityError
+
+    items = [Notification(f"http://n.test/{i}", "http://n.test", T0) for i in range(50)]
+    totals: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def write() -> None:
+        barrier.wait()
+        totals.append(record_notifications(db, items, now=T0 + timedelta(hours=1)).recorded)
+
+    threads = [threading.Thread(target=write) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sum(totals) == 50
+    assert len(notification_times(db)) == 50
+    page, at = notification_times(db)[0]
+    with pytest.raises(IntegrityError):
+        db.run_write(
+            lambda conn: conn.execute(
+                OBSERVATIONS.insert(),
+                {
+                    "page_id": page,
+                    "kind": "notification",
+                    "fetched_at": datetime.fromtimestamp(at, UTC),
+                    "recorded_at": T0,
+                    "changed": True,
+                },
+            )
+        )
