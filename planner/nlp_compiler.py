@@ -6,10 +6,12 @@ Lagrangian ``sigma * grad^2 f + sum_r lambda_r grad^2 g_r``. Pyomo's generic dif
 walks every expression tree on every call (about 0.34 s per Jacobian at B = 255, T = 14), so this
 module compiles once and evaluates in vectorized numpy afterwards:
 
-1. Every active constraint body and the active objective is split into its top-level sum
-   terms. Each term is printed as a *template*: its code with the variables replaced by slots
-   ``v[0], v[1], ...`` and the mutable parameters (and fixed variables) by slots
-   ``p[0], p[1], ...``, in order of first appearance; numeric constants stay literal.
+1. Every active constraint body and the active objective is split into its sum terms, nested
+   sums flattened (through negations and constant factors: ``n - (n0 + sum_i w_i x_i)`` gives
+   ``n, -n0, -w_1 x_1, ...``). Each term is printed as a *template*: its code with the
+   variables replaced by slots ``v[0], v[1], ...`` and the mutable parameters (and fixed
+   variables) by slots ``p[0], p[1], ...``, in order of first appearance; numeric constants
+   stay literal.
 2. Terms with the same template form a *group* (an indexed constraint family written by one
    rule gives a handful of groups however many indices it has). A group stores, per term, the
    output row and the global indices of its variable and parameter slots.
