@@ -110,7 +110,8 @@ PLANNER_OPTIONS: Mapping[str, Any] = {
     # of 960 over the three strategies and ended at as good or better local optima.
     "bound_push": 1e-2,
     "bound_frac": 1e-2,
-    "max_iter": 1000,
+    # Ipopt's default. T = 56, strategy 2 needs more than 1000 (docs/model.md).
+    "max_iter": 3000,
     # The only linear solver in cyipopt-wheels. Its pivot tolerance, scaling and orderings
     # did not change the time per iteration.
     "linear_solver": "mumps",
