@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -144,5 +145,5 @@ def test_two_processes_stop_on_sigint_and_finish_politely(
         log = list(server.log)
     for host in range(len(server.origins)):
         times = sorted(r.t for r in log if r.host == host)
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert not gaps or min(gaps) >= 0.2 - 0.02, host
