@@ -12,10 +12,14 @@ import argparse
 import multiprocessing
 import tempfile
 import time
+import uuid
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import psycopg
 import requests
+from psycopg import sql
 
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
@@ -25,6 +29,9 @@ from crawler.worker import CrawlSettings, run_crawl
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import WebServer
 from store import LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+
+#: The local PostgreSQL server's admin URL (``--backend postgresql`` creates a database there).
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def _config(hosts: int, pages: int) -> WebConfig:
@@ -44,12 +51,23 @@ def _serve(hosts: int, pages: int, pipe: Connection) -> None:
         pipe.recv()  # until the parent says stop
 
 
+def _store_url(backend: str) -> str:
+    """A new, empty store: a SQLite file, or a database on the local PostgreSQL server."""
+    if backend == "sqlite":
+        return f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+    name = f"crawlplan_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return f"{PG_ADMIN.rsplit('/', 1)[0]}/{name}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=200)
     parser.add_argument("--pages", type=int, default=25)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     args = parser.parse_args()
     web = SyntheticWeb(_config(args.hosts, args.pages))
     ctx = multiprocessing.get_context("spawn")
@@ -74,22 +92,22 @@ def main() -> None:
         policy = LeasePolicy(max_urls=100, max_urls_per_host=25, max_hosts=10)
         rates = {}
         for processes in (1, args.processes):
-            path = Path(tempfile.mkdtemp()) / "bench.db"
-            db = open_database(f"sqlite:///{path}", create=True)
+            db_url = _store_url(args.backend)
+            db = open_database(db_url, create=True)
             upgrade_schema(db)
             add_pages(db, [(normalize_url(u), origin_of(u)) for u in urls])
             t0 = time.perf_counter()
             if processes == 1:
                 stats = run_crawl(
                     db,
-                    lambda db=db: LeaseQueue(db, policy),
+                    partial(LeaseQueue, db, policy),
                     settings,
                     workers=args.workers,
                     until_idle=True,
                 )
             else:
                 stats = run_crawl_processes(
-                    f"sqlite:///{path}",
+                    db_url,
                     policy,
                     settings,
                     processes=processes,
@@ -98,10 +116,14 @@ def main() -> None:
                 )
             rates[processes] = stats.fetched / (time.perf_counter() - t0)
             db.engine.dispose()
+            if args.backend == "postgresql":
+                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                    name = db_url.rsplit("/", 1)[1]
+                    conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
     finally:
         parent.send("stop")
         proc.join(timeout=30)
-    print(f"pages: {len(urls):,} on {args.hosts} hosts, politeness delay 0")
+    print(f"pages: {len(urls):,} on {args.hosts} hosts, politeness delay 0, {args.backend} store")
     line = "{:<46} {:>8,.0f}"
     print(line.format(f"crawlplan crawl, {args.workers} workers (pages/s)", rates[1]))
     print(
