@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,10 @@ def pg_unavailable() -> str | None:
     return _pg_problem
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+@contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database, dropped on exit; skips the test (fails it
+    under CI) when the server is not reachable."""
     problem = pg_unavailable()
     if problem:
         if REQUIRE_PG:
@@ -72,6 +74,13 @@ def pg_url() -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    with fresh_pg_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-import psycopg
 import pytest
-from psycopg import sql
 from sqlalchemy import select, update
 
 from crawler.fetch import FetchError, FetchLimits
@@ -39,7 +36,7 @@ from scenarios.web_server import LoggedRequest, WebServer
 from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
 from store.models import Observation, Page
 from store.types import utcnow
-from tests.conftest import PG_ADMIN_URL, REQUIRE_PG, _pg_admin_conninfo, orm_all, pg_unavailable
+from tests.conftest import fresh_pg_database, orm_all
 
 PAGES_PER_HOST = 12
 MAX_ERRORS = 3
@@ -105,21 +102,8 @@ def database_url(
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('garbage') / 'crawl.db'}"
         return
-    problem = pg_unavailable()
-    if problem:
-        if REQUIRE_PG:
-            pytest.fail(problem + " (required under CI)")
-        pytest.skip(problem)
-    name = f"crawlplan_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
