@@ -15,10 +15,13 @@ writers queue instead of failing. PostgreSQL: psycopg 3, READ COMMITTED, row loc
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -105,6 +108,8 @@ class Database:
     def __init__(self, engine: Engine, url: URL) -> None:
         self.engine = engine
         self.url = url
+        path = _sqlite_path(url) if engine.dialect.name == "sqlite" else None
+        self._writer_lock = _WriterLock(path) if engine.dialect.name == "sqlite" else None
 
     @property
     def dialect(self) -> str:
@@ -131,7 +136,8 @@ class Database:
         lock from its first statement, so a read-then-update in it cannot interleave with
         another writer.
         """
-        with self.engine.connect() as conn:
+        lock = self._writer_lock
+        with lock.held() if lock is not None else nullcontext(), self.engine.connect() as conn:
             conn = conn.execution_options(crawlplan_immediate=True)
             with conn.begin():
                 yield conn
@@ -151,6 +157,63 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection (call before forking worker processes)."""
         self.engine.dispose()
+
+
+class _WriterLock:
+    """SQLite's writers, one at a time, woken as soon as the writer before them is done.
+
+    SQLite lets one writer in at a time and makes the others poll: its busy handler sleeps
+    1, 2, 5, ... up to 100 ms between tries, so under many writing threads (a crawl's) much
+    of the time goes to sleeping while the file is free. Writers of this process queue on a
+    lock instead, and writers of other processes on an advisory lock (``flock``) of a file
+    beside the database (``<db>-writer``, released by the kernel when a process dies), tried
+    every millisecond or so. SQLite's own locking still guards the file; this only orders the
+    queue: a writer that waited ``timeout`` seconds goes on without it, as before, to SQLite's
+    busy handler. Re-entrant per thread (only the outermost acquisition takes the file lock).
+    """
+
+    def __init__(self, path: Path | None, timeout: float = SQLITE_BUSY_TIMEOUT_MS / 1000) -> None:
+        self.path = Path(f"{path}-writer") if path is not None else None
+        self.timeout = timeout
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+        self._pid = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        deadline = time.monotonic() + self.timeout
+        if not self._lock.acquire(timeout=self.timeout):
+            yield  # queued too long: SQLite's own locking decides
+            return
+        try:
+            self._depth += 1
+            fd = self._flock(deadline) if self._depth == 1 and self.path is not None else None
+            try:
+                yield
+            finally:
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                self._depth -= 1
+        finally:
+            self._lock.release()
+
+    def _flock(self, deadline: float) -> int | None:
+        """Take the file lock (its descriptor), or None once ``deadline`` passed."""
+        if self._fd is None or self._pid != os.getpid():  # a forked child opens its own
+            assert self.path is not None
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._pid = os.getpid()
+        wait = 0.0002
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self._fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(wait)
+                wait = min(2 * wait, 0.002)
 
 
 def _is_retryable(error: exc.OperationalError) -> bool:
