@@ -349,7 +349,7 @@ def _latest_fetches(db: Database, by_url: dict[str, int], epoch: datetime, n: in
 
 # -- the demo --------------------------------------------------------------------------------
 def _store(path: Path) -> Database:
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-writer"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     database = open_database(f"sqlite:///{path}", create=True)
     upgrade_schema(database)

@@ -414,7 +414,7 @@ def main() -> None:
         results["sqlite"] = bench(db, args.pages, build)
         db.dispose()
         if not args.keep:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", "-writer"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
     if args.backend in ("postgresql", "both"):
         name = f"crawlplan_bench_{uuid.uuid4().hex[:8]}"

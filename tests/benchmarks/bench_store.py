@@ -207,7 +207,7 @@ def bench_lease(url: str, n: int, workers: int, admin: str) -> dict[str, float]:
 def _reset(url: str, admin: str) -> None:
     if url.startswith("sqlite"):
         path = Path(url.removeprefix("sqlite:///"))
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", "-writer"):
             Path(str(path) + suffix).unlink(missing_ok=True)
     else:
         name = url.rsplit("/", 1)[1]
