@@ -56,7 +56,7 @@ from planner.nightly import NightlyReport, NightlySettings, cycle_start, run_nig
 from planner.pipeline import release_period
 from scenarios.demo_report import plot_freshness
 from scenarios.ground_truth import score_change_detection, smallest_gaps
-from scenarios.server_process import ServerProcess, context
+from scenarios.server_process import ServerProcess, context, end_process
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest
 from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
@@ -275,7 +275,7 @@ class _CrawlProcess:
         except (EOFError, OSError):
             pass
         finally:
-            _end(self.process, max(1.0, deadline - time.monotonic()))
+            end_process(self.process, max(1.0, deadline - time.monotonic()))
             self._control.close()
             self._results.close()
 
@@ -288,16 +288,6 @@ def _start_method() -> str:
         return "spawn"
     multiprocessing.get_context("forkserver").set_forkserver_preload([__name__])
     return "forkserver"
-
-
-def _end(process: BaseProcess, timeout: float) -> None:
-    process.join(timeout)
-    if process.is_alive():
-        process.terminate()
-        process.join(5)
-    if process.is_alive():
-        process.kill()
-        process.join(5)
 
 
 # -- ground truth ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from types import TracebackType
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest, WebServer
 
-__all__ = ["ServerProcess", "context"]
+__all__ = ["ServerProcess", "context", "end_process"]
 
 _START_TIMEOUT = 120.0
 
@@ -184,7 +184,7 @@ class ServerProcess:
                 if message[0] == "error":
                     break
         finally:
-            _end(process, timeout)
+            end_process(process, timeout)
             for conn in (control, results):
                 if conn is not None:
                     conn.close()
@@ -204,7 +204,7 @@ class ServerProcess:
         return self.origins[int(self.web.host_of[page])] + self.web.path(page)
 
 
-def _end(process: BaseProcess, timeout: float) -> None:
+def end_process(process: BaseProcess, timeout: float) -> None:
     """Join a child; terminate it, then kill it, if it does not end."""
     process.join(timeout)
     if process.is_alive():
