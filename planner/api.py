@@ -269,6 +269,15 @@ class _BodyLimit:
             chunk = message.get("body", b"")
             seen += len(chunk)
             if seen > self.limit:
+                # Read on (up to four times the cap more) before answering: a server that
+                # closes on a client still sending makes the kernel reset the connection,
+                # and the client loses the 413 with it.
+                drained = 0
+                while message.get("more_body", False) and drained <= 4 * self.limit:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return
+                    drained += len(message.get("body", b""))
                 await _too_large(send, self.limit)
                 return
             chunks.append(chunk)
@@ -292,7 +301,11 @@ async def _too_large(send: Send, limit: int) -> None:
         {
             "type": "http.response.start",
             "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
