@@ -105,43 +105,119 @@ class ChangeIntervals:
         return cls(page, flat_len, flat_changed, len(lengths))
 
     # Per-page sums are cached: the instance is frozen, and estimators ask for them repeatedly.
+    # Intervals grouped by page (as a fetch log gives them) are summed per run with
+    # ``np.add.reduceat``, which reads the values alone, a few times faster than a bincount.
+
+    @cached_property
+    def grouped(self) -> bool:
+        """Whether the intervals are grouped by page in page order (as built from a fetch log),
+        which lets the sums and :meth:`take` work on runs instead of looking up every page."""
+        return bool(self.page.size < 2 or np.all(self.page[1:] >= self.page[:-1]))
+
+    @cached_property
+    def _runs(self) -> tuple[IntArray, IntArray]:
+        """Of grouped intervals: the page of each run of intervals and the run's first index."""
+        step = np.empty(self.page.size, dtype=np.bool_)
+        step[:1] = True
+        np.not_equal(self.page[1:], self.page[:-1], out=step[1:])
+        starts = np.flatnonzero(step)
+        return self.page[starts], starts
+
+    def _per_page(self, values: FloatArray) -> FloatArray:
+        """Sum of ``values`` (one per interval) per page, shape (n_pages,)."""
+        if not self.grouped or self.page.size == 0:
+            return _weighted_sum(self.page, values, self.n_pages)
+        run_page, starts = self._runs
+        out = np.zeros(self.n_pages)
+        out[run_page] = np.add.reduceat(values, starts)
+        return out
 
     @cached_property
     def n_intervals(self) -> IntArray:
         """Intervals per page, shape (n_pages,)."""
-        return np.bincount(self.page, minlength=self.n_pages).astype(np.intp)
+        if not self.grouped or self.page.size == 0:
+            return np.bincount(self.page, minlength=self.n_pages).astype(np.intp)
+        run_page, starts = self._runs
+        out = np.zeros(self.n_pages, dtype=np.intp)
+        out[run_page] = np.diff(starts, append=self.page.size)
+        return out
 
     @cached_property
     def n_changes(self) -> IntArray:
         """Change intervals per page, shape (n_pages,)."""
-        counts = np.bincount(self.page, weights=self.changed, minlength=self.n_pages)
-        return counts.astype(np.intp)
+        if not self.grouped or self.page.size == 0:
+            changed_page = np.compress(self.changed, self.page)
+            return np.bincount(changed_page, minlength=self.n_pages).astype(np.intp)
+        run_page, starts = self._runs
+        out = np.zeros(self.n_pages, dtype=np.intp)
+        out[run_page] = np.add.reduceat(self.changed, starts, dtype=np.intp)
+        return out
 
     @cached_property
     def total_time(self) -> FloatArray:
         """Observed time per page (sum of interval lengths), days, shape (n_pages,)."""
-        return _weighted_sum(self.page, self.length, self.n_pages)
+        return self._per_page(self.length)
+
+    @cached_property
+    def change_intervals(self) -> tuple[IntArray, FloatArray]:
+        """The change intervals alone, grouped by page in page order: their pages and lengths,
+        each shape (n_changes.sum(),). The likelihoods work on these only (a no-change
+        interval enters through its page's ``unchanged_time``)."""
+        length = np.compress(self.changed, self.length)
+        if self.grouped:
+            page = np.repeat(np.arange(self.n_pages, dtype=np.intp), self.n_changes)
+            return page, length
+        page = np.compress(self.changed, self.page)
+        order = np.argsort(page, kind="stable")
+        return page[order], length[order]
 
     @cached_property
     def changed_time(self) -> FloatArray:
         """Sum of change interval lengths per page, days, shape (n_pages,)."""
-        weights = np.where(self.changed, self.length, 0.0)
-        return _weighted_sum(self.page, weights, self.n_pages)
+        page, length = self.change_intervals
+        return _weighted_sum(page, length, self.n_pages)
 
     @cached_property
     def unchanged_time(self) -> FloatArray:
         """Sum of no-change interval lengths per page, days, shape (n_pages,)."""
-        weights = np.where(self.changed, 0.0, self.length)
-        return _weighted_sum(self.page, weights, self.n_pages)
+        return self._per_page(self.length * ~self.changed)
 
     def take(self, pages: ArrayLike) -> ChangeIntervals:
         """The evidence of the given pages only, renumbered ``0..len(pages)-1`` in that order."""
         index = np.asarray(pages, dtype=np.intp)
+        if self.grouped and (index.size < 2 or np.all(index[1:] > index[:-1])):
+            return self._take_runs(index)
         new_id = np.full(self.n_pages, -1, dtype=np.intp)
         new_id[index] = np.arange(index.size, dtype=np.intp)
         mapped = new_id[self.page]
         keep = mapped >= 0
         return ChangeIntervals(mapped[keep], self.length[keep], self.changed[keep], index.size)
+
+    def _take_runs(self, index: IntArray) -> ChangeIntervals:
+        """:meth:`take` of increasing ``index`` when the intervals are grouped: each page's
+        intervals are one run, so the selection is a repeat of a page mask. The validated
+        arrays need no second check, and the per-page sums already computed carry over."""
+        if index.size and (index[0] < 0 or index[-1] >= self.n_pages):
+            raise IndexError(f"page indices must lie in [0, {self.n_pages})")
+        wanted = np.zeros(self.n_pages, dtype=np.bool_)
+        wanted[index] = True
+        counts = self.n_intervals
+        keep = np.repeat(wanted, counts)
+        sub = object.__new__(ChangeIntervals)
+        fields = {
+            "page": np.repeat(np.arange(index.size, dtype=np.intp), counts[index]),
+            "length": np.compress(keep, self.length),
+            "changed": np.compress(keep, self.changed),
+            "n_pages": int(index.size),
+        }
+        for name, value in fields.items():
+            object.__setattr__(sub, name, value)
+        cache = sub.__dict__
+        cache["grouped"] = True
+        for name in ("n_intervals", "n_changes", "total_time", "changed_time", "unchanged_time"):
+            if name in self.__dict__:
+                cache[name] = self.__dict__[name][index]
+        return sub
 
 
 @dataclass(frozen=True)

@@ -267,10 +267,11 @@ def estimate_fetch_arrays(
     keep &= ~repeat
     page, t, out, lm = page[keep], t[keep], out[keep], lm[keep]
     host = None if host is None else host[keep]
-    ids, codes = np.unique(page, return_inverse=True)
-    codes = codes.astype(np.intp)
+    # rows are sorted by page now: a page's code is the number of page starts before it
     first = np.ones(page.size, dtype=bool)
-    first[1:] = codes[1:] != codes[:-1]
+    first[1:] = page[1:] != page[:-1]
+    ids = page[first]
+    codes = np.cumsum(first, dtype=np.intp) - 1
     out[first] = np.nan
     host_ids = None
     if host is not None:

@@ -74,9 +74,21 @@ def garwood_interval(
     c = np.asarray(n_changes, dtype=np.float64)
     t = np.asarray(exposure, dtype=np.float64)
     alpha = 1.0 - confidence
+    # counts are small integers: look the quantiles up per count instead of per page
+    top = float(c.max()) if c.size else 0.0
+    if c.size > 4 * (top + 1) and top < 1e6 and np.all(c == np.round(c)) and np.all(c >= 0):
+        k = np.arange(int(top) + 2, dtype=np.float64)
+        lower = np.concatenate([[0.0], stats.chi2.ppf(alpha / 2, 2 * k[1:])])
+        upper = stats.chi2.ppf(1 - alpha / 2, 2 * k + 2)
+        index = c.astype(np.intp)
+        low_q, high_q = lower[index], upper[index]
+    else:
+        with np.errstate(invalid="ignore"):
+            low_q = np.where(c > 0, stats.chi2.ppf(alpha / 2, 2 * c), 0.0)
+            high_q = stats.chi2.ppf(1 - alpha / 2, 2 * c + 2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        low = np.where(c > 0, stats.chi2.ppf(alpha / 2, 2 * c) / (2 * t), 0.0)
-        high = stats.chi2.ppf(1 - alpha / 2, 2 * c + 2) / (2 * t)
+        low = np.where(c > 0, low_q / (2 * t), 0.0)
+        high = high_q / (2 * t)
     return low, high
 
 

@@ -94,16 +94,18 @@ class ChangeLogLikelihood:
         self._page = np.repeat(np.arange(counts.shape[0], dtype=np.intp), counts)
 
     @classmethod
-    def from_intervals(cls, intervals: ChangeIntervals) -> ChangeLogLikelihood:
-        """The log-likelihood of each page of ``intervals``."""
-        changed = intervals.changed
-        page = intervals.page[changed]
-        length = intervals.length[changed]
-        if page.size > 1 and np.any(page[1:] < page[:-1]):
-            order = np.argsort(page, kind="stable")
-            length = length[order]
-        counts = np.bincount(page, minlength=intervals.n_pages).astype(np.intp)
-        return cls(counts, length, intervals.unchanged_time)
+    def from_intervals(
+        cls, intervals: ChangeIntervals, keep: BoolArray | None = None
+    ) -> ChangeLogLikelihood:
+        """The log-likelihood of each page of ``intervals``, or of the pages where ``keep``
+        (shape (n_pages,)) is true, renumbered in order: the same as ``restrict(keep)`` on
+        the whole, without copying every page's intervals first."""
+        counts, unchanged = intervals.n_changes, intervals.unchanged_time
+        length = intervals.change_intervals[1]
+        if keep is not None:
+            length = np.compress(np.repeat(keep, counts), length)
+            counts, unchanged = counts[keep], unchanged[keep]
+        return cls(counts, length, unchanged)
 
     @property
     def n_pages(self) -> int:
@@ -114,7 +116,7 @@ class ChangeLogLikelihood:
         """The log-likelihood of the pages where ``keep`` is true, renumbered in order."""
         kept = np.repeat(keep, self.counts)
         return ChangeLogLikelihood(
-            self.counts[keep], self.changed_length[kept], self.unchanged_time[keep]
+            self.counts[keep], np.compress(kept, self.changed_length), self.unchanged_time[keep]
         )
 
     def _sum(self, weights: FloatArray) -> FloatArray:

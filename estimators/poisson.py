@@ -125,13 +125,12 @@ class PoissonChangeMLE:
             low[none] = 0.0
             high[none] = drop / unchanged[none]
 
-        loglik = ChangeLogLikelihood.from_intervals(intervals)
         lo, hi = mle_bracket(intervals)
 
         both = (changes > 0) & (unchanged > 0)
         if both.any() and not with_interval:
             theta, n_iter = maximize_log_rate(
-                loglik.restrict(both),
+                ChangeLogLikelihood.from_intervals(intervals, both),
                 lo[both],
                 hi[both],
                 lo[both],
@@ -141,7 +140,7 @@ class PoissonChangeMLE:
             rate[both] = np.exp(theta)
         elif both.any() and self.confidence is not None:
             theta, t_low, t_high, n_iter = mode_and_interval(
-                loglik.restrict(both),
+                ChangeLogLikelihood.from_intervals(intervals, both),
                 lo[both],
                 hi[both],
                 lo[both],
@@ -155,7 +154,7 @@ class PoissonChangeMLE:
         only = (changes > 0) & (unchanged == 0)
         rate[only] = np.inf
         if only.any() and with_interval:
-            sub = loglik.restrict(only)
+            sub = ChangeLogLikelihood.from_intervals(intervals, only)
 
             def below_level(
                 obj: LogRateObjective, theta: FloatArray, pages: IntArray
@@ -240,7 +239,7 @@ class EmpiricalBayesChangeRate:
         seen = intervals.n_intervals > 0
         if seen.any():
             objective = PenalizedLogLikelihood(
-                ChangeLogLikelihood.from_intervals(intervals).restrict(seen),
+                ChangeLogLikelihood.from_intervals(intervals, seen),
                 prior.mu_,
                 prior.sigma_,
             )

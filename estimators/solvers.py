@@ -72,44 +72,46 @@ def solve_decreasing(
     """
     lo = np.array(lo, dtype=np.float64)
     hi = np.array(hi, dtype=np.float64)
-    theta = np.clip(np.asarray(start, dtype=np.float64), lo, hi)
-    last_step = hi - lo  # rtsafe: a Newton step must at least halve the step before last
+    result = np.clip(np.asarray(start, dtype=np.float64), lo, hi)
+    # The iteration works on arrays of obj's pages, contiguous, with no gather or scatter per
+    # step: a page that has converged stays in them, unmoved, until the next restriction
+    # drops it and writes its result back.
     obj = objective
-    pages = np.arange(theta.shape[0], dtype=np.intp)  # original index of each page of obj
-    active = np.ones(theta.shape[0], dtype=np.bool_)  # over obj's pages
+    pages = np.arange(result.shape[0], dtype=np.intp)  # original index of each page of obj
+    theta = result.copy()
+    last_step = hi - lo  # rtsafe: a Newton step must at least halve the step before last
+    active = np.ones(theta.shape[0], dtype=np.bool_)
     n_iter = 0
     while n_iter < max_iter and pages.size:
         n_iter += 1
-        f, df = fun(obj, theta[pages], pages)
-        f, df = f[active], df[active]
-        idx = pages[active]
-        th = theta[idx]
-        lo_i = np.where(f > 0, th, lo[idx])
-        hi_i = np.where(f < 0, th, hi[idx])
+        f, df = fun(obj, theta, pages)
+        lo = np.where(f > 0, theta, lo)
+        hi = np.where(f < 0, theta, hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = -f / df
-        new = th + step
-        tiny = np.abs(step) <= tol
+        new = theta + step
+        size = np.abs(step)
+        tiny = size <= tol
         # NaN steps fail both tests; a step onto the bracket's end can cycle, so demand the
         # open bracket (or a converged step) and a step at most half the one before last
-        newton = (tiny | ((new > lo_i) & (new < hi_i))) & (np.abs(step) <= 0.5 * last_step[idx])
-        new = np.where(newton, new, 0.5 * (lo_i + hi_i))
+        newton = (tiny | ((new > lo) & (new < hi))) & (size <= 0.5 * last_step)
+        new = np.where(newton, new, 0.5 * (lo + hi))
         root = f == 0
-        new = np.where(root, th, new)
-        done = root | (newton & tiny) | (hi_i - lo_i <= tol)
-        last_step[idx] = np.abs(new - th)
-        theta[idx] = new
-        lo[idx] = lo_i
-        hi[idx] = hi_i
-        active[np.flatnonzero(active)[done]] = False
+        new = np.where(root | ~active, theta, new)  # a page that has converged stays put
+        active &= ~(root | (newton & tiny) | (hi - lo <= tol))
+        last_step = np.abs(new - theta)
+        theta = new
         n_left = int(np.count_nonzero(active))
         if n_left == 0:
             break
         if n_left < pages.size // 2:
+            done = ~active
+            result[pages[done]] = theta[done]
             obj = obj.restrict(active)
-            pages = pages[active]
+            pages, theta, lo, hi, last_step = (a[active] for a in (pages, theta, lo, hi, last_step))
             active = np.ones(pages.size, dtype=np.bool_)
-    return theta, n_iter
+    result[pages] = theta
+    return result, n_iter
 
 
 def _gradient_root(

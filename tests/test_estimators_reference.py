@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from estimators import (
     ChangeIntervals,
@@ -18,7 +19,7 @@ from estimators import (
     XylemeLastModifiedRate,
     last_modified_evidence_from_fetches,
 )
-from estimators.last_modified import cho_last_modified_rate
+from estimators.last_modified import cho_last_modified_rate, garwood_interval
 from estimators.regular import improved_regular_rate
 
 SEED = 7
@@ -110,3 +111,42 @@ def test_empirical_bayes_last_modified_shrinks_thin_pages() -> None:
     assert 1 - 3 * math.exp(theta) - (theta - math.log(0.1)) == pytest.approx(0, abs=1e-9)
     assert eb.rate_low_[1] < eb.rate_[1] < eb.rate_high_[1]
     assert np.isnan(eb.rate_[2])
+
+
+def test_garwood_lookup_equals_the_quantiles_per_page() -> None:
+    # many pages with small counts take the per-count lookup; compare with scipy per page
+    rng = np.random.default_rng(SEED)
+    c = rng.integers(0, 12, 500).astype(np.float64)
+    t = rng.uniform(0.5, 30.0, 500)
+    low, high = garwood_interval(c, t, 0.95)
+    want_low = np.where(c > 0, stats.chi2.ppf(0.025, 2 * c) / (2 * t), 0.0)
+    want_high = stats.chi2.ppf(0.975, 2 * c + 2) / (2 * t)
+    np.testing.assert_allclose(low, want_low, rtol=1e-14)
+    np.testing.assert_allclose(high, want_high, rtol=1e-14)
+    # Garwood's interval for 0 events in 1 day at 95 %: [0, -ln(0.025)]
+    assert garwood_interval(np.zeros(1), np.ones(1), 0.95)[1][0] == pytest.approx(-math.log(0.025))
+
+
+def test_grouped_intervals_sum_and_take_as_the_general_path_does() -> None:
+    rng = np.random.default_rng(SEED)
+    counts = rng.integers(0, 5, 40)
+    page = np.repeat(np.arange(40), counts)
+    ivs = ChangeIntervals(page, rng.uniform(0.1, 3, page.size), rng.random(page.size) < 0.4, 40)
+    shuffled = ChangeIntervals(
+        page[::-1].copy(), ivs.length[::-1].copy(), ivs.changed[::-1].copy(), 40
+    )
+    _ = ivs.unchanged_time, ivs.n_changes  # cached sums carry over to the subset
+    chosen = np.sort(rng.choice(40, 15, replace=False))
+    fast, general = ivs.take(chosen), shuffled.take(chosen)
+    assert ivs.grouped and not shuffled.grouped
+    # per-run sums of grouped intervals (pages without any included) equal the bincounts
+    for name in ("n_intervals", "n_changes", "total_time", "changed_time", "unchanged_time"):
+        np.testing.assert_allclose(getattr(ivs, name), getattr(shuffled, name), rtol=1e-12)
+    np.testing.assert_array_equal(ivs.change_intervals[0], shuffled.change_intervals[0])
+    for name in ("n_intervals", "n_changes", "total_time", "changed_time", "unchanged_time"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(general, name), rtol=1e-12)
+    order = np.lexsort((general.length, general.page))
+    np.testing.assert_array_equal(fast.page, general.page[order])
+    np.testing.assert_array_equal(np.sort(fast.length), np.sort(general.length))
+    with pytest.raises(IndexError):
+        ivs.take([3, 40])
