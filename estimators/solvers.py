@@ -108,7 +108,8 @@ def solve_decreasing(
             done = ~active
             result[pages[done]] = theta[done]
             obj = obj.restrict(active)
-            pages, theta, lo, hi, last_step = (a[active] for a in (pages, theta, lo, hi, last_step))
+            pages = pages[active]
+            theta, lo, hi, last_step = (a[active] for a in (theta, lo, hi, last_step))
             active = np.ones(pages.size, dtype=np.bool_)
     result[pages] = theta
     return result, n_iter
