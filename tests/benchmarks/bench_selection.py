@@ -29,7 +29,9 @@ vacuumed).
 
 Options: ``--pages N`` (default 10,000,000), ``--backend sqlite|postgresql|both`` (default
 sqlite), ``--pg URL`` (admin URL, default the local server), ``--keep DIR`` reuses a built
-SQLite store in DIR (handy when iterating).
+SQLite store in DIR and ``--pg-keep NAME`` a built PostgreSQL database NAME (kept, not
+dropped; both handy when iterating: the previous run's release, leases and bare UPDATE are
+undone first).
 """
 
 from __future__ import annotations
@@ -335,6 +337,31 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
     return figures
 
 
+def _built(db: Database, pages: int) -> bool:
+    """Whether a kept PostgreSQL store holds the ``pages`` pages and the plan of a build."""
+    with db.read() as conn:
+        top = conn.execute(text("SELECT max(id) FROM pages")).scalar()
+        plans = conn.execute(text("SELECT count(*) FROM plans")).scalar()
+    return top == pages and bool(plans)
+
+
+def _undo_pg(db: Database) -> None:
+    """Undo a previous run on a kept PostgreSQL store, then vacuum it (as built)."""
+    with db.write() as conn:
+        for stmt in (
+            "DELETE FROM period_releases",
+            "DELETE FROM released_pages",
+            "UPDATE pages SET next_due_at = NULL, lease_id = NULL, leased_until = NULL "
+            "WHERE next_due_at IS NOT NULL OR lease_id IS NOT NULL",
+            "UPDATE hosts SET lease_id = NULL, leased_until = NULL",
+            "DELETE FROM leases",
+        ):
+            conn.exec_driver_sql(stmt)
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in ("pages", "hosts", "released_pages", "leases", "period_releases"):
+            conn.exec_driver_sql(f"VACUUM ANALYZE {table}")
+
+
 def _print(results: dict[str, dict[str, float]]) -> None:
     print(
         "\nbackend     pages        measure                                     seconds  "
@@ -383,6 +410,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="sqlite")
     parser.add_argument("--pg", default=PG_ADMIN, help=f"admin URL (default {PG_ADMIN})")
     parser.add_argument("--keep", default=None, help="directory of a reusable SQLite store")
+    parser.add_argument(
+        "--pg-keep", default=None, help="name of a reusable PostgreSQL database (kept)"
+    )
     parser.add_argument("--out", default="bench-results/selection.json")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
@@ -417,19 +447,29 @@ def main() -> None:
             for suffix in ("", "-wal", "-shm", "-writer"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
     if args.backend in ("postgresql", "both"):
-        name = f"crawlplan_bench_{uuid.uuid4().hex[:8]}"
+        name = args.pg_keep or f"crawlplan_bench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(args.pg, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         try:
             db = open_database(args.pg.rsplit("/", 1)[0] + "/" + name)
             upgrade_schema(db)
-            results["postgresql"] = bench(db, args.pages, True)
+            build = not exists or not _built(db, args.pages)
+            if not build:
+                _undo_pg(db)
+            results["postgresql"] = bench(db, args.pages, build)
             db.dispose()
         finally:
-            with psycopg.connect(args.pg, autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            if not args.pg_keep:
+                with psycopg.connect(args.pg, autocommit=True) as conn:
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            sql.Identifier(name)
+                        )
+                    )
     _print(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
