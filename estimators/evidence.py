@@ -28,10 +28,13 @@ from estimators.defaults import CLOCK_TOLERANCE_DAYS
 __all__ = [
     "ChangeIntervals",
     "LastModifiedEvidence",
+    "PageRuns",
     "change_intervals_from_fetches",
     "check_fetch_log",
     "last_fetch_times",
     "last_modified_evidence_from_fetches",
+    "sorted_change_intervals",
+    "sorted_last_modified_evidence",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -42,6 +45,51 @@ BoolArray = NDArray[np.bool_]
 def _weighted_sum(page: IntArray, weights: FloatArray, n_pages: int) -> FloatArray:
     """Per-page sum of ``weights``, shape (n_pages,)."""
     return np.bincount(page, weights=weights, minlength=n_pages).astype(np.float64, copy=False)
+
+
+class PageRuns:
+    """Per-page counts and sums over an array sorted by page, one ``np.add.reduceat`` per sum.
+
+    A fetch log sorted by page holds each page's rows as one run. Summing per run reads the
+    values alone, where ``np.bincount`` also reads a page index per row and a boolean mask
+    first copies the rows it keeps: on tens of millions of rows, a few times faster.
+
+    Parameters
+    ----------
+    page : ndarray of int, shape (m,)
+        Page of each row, non-decreasing, in ``[0, n_pages)``.
+    n_pages : int
+        Number of pages; pages without rows get 0.
+    """
+
+    def __init__(self, page: IntArray, n_pages: int) -> None:
+        step = np.empty(page.shape[0], dtype=np.bool_)
+        step[:1] = True
+        np.not_equal(page[1:], page[:-1], out=step[1:])
+        self.starts = np.flatnonzero(step)
+        self.page = page[self.starts]
+        self.n_pages = n_pages
+        self.size = int(page.shape[0])
+
+    def count(self, mask: BoolArray) -> IntArray:
+        """Rows where ``mask`` (shape (m,)) is true, per page, shape (n_pages,)."""
+        out = np.zeros(self.n_pages, dtype=np.intp)
+        if self.size:
+            out[self.page] = np.add.reduceat(mask, self.starts, dtype=np.int32)
+        return out
+
+    def total(self, values: FloatArray) -> FloatArray:
+        """Sum of ``values`` (shape (m,)) per page, shape (n_pages,)."""
+        out = np.zeros(self.n_pages)
+        if self.size:
+            out[self.page] = np.add.reduceat(values, self.starts)
+        return out
+
+    def rows(self) -> IntArray:
+        """Rows per page, shape (n_pages,)."""
+        out = np.zeros(self.n_pages, dtype=np.intp)
+        out[self.page] = np.diff(self.starts, append=self.size)
+        return out
 
 
 @dataclass(frozen=True)
@@ -115,43 +163,30 @@ class ChangeIntervals:
         return bool(self.page.size < 2 or np.all(self.page[1:] >= self.page[:-1]))
 
     @cached_property
-    def _runs(self) -> tuple[IntArray, IntArray]:
-        """Of grouped intervals: the page of each run of intervals and the run's first index."""
-        step = np.empty(self.page.size, dtype=np.bool_)
-        step[:1] = True
-        np.not_equal(self.page[1:], self.page[:-1], out=step[1:])
-        starts = np.flatnonzero(step)
-        return self.page[starts], starts
+    def _runs(self) -> PageRuns:
+        """The runs of grouped intervals."""
+        return PageRuns(self.page, self.n_pages)
 
     def _per_page(self, values: FloatArray) -> FloatArray:
         """Sum of ``values`` (one per interval) per page, shape (n_pages,)."""
-        if not self.grouped or self.page.size == 0:
+        if not self.grouped:
             return _weighted_sum(self.page, values, self.n_pages)
-        run_page, starts = self._runs
-        out = np.zeros(self.n_pages)
-        out[run_page] = np.add.reduceat(values, starts)
-        return out
+        return self._runs.total(values)
 
     @cached_property
     def n_intervals(self) -> IntArray:
         """Intervals per page, shape (n_pages,)."""
-        if not self.grouped or self.page.size == 0:
+        if not self.grouped:
             return np.bincount(self.page, minlength=self.n_pages).astype(np.intp)
-        run_page, starts = self._runs
-        out = np.zeros(self.n_pages, dtype=np.intp)
-        out[run_page] = np.diff(starts, append=self.page.size)
-        return out
+        return self._runs.rows()
 
     @cached_property
     def n_changes(self) -> IntArray:
         """Change intervals per page, shape (n_pages,)."""
-        if not self.grouped or self.page.size == 0:
+        if not self.grouped:
             changed_page = np.compress(self.changed, self.page)
             return np.bincount(changed_page, minlength=self.n_pages).astype(np.intp)
-        run_page, starts = self._runs
-        out = np.zeros(self.n_pages, dtype=np.intp)
-        out[run_page] = np.add.reduceat(self.changed, starts, dtype=np.intp)
-        return out
+        return self._runs.count(self.changed)
 
     @cached_property
     def total_time(self) -> FloatArray:
@@ -317,6 +352,15 @@ def change_intervals_from_fetches(
     if not np.all((outcome[known] == 0) | (outcome[known] == 1)):
         raise ValueError("changed must be 0, 1 or NaN")
     n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
+    return sorted_change_intervals(pages, times, outcome, n)
+
+
+def sorted_change_intervals(
+    pages: IntArray, times: FloatArray, outcome: FloatArray, n: int
+) -> ChangeIntervals:
+    """:func:`change_intervals_from_fetches` of a log already checked (:func:`check_fetch_log`,
+    ``outcome`` 0, 1 or NaN), for callers that build several kinds of evidence from one log."""
+    known = ~np.isnan(outcome)
     if pages.size == 0:
         return ChangeIntervals(np.empty(0, np.intp), np.empty(0), np.empty(0, np.bool_), n)
     same = pages[1:] == pages[:-1]
@@ -360,20 +404,33 @@ def last_modified_evidence_from_fetches(
     if dates.shape != pages.shape:
         raise ValueError("last_modified must have one value per fetch")
     n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
+    return sorted_last_modified_evidence(pages, times, dates, n, tolerance)
+
+
+def sorted_last_modified_evidence(
+    pages: IntArray, times: FloatArray, dates: FloatArray, n: int, tolerance: float
+) -> LastModifiedEvidence:
+    """:func:`last_modified_evidence_from_fetches` of a log already checked."""
     if pages.size < 2:
         zeros = np.zeros(n)
         return LastModifiedEvidence(np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros)
+    # interval k ends at fetch k + 1; it counts when both of its fetches are of one page and
+    # have Last-Modified
     usable = (pages[1:] == pages[:-1]) & ~np.isnan(dates[1:]) & ~np.isnan(dates[:-1])
-    p = pages[1:][usable]
-    moved = (dates[1:] - dates[:-1])[usable] > tolerance
-    length = np.diff(times)[usable]
-    age = np.maximum(times[1:] - dates[1:], 0.0)[usable]
-    known_free = np.where(moved, np.minimum(age, length), length)
+    moved = usable & (np.diff(dates) > tolerance)
+    length = np.diff(times)
+    age = times[1:] - dates[1:]
+    np.maximum(age, 0.0, out=age)
+    np.copyto(age, 0.0, where=~moved)
+    known_free = np.minimum(age, length)
+    np.copyto(known_free, length, where=~moved)
+    np.copyto(known_free, 0.0, where=~usable)
+    runs = PageRuns(pages[1:], n)
     return LastModifiedEvidence(
-        intervals=np.bincount(p, minlength=n).astype(np.intp),
-        changes=np.bincount(p[moved], minlength=n).astype(np.intp),
-        exposure=_weighted_sum(p, known_free, n),
-        age_sum=_weighted_sum(p[moved], age[moved], n),
+        intervals=runs.count(usable),
+        changes=runs.count(moved),
+        exposure=runs.total(known_free),
+        age_sum=runs.total(age),
     )
 
 

@@ -45,10 +45,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from estimators.buckets import BucketScale
 from estimators.evidence import (
-    change_intervals_from_fetches,
-    last_modified_evidence_from_fetches,
+    check_fetch_log,
+    sorted_change_intervals,
+    sorted_last_modified_evidence,
 )
-from estimators.reliability import LastModifiedPolicy, assess_last_modified
+from estimators.reliability import LastModifiedPolicy, assess_sorted_log
 from estimators.selection import ChangeRateEstimator
 
 __all__ = [
@@ -175,16 +176,14 @@ def _fit(
 ) -> ChangeRateEstimator:
     """Fit the estimator to clean fetches sorted by (page code, time); ``out`` NaN on each
     page's first fetch, ``lm`` NaN where no Last-Modified, ``host_ids`` [n_pages] or None."""
-    intervals = change_intervals_from_fetches(page, t, out, n_pages=n_pages)
+    # the log is checked once here; the builders below skip their own checks
+    pages, times = check_fetch_log(page, t)
+    intervals = sorted_change_intervals(pages, times, out, n_pages)
     fitted = ChangeRateEstimator() if estimator is None else estimator
     if np.isfinite(lm).any():
         rules = policy or LastModifiedPolicy()
-        reliability = assess_last_modified(
-            page, t, out, lm, n_pages=n_pages, host=host_ids, policy=rules
-        )
-        evidence = last_modified_evidence_from_fetches(
-            page, t, lm, n_pages=n_pages, tolerance=rules.clock_tolerance
-        )
+        reliability = assess_sorted_log(pages, times, out, lm, n_pages, host_ids, rules)
+        evidence = sorted_last_modified_evidence(pages, times, lm, n_pages, rules.clock_tolerance)
         fitted.fit(intervals, evidence, reliability.reliable)
     else:
         fitted.fit(intervals)
@@ -265,12 +264,14 @@ def estimate_fetch_arrays(
     repeat = np.zeros(page.size, dtype=bool)
     repeat[1:] = (page[1:] == page[:-1]) & (t[1:] == t[:-1])
     keep &= ~repeat
-    page, t, out, lm = page[keep], t[keep], out[keep], lm[keep]
-    host = None if host is None else host[keep]
+    if not keep.all():
+        page, t, out, lm = page[keep], t[keep], out[keep], lm[keep]
+        host = None if host is None else host[keep]
     # rows are sorted by page now: a page's code is the number of page starts before it
     first = np.ones(page.size, dtype=bool)
     first[1:] = page[1:] != page[:-1]
-    ids = page[first]
+    starts = np.flatnonzero(first)
+    ids = page[starts]
     codes = np.cumsum(first, dtype=np.intp) - 1
     out[first] = np.nan
     host_ids = None
@@ -284,7 +285,7 @@ def estimate_fetch_arrays(
         rate_low=np.asarray(fitted.rate_low_, dtype=np.float64),
         rate_high=np.asarray(fitted.rate_high_, dtype=np.float64),
         estimator=np.asarray(fitted.estimator_, dtype=np.str_),
-        fetches=np.bincount(codes, minlength=ids.size).astype(np.int64),
+        fetches=np.diff(starts, append=page.size).astype(np.int64),
         bucket=(scale or BucketScale()).assign(rate),
         fitted=fitted,
     )

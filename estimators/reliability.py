@@ -66,7 +66,7 @@ from estimators.defaults import (
     MAX_PAGE_VIOLATION_SHARE,
     MIN_HOST_CHECKS,
 )
-from estimators.evidence import check_fetch_log
+from estimators.evidence import PageRuns, check_fetch_log
 from estimators.likelihood import ChangeLogLikelihood
 from estimators.solvers import chi2_level_drop, maximize_log_rate
 
@@ -76,6 +76,7 @@ __all__ = [
     "LastModifiedPolicy",
     "LastModifiedReliability",
     "assess_last_modified",
+    "assess_sorted_log",
 ]
 
 BoolArray = NDArray[np.bool_]
@@ -200,14 +201,27 @@ def assess_last_modified(
     -------
     LastModifiedReliability
     """
-    rules = policy or LastModifiedPolicy()
-    tol = rules.clock_tolerance
     pages, times = check_fetch_log(page, fetched_at)
     outcome = np.asarray(changed, dtype=np.float64)
     dates = np.asarray(last_modified, dtype=np.float64)
     if not (outcome.shape == dates.shape == pages.shape):
         raise ValueError("changed and last_modified must have one value per fetch")
     n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
+    return assess_sorted_log(pages, times, outcome, dates, n, host, policy)
+
+
+def assess_sorted_log(
+    pages: IntArray,
+    times: FloatArray,
+    outcome: FloatArray,
+    dates: FloatArray,
+    n: int,
+    host: ArrayLike | None = None,
+    policy: LastModifiedPolicy | None = None,
+) -> LastModifiedReliability:
+    """:func:`assess_last_modified` of a log already checked (:func:`check_fetch_log`)."""
+    rules = policy or LastModifiedPolicy()
+    tol = rules.clock_tolerance
 
     present = ~np.isnan(dates)
     flags: dict[str, BoolArray] = {
@@ -229,13 +243,13 @@ def assess_last_modified(
     flags["static_while_changed"] = content_changed & ~moved
     flags["outside_interval"] = moved & ~((dates > previous_time - tol) & (dates <= times + tol))
 
-    def per_page(mask: BoolArray) -> IntArray:
-        return np.bincount(pages[mask], minlength=n).astype(np.intp)
+    runs = PageRuns(pages, n)
+    per_page = runs.count
 
     fetch_violation = np.zeros(pages.shape, dtype=np.bool_)
     for name in VIOLATIONS:
         fetch_violation |= flags[name]
-    fetches = per_page(np.ones(pages.shape, dtype=np.bool_))
+    fetches = runs.rows()
     checked = per_page(present)
     violating = per_page(fetch_violation)
     violations = {name: per_page(flags[name]) for name in VIOLATIONS}
@@ -337,15 +351,16 @@ def _rate_deviance(
     np.minimum(free, length, out=free)
     np.copyto(free, length, where=~up)
     free[~counted] = 0.0
-    n_lm = np.bincount(page[counted], minlength=n)
-    c = np.bincount(page[up], minlength=n).astype(np.float64)
-    t = np.bincount(page, weights=free, minlength=n)
+    runs = PageRuns(page, n)
+    n_lm = runs.count(counted)
+    c = runs.count(up).astype(np.float64)
+    t = runs.total(free)
     del up, free
     change = counted & (outcome[1:] == 1)
-    counts = np.bincount(page[change], minlength=n).astype(np.intp)
-    changed_length = length[change]
-    length[~(counted & (outcome[1:] == 0))] = 0.0
-    unchanged = np.bincount(page, weights=length, minlength=n).astype(np.float64, copy=False)
+    counts = runs.count(change)
+    changed_length = np.compress(change, length)  # grouped by page: the log is sorted
+    np.copyto(length, 0.0, where=~(counted & (outcome[1:] == 0)))
+    unchanged = runs.total(length)
     del counted, change, length
     tested = np.flatnonzero((n_lm > 0) & ((counts > 0) | (unchanged > 0)))
     keep = np.zeros(n, dtype=np.bool_)
