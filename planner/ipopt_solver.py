@@ -22,6 +22,7 @@ from planner.nlp_compiler import CompiledNLP
 __all__ = [
     "DEFAULT_OPTIONS",
     "IPOPT_STATUS",
+    "NEAR_START_OPTIONS",
     "PLANNER_OPTIONS",
     "IpoptOutcome",
     "SolveStatus",
@@ -115,6 +116,19 @@ PLANNER_OPTIONS: Mapping[str, Any] = {
     # The only linear solver in cyipopt-wheels. Its pivot tolerance, scaling and orderings
     # did not change the time per iteration.
     "linear_solver": "mumps",
+}
+
+
+#: The planner's options from a start near an optimum (the priced start of
+#: :mod:`planner.start_point`): the monotone barrier rule from a small barrier parameter, and
+#: the start pushed only 1e-4 inside its bounds, so that Ipopt does not first leave the
+#: neighbourhood of the start (measured: docs/model.md).
+NEAR_START_OPTIONS: Mapping[str, Any] = {
+    **PLANNER_OPTIONS,
+    "mu_strategy": "monotone",
+    "mu_init": 1e-6,
+    "bound_push": 1e-4,
+    "bound_frac": 1e-4,
 }
 
 

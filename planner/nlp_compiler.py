@@ -186,8 +186,11 @@ class _Group:
 class _TemplateBuilder:
     """Collect terms by template and give every leaf a global index."""
 
-    def __init__(self, variables: dict[int, int], parameters: dict[int, int]) -> None:
+    def __init__(
+        self, variables: dict[int, int], parameters: dict[int, int], var_objects: list[Any]
+    ) -> None:
         self.var_index = variables
+        self.var_objects = var_objects
         self.param_index = parameters
         self.param_objects: list[Any] = []
         self.templates: dict[str, tuple[Any, _Printer, list[int], list[list[int]], list[list[int]]]]
@@ -196,7 +199,13 @@ class _TemplateBuilder:
     def add(self, term: Any, row: int) -> None:
         printer = _Printer()
         code = printer.code(term)
-        vidx = [self.var_index[id(v)] for v in printer.variables]
+        vidx = []
+        for v in printer.variables:
+            key = id(v)
+            if key not in self.var_index:
+                self.var_index[key] = len(self.var_objects)
+                self.var_objects.append(v)
+            vidx.append(self.var_index[key])
         pidx = []
         for p in printer.parameters:
             key = id(p)
@@ -280,22 +289,17 @@ class CompiledNLP:
         self.constraint_data: list[Any] = list(
             model.component_data_objects(pyo.Constraint, active=True, descend_into=True)
         )
+        # Variables are numbered in order of first appearance in the terms (objective first);
+        # the printer meets every unfixed variable of every term.
         self.variables: list[Any] = []
-        var_index: dict[int, int] = {}
-        for con in [self.objective_data, *self.constraint_data]:
-            expr = con.expr if con is self.objective_data else con.body
-            for v in pyo.expr.identify_variables(expr, include_fixed=False):
-                if id(v) not in var_index:
-                    var_index[id(v)] = len(self.variables)
-                    self.variables.append(v)
-        self.n = len(self.variables)
-        self.m = len(self.constraint_data)
-        builder = _TemplateBuilder(var_index, {})
+        builder = _TemplateBuilder({}, {}, self.variables)
         for term in _terms(self.objective_data.expr):
             builder.add(term, -1)
         for row, con in enumerate(self.constraint_data):
             for term in _terms(con.body):
                 builder.add(term, row)
+        self.n = len(self.variables)
+        self.m = len(self.constraint_data)
         self._params = builder.param_objects
         groups = builder.groups()
         self._objective_groups = [g for g in groups if g.rows[0] < 0]

@@ -367,16 +367,34 @@ def initialize_model(
 
 
 def read_trajectory(m: pyo.ConcreteModel) -> Trajectory:
-    """The variables' current values as arrays."""
+    """The variables' current values as arrays; x, y and b evaluated from them with numpy
+    by the model's definitions (the Expressions ``b``, ``x``, ``y``), not through Pyomo."""
     B, T = len(m.I), len(m.T)
 
-    def grid(component: Any) -> np.ndarray:
-        out = np.zeros((B, T))
-        for (i, t), v in component.items():
-            out[i - 1, t - 1] = pyo.value(v, exception=False) or 0.0
-        return out
+    def value(v: Any) -> float:
+        return 0.0 if v.value is None else float(v.value)
 
-    def row(var: Any) -> np.ndarray:
-        return np.array([0.0 if var[t].value is None else var[t].value for t in m.T])
+    def row(component: Any) -> np.ndarray:
+        return np.array([value(component[t]) for t in m.T])
 
-    return Trajectory(grid(m.x), grid(m.y), grid(m.b), row(m.n), row(m.z))
+    def param(component: Any, shape: tuple[int, ...]) -> np.ndarray:
+        values = np.array([pyo.value(p) for p in component.values()], dtype=float)
+        return values.reshape(shape)
+
+    f = np.array([value(v) for v in m.f.values()]).reshape(B, T)
+    n, z, crawled_new = row(m.n), row(m.z), row(m.Z)
+    b0, y0, p = param(m.b0, (B,)), param(m.y0, (B,)), param(m.p, (B,))
+    a = param(m.a, (B, T))
+    b = b0[:, None] + p[:, None] * crawled_new[None, :]  # (4) summed up
+    before = np.concatenate([b0[:, None], b[:, :-1]], axis=1)
+    x = f * before
+    y = np.zeros((B, T))
+    previous = y0
+    for t in range(1, T + 1):
+        if t in m.S:
+            y[:, t - 1] = [value(m.y_state[i, t]) for i in m.I]
+        else:  # (2) with 1 - x/b = 1 - f
+            col = t - 1
+            y[:, col] = (1 - f[:, col]) * ((1 - a[:, col]) * previous + a[:, col] * before[:, col])
+        previous = y[:, t - 1]
+    return Trajectory(x, y, b, n, z)
