@@ -215,6 +215,26 @@ def test_a_second_release_does_nothing(db: Database) -> None:
     assert release_period(db, now=T0 + DAY).status == "released"
 
 
+def test_release_pages_queues_each_page_once(db: Database) -> None:
+    """A page queued already keeps its row; a page given twice is queued at its earliest due
+    time; a page whose fetch count moved on (fetched meanwhile) is left out."""
+    _plan(db, {3: 10})
+    a, b, c, d = _fetched(db, "once", 3, [T0 - DAY] * 4)
+    t = T0.timestamp()
+    assert release_pages(db, 1, 1, page_ids=[a], due_epoch_s=[t + 50], fetches=[1]) == 1
+    queued = release_pages(
+        db,
+        1,
+        2,
+        page_ids=[a, b, b, c, d],
+        due_epoch_s=[t + 10, t + 30, t + 20, t + 5, t + 1.5],
+        fetches=[1, 1, 1, 0, 1],
+    )
+    assert queued == 2
+    second = timedelta(seconds=1)
+    assert _due(db) == {a: T0 + 50 * second, b: T0 + 20 * second, d: T0 + 1.5 * second}
+
+
 def test_concurrent_releases_release_once(db: Database) -> None:
     _fetched(db, "h", 1, [T0 - timedelta(hours=i) for i in range(30)])
     _plan(db, {1: 10})
