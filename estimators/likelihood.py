@@ -137,9 +137,12 @@ class ChangeLogLikelihood:
     def value_gradient(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Value and derivative in theta: ``sum_c x_c / (e^{x_c} - 1) - lambda U``."""
         rate, x = self._x(theta)
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            terms = np.log(-np.expm1(-x))
-            ratio = x / np.expm1(x)
+        # one transcendental for both sums: with m = 1 - e^-x, r = x e^-x / m = x (1 - m) / m
+        # (1 - m loses digits only where r is below 1e-14 of x, far below the other terms)
+        m = -np.expm1(-x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = x * (1.0 - m) / m
+            terms = np.log(m)
         exposure = rate * self.unchanged_time
         return self._sum(terms) - exposure, self._sum(ratio) - exposure
 

@@ -146,6 +146,8 @@ def log_rate_at_level(
     bound: float,
     tol: float = SOLVER_TOL,
     max_iter: int = SOLVER_MAX_ITER,
+    mode_value: FloatArray | None = None,
+    mode_hessian: FloatArray | None = None,
 ) -> tuple[FloatArray, int]:
     """Where a concave objective falls to ``level`` on one side of its maximum, per page.
 
@@ -161,6 +163,9 @@ def log_rate_at_level(
         Search below (-1) or above (+1) the mode.
     bound : float
         Farthest log rate searched on that side.
+    mode_value, mode_hessian : ndarray of float, shape (n_pages,), optional
+        The objective and its second derivative at ``mode``, when the caller has them (both
+        sides of an interval share them); evaluated here otherwise.
 
     Returns
     -------
@@ -173,13 +178,15 @@ def log_rate_at_level(
         raise ValueError("side must be -1 or +1")
     n = mode.shape[0]
     edge = np.full(n, float(bound))
-    above_at_edge = objective.value(edge) > level
     # Start at the end point of the quadratic (Wald) approximation; from there, Newton on a
     # concave function approaches the crossing monotonically from outside.
-    _, hess = objective.gradient_hessian(mode)
+    if mode_hessian is None:
+        mode_hessian = objective.gradient_hessian(mode)[1]
+    if mode_value is None:
+        mode_value = objective.value(mode)
     with np.errstate(divide="ignore", invalid="ignore"):
-        drop = objective.value(mode) - level
-        half_width = np.sqrt(2.0 * drop / np.maximum(-hess, 1e-300))
+        drop = mode_value - level
+        half_width = np.sqrt(2.0 * drop / np.maximum(-mode_hessian, 1e-300))
     start = mode + side * np.where(np.isfinite(half_width), half_width, 1.0)
 
     def crossing(
@@ -194,7 +201,14 @@ def log_rate_at_level(
     else:
         lo, hi = np.minimum(edge, mode), mode
     theta, n_iter = solve_decreasing(objective, crossing, lo, hi, start, tol=tol, max_iter=max_iter)
-    theta[above_at_edge] = bound
+    # where the objective stays above the level up to the bound, the bracket has closed on the
+    # bound: only those pages need the objective at the bound to tell
+    near = np.flatnonzero(np.abs(theta - bound) <= 2 * tol)
+    if near.size:
+        keep = np.zeros(n, dtype=np.bool_)
+        keep[near] = True
+        above = objective.restrict(keep).value(edge[near]) > level[near]
+        theta[near[above]] = bound
     return theta, n_iter
 
 
@@ -239,13 +253,24 @@ def mode_and_interval(
         Iterations of the slowest of the three solves.
     """
     theta, it_mode = maximize_log_rate(objective, lo, hi, start, tol=tol, max_iter=max_iter)
-    level = objective.value(theta) - chi2_level_drop(confidence)
-    low, it_low = log_rate_at_level(
-        objective, theta, level, side=-1, bound=LOG_RATE_MIN, tol=tol, max_iter=max_iter
-    )
-    high, it_high = log_rate_at_level(
-        objective, theta, level, side=+1, bound=LOG_RATE_MAX, tol=tol, max_iter=max_iter
-    )
+    top = objective.value(theta)
+    curvature = objective.gradient_hessian(theta)[1]
+    level = top - chi2_level_drop(confidence)
+    ends = {
+        side: log_rate_at_level(
+            objective,
+            theta,
+            level,
+            side=side,
+            bound=bound,
+            tol=tol,
+            max_iter=max_iter,
+            mode_value=top,
+            mode_hessian=curvature,
+        )
+        for side, bound in ((-1, LOG_RATE_MIN), (+1, LOG_RATE_MAX))
+    }
+    (low, it_low), (high, it_high) = ends[-1], ends[+1]
     low[low <= LOG_RATE_MIN] = -np.inf
     high[high >= LOG_RATE_MAX] = np.inf
     return theta, low, high, max(it_mode, it_low, it_high)
