@@ -353,10 +353,13 @@ class _Statements:
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
         postgres = dialect == "postgresql"
         r = RELEASED_PAGES
-        due_exists = or_(
-            select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE).exists(),
-            select(r.c.page_id).where(r.c.host_id == h.c.id, _QUEUE_DUE).exists(),
-        )
+        page_due = select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE)
+        queue_due = select(r.c.page_id).where(r.c.host_id == h.c.id, _QUEUE_DUE)
+        if postgres:
+            # Probed per host by index (OFFSET 0: PostgreSQL does not turn the EXISTS into a
+            # hashed subplan, which reads every due row of the queue on each lease).
+            page_due, queue_due = page_due.offset(0), queue_due.offset(0)
+        due_exists = or_(page_due.exists(), queue_due.exists())
         self.hosts_due = (
             select(
                 h.c.id,
