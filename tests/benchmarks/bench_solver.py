@@ -1,9 +1,10 @@
 """Solver benchmark: the WebFountain model at the paper's size, beside a plain formulation.
 
 Run as a script (``python tests/benchmarks/bench_solver.py``). For B = 255, T = 14 and each
-strategy it prints the median over ``--runs`` of build + compile + solve with the planner
-(:class:`planner.plan_solver.PlanSolver`: the model of :mod:`planner.webfountain`, its scaling,
-its start and :data:`planner.ipopt_solver.PLANNER_OPTIONS`), the iterations, status and
+strategy it prints the median over ``--runs`` of build + compile + start + solve with the
+planner (:class:`planner.plan_solver.PlanSolver`: the model of :mod:`planner.webfountain`, its
+scaling, the priced start of :mod:`planner.start_point` and
+:data:`planner.ipopt_solver.NEAR_START_OPTIONS`), the iterations, status and
 objective, and the same for a *plain* solve measured in the same run: the paper's equations
 written as they stand (variables x, y, b, n, z, every one >= 0, b >= b0 to keep the division
 away from zero; :func:`build_plain_model` below), compiled by the same bridge, solved with
@@ -17,6 +18,7 @@ Options: ``--runs N`` (default 3), ``--buckets B`` (default 255), ``--strategies
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from typing import Any
@@ -98,11 +100,15 @@ def build_plain_model(instance: CrawlInstance, weights: ObjectiveWeights) -> pyo
     return m
 
 
-def _planner(periods: int, buckets: int, strategy: Strategy) -> tuple[float, str, int, float]:
-    t0 = time.perf_counter()
+def _planner(
+    periods: int, buckets: int, strategy: Strategy
+) -> tuple[float, str, int, float, float, str]:
+    """Wall seconds, status, iterations, objective, CPU seconds, the start Ipopt began at."""
+    t0, c0 = time.perf_counter(), time.process_time()
     solver = PlanSolver(paper_instance(1, periods, buckets), strategy)
     sol = solver.solve()
-    return time.perf_counter() - t0, sol.status.value, sol.iterations, sol.objective
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return wall, sol.status.value, sol.iterations, sol.objective, cpu, sol.starts[0].name
 
 
 def _plain(periods: int, buckets: int, strategy: Strategy) -> tuple[float, str, int, float]:
@@ -124,7 +130,8 @@ def main() -> None:
     args = parser.parse_args()
     B = args.buckets
     strategies = [Strategy.parse(s) for s in args.strategies.split(",")]
-    print(f"B={B}, T=14, median of {args.runs} runs (build + compile + solve), seconds")
+    print(f"load average {os.getloadavg()[0]:.2f} (machine has {os.cpu_count()} CPUs)")
+    print(f"B={B}, T=14, median of {args.runs} runs (build + compile + start + solve), seconds")
     print(
         f"{'strategy':<9}{'planner s':>10}{'iters':>7}{'status':>9}{'objective':>16}"
         f"{'plain s':>9}{'iters':>7}{'status':>17}{'objective':>16}{'speed-up':>9}"
@@ -132,7 +139,7 @@ def main() -> None:
     for strategy in strategies:
         runs = [_planner(14, B, strategy) for _ in range(args.runs)]
         median = statistics.median(r[0] for r in runs)
-        _, status, iters, objective = runs[0]
+        _, status, iters, objective, _, _ = runs[0]
         line = f"{strategy.value:<9}{median:>10.2f}{iters:>7}{status:>9}{objective:>16.8e}"
         if not args.skip_plain:
             seconds, p_status, p_iters, p_obj = _plain(14, B, strategy)
@@ -140,14 +147,20 @@ def main() -> None:
             line += f"{seconds / median:>8.1f}x"
         print(line, flush=True)
         if args.runs > 1:
-            print(f"{'':<9}runs: " + ", ".join(f"{r[0]:.2f}" for r in runs), flush=True)
+            print(
+                f"{'':<9}runs: "
+                + ", ".join(f"{r[0]:.2f} (CPU {r[4]:.2f})" for r in runs)
+                + f"; start: {runs[0][5]}; load average {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     if not args.skip_long:
         for periods in (28, 56):
             for strategy in strategies:
-                seconds, status, iters, objective = _planner(periods, B, strategy)
+                seconds, status, iters, objective, cpu, start = _planner(periods, B, strategy)
                 print(
-                    f"T={periods}, strategy {strategy.value}: {seconds:.2f} s, {iters} iterations,"
-                    f" {status}, objective {objective:.8e}",
+                    f"T={periods}, strategy {strategy.value}: {seconds:.2f} s (CPU {cpu:.2f}),"
+                    f" {iters} iterations from the {start} start, {status},"
+                    f" objective {objective:.8e}",
                     flush=True,
                 )
 
