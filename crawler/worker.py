@@ -85,7 +85,7 @@ class CrawlSettings:
     #: lease expires) stays small in pages and in time, while a fast host's pages go to the
     #: store in few transactions (a lease of up to 25 pages in one).
     report_every: int = 25
-    report_seconds: float = 2.0
+    report_seconds: float = 10.0
     #: Send If-Modified-Since too. Off by default: servers whose Last-Modified never moves
     #: answer 304 to every such request and hide real changes; ETags are trusted, and this
     #: is meant to be enabled per host once Last-Modified is judged reliable there.
@@ -346,11 +346,13 @@ class CrawlWorker:
         now = time.monotonic()
         if crawl.unreported_since is None:
             crawl.unreported_since = now
-        if (
+        # bounds what a killed worker leaves unrecorded; the host's last page is reported with
+        # the hand-back instead
+        if crawl.pending and (
             len(crawl.results) >= s.report_every
             or now - crawl.unreported_since >= s.report_seconds
         ):
-            self._report(crawl)  # bounds what a killed worker leaves unrecorded
+            self._report(crawl)
         crawl.next_request = time.monotonic() + delay
         if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
             crawl.backoff_until = self.clock() + timedelta(seconds=delay)
