@@ -349,8 +349,7 @@ class CrawlWorker:
         # bounds what a killed worker leaves unrecorded; the host's last page is reported with
         # the hand-back instead
         if crawl.pending and (
-            len(crawl.results) >= s.report_every
-            or now - crawl.unreported_since >= s.report_seconds
+            len(crawl.results) >= s.report_every or now - crawl.unreported_since >= s.report_seconds
         ):
             self._report(crawl)
         crawl.next_request = time.monotonic() + delay
