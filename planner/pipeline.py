@@ -296,6 +296,7 @@ def _choose(
     work: PeriodWork,
     now: datetime,
     min_delay_seconds: float,
+    pull_forward: bool,
 ) -> Selection:
     parts = list(per_bucket.values())
 
@@ -326,6 +327,7 @@ def _choose(
         start=_epoch(work.starts_at),
         end=_epoch(work.ends_at),
         now=_epoch(now),
+        pull_forward=pull_forward,
     )
 
 
@@ -337,6 +339,7 @@ def release_period(
     candidate_factor: float = 1.25,
     max_rounds: int = 4,
     require_schedule: bool = True,
+    pull_forward: bool = True,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.
 
@@ -350,7 +353,9 @@ def release_period(
     A period is released only once the plan's page schedule is written in full
     (:func:`planner.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
     before that the pages' scheduled times are the previous plan's. ``require_schedule=False``
-    releases anyway (for scheduled times written by other means).
+    releases anyway (for scheduled times written by other means). ``pull_forward``: a bucket
+    with too few pages due in the period fills its quota with the pages scheduled soonest
+    after it (:func:`planner.selection.select_due_pages`).
     """
     when = now or datetime.now(UTC)
     plan = latest_plan(db)
@@ -386,12 +391,15 @@ def release_period(
         if to_read:
             per_bucket.update(
                 refresh_candidates(
-                    db, {b: limits[b] for b in to_read}, before=work.ends_at, now=when
+                    db,
+                    {b: limits[b] for b in to_read},
+                    before=None if pull_forward else work.ends_at,
+                    now=when,
                 )
             )
         if read_new:
             new = new_page_candidates(db, new_limit, now=when)
-        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, pull_forward)
         to_read, read_new = set(), False
         for short in selection.shortfalls:
             if short.reason != HOST_CAPACITY:

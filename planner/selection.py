@@ -13,6 +13,11 @@ The published plan says how many pages of each change-rate bucket to re-crawl in
   ``floor((window - 1 ms) / delay) + 1`` requests in the window from the release to the end
   of the period; a page whose host is full is skipped and the next candidate is taken.
 
+With ``pull_forward`` (what the service's releases do), a bucket with fewer pages due in the
+period than its quota takes the pages scheduled soonest after it as well: the plan's quota is
+the crawls the period has; a page crawled somewhat before its ideal time is worth more than a
+crawl left unused (the simulated planner policy spends its budget the same way).
+
 Buckets compete for host capacity in overdue order (one merged pass over all buckets'
 candidates by ``scheduled_at``); new pages take what capacity is left after the re-crawls.
 
@@ -229,6 +234,7 @@ def select_due_pages(
     end: float,
     now: float,
     importance: FloatArray | None = None,
+    pull_forward: bool = False,
 ) -> Selection:
     """Choose the pages to release for the period [start, end) at ``now`` and their times.
 
@@ -244,6 +250,10 @@ def select_due_pages(
     start, end, now : the period and the present, seconds, ``start <= now < end``;
         releases fall in ``[now, end)``.
     importance : (n,) optional; breaks ties of ``scheduled_at`` (higher first).
+    pull_forward : a bucket whose pages due in the period fall short of its quota takes the
+        pages scheduled soonest after the period too (released spread over the window, after
+        the overdue ones), so the plan's crawls are spent; without it, only pages scheduled
+        before ``end`` are candidates and the rest of the quota is a shortfall.
 
     Returns
     -------
@@ -288,7 +298,8 @@ def select_due_pages(
     gpos = np.searchsorted(quota_buckets, bucket)
     gpos = np.minimum(gpos, max(len(quota_buckets) - 1, 0))
     keep = (quota_buckets[gpos] == bucket) if len(quota_buckets) else np.zeros(n, dtype=bool)
-    keep &= scheduled_at < end  # not due this period
+    if not pull_forward:
+        keep &= scheduled_at < end  # not due this period
     imp = np.zeros(n) if importance is None else np.nan_to_num(np.asarray(importance, float), nan=0)
     order = np.lexsort((page_id, -imp, scheduled_at))
     order = order[keep[order]]
@@ -302,8 +313,9 @@ def select_due_pages(
     sched = scheduled_at[chosen_idx]
     # Release: at the scheduled time inside the window, overdue ones spread in order.
     refresh_release = np.minimum(sched, last)
-    overdue = sched < t0
-    refresh_release[overdue] = _spread(int(overdue.sum()), t0, last)
+    # overdue pages, then pages pulled forward from after the period, spread over the window
+    spread = (sched < t0) | (sched >= end)
+    refresh_release[spread] = _spread(int(spread.sum()), t0, last)
     counts = np.bincount(cand_group[taken], minlength=len(quota_of))
 
     # New pages: highest cash first, with the capacity left.

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
@@ -211,15 +211,20 @@ def _driver_rows(conn: Connection, sql: str, args: Sequence[Any]) -> list[Any]:
         cursor.close()
 
 
+#: Later than any scheduled time: "no bound" for the candidate query's range scan.
+_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+
 def _stamp(db: Database, when: datetime) -> Any:
     """A time as the driver takes it: SQLite's stored text, else the aware datetime."""
     return sqlite_text(when) if db.dialect == "sqlite" else when
 
 
 def refresh_candidates(
-    db: Database, limits: Mapping[int, int], *, before: datetime, now: datetime
+    db: Database, limits: Mapping[int, int], *, before: datetime | None, now: datetime
 ) -> dict[int, Candidates]:
-    """Per bucket, up to ``limits[bucket]`` pages scheduled before ``before``, most overdue first.
+    """Per bucket, up to ``limits[bucket]`` pages scheduled before ``before`` (None: whenever
+    scheduled, the soonest after the due ones), most overdue first.
 
     Pages of ``REFRESH_STATUSES`` not held by a live lease at ``now``, not urgent and not in
     the release queue, in ``scheduled_at`` order (ties by page id): one range scan of the
@@ -227,7 +232,7 @@ def refresh_candidates(
     for.
     """
     sql = _PG_REFRESH if db.dialect == "postgresql" else _SQLITE_REFRESH
-    until, at = _stamp(db, before), _stamp(db, now)
+    until, at = _stamp(db, before or _FAR_FUTURE), _stamp(db, now)
     out: dict[int, Candidates] = {}
     with db.read() as conn:
         for bucket, limit in sorted(limits.items()):

@@ -30,6 +30,7 @@ def _select(
     start: float = 0.0,
     end: float = 100.0,
     now: float = 0.0,
+    pull_forward: bool = False,
 ) -> Selection:
     """pages: (page_id, host_id, bucket, scheduled_at); new: (page_id, host_id) by cash."""
     arr = np.array(pages, dtype=float).reshape(-1, 4)
@@ -48,6 +49,7 @@ def _select(
         start=start,
         end=end,
         now=now,
+        pull_forward=pull_forward,
     )
 
 
@@ -65,6 +67,25 @@ def test_most_overdue_first_and_quota_met_exactly() -> None:
     # Three overdue pages spread evenly over [now, end - 1 ms), most overdue first.
     span = 100.0 - 1e-3
     assert sel.release_at == pytest.approx([0.0, span / 3, 2 * span / 3])
+
+
+def test_pull_forward_fills_a_quota_with_the_pages_scheduled_soonest_after_the_period() -> None:
+    # Bucket 4, quota 4: one page overdue, one inside the period, three after it.
+    pages = [(1, 1, 4, -5.0), (2, 2, 4, 70.0), (3, 3, 4, 300.0), (4, 4, 4, 120.0)]
+    pages += [(5, 5, 4, 200.0)]
+    delays = dict.fromkeys(range(1, 6), 0.0)
+    sel = _select(pages, {4: 4}, delays=delays, start=0, end=100, now=10, pull_forward=True)
+    release = _release(sel)
+    assert set(release) == {1, 2, 4, 5}  # the soonest after the period: 120 and 200, not 300
+    assert sel.chosen == {4: 4} and sel.shortfalls == ()
+    assert release[2] == 70.0  # inside the period: at its time
+    # overdue, then pulled forward in schedule order, spread over [now, end - 1 ms)
+    span = 100.0 - 1e-3 - 10.0
+    expected = [10.0, 10 + span / 3, 10 + 2 * span / 3]
+    assert [release[p] for p in (1, 4, 5)] == pytest.approx(expected)
+    # Without it the quota stops at the pages due in the period.
+    strict = _select(pages, {4: 4}, delays=delays, start=0, end=100, now=10)
+    assert set(_release(strict)) == {1, 2} and strict.shortfalls[0].reason == NOT_ENOUGH_DUE
 
 
 def test_pages_scheduled_inside_the_period_are_released_at_their_time() -> None:
