@@ -60,8 +60,8 @@ __all__ = [
 
 #: The priced start goes first when there are at least this many buckets per period. Its master
 #: LP mixes schedules in up to T buckets, which the start rounds: with few buckets that is much
-#: of the plan (B = 20, T = 14: local optima 0.1-0.9% worse than from the uniform crawl; B = 60
-#: and 255: 0.2-3.8% better, docs/model.md).
+#: of the plan (B = 20, T = 14: local optima 0.1-1.1% worse than from the uniform crawl; B = 60
+#: and 255: 0.3-3.8% better, docs/model.md).
 PRICED_FIRST_BUCKETS_PER_PERIOD = 4
 
 
