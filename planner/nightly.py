@@ -201,7 +201,7 @@ def _solve(
         )
     solution = solver.solve(warm)
     if not solution.status.ok and warm is not None:
-        solution = solver.solve(None)  # the uniform crawl: a start that is always feasible
+        solution = solver.solve(None)  # the solver's own starts (always feasible)
     record = {
         "status": solution.status.value,
         "objective": solution.objective,
