@@ -178,8 +178,11 @@ def log_rate_at_level(
         raise ValueError("side must be -1 or +1")
     n = mode.shape[0]
     edge = np.full(n, float(bound))
-    # Start at the end point of the quadratic (Wald) approximation; from there, Newton on a
-    # concave function approaches the crossing monotonically from outside.
+    # Start at the end point of the quadratic (Wald) approximation taken in the cube root of
+    # the rate, where Poisson log-likelihoods are nearly quadratic (Anscombe), so the start
+    # falls close to the skewed interval's end (one Newton step fewer on each side than the
+    # Wald end in ln rate); Newton on a concave function converges from there (from outside
+    # monotonically, from inside after one step out).
     if mode_hessian is None:
         mode_hessian = objective.gradient_hessian(mode)[1]
     if mode_value is None:
@@ -187,7 +190,10 @@ def log_rate_at_level(
     with np.errstate(divide="ignore", invalid="ignore"):
         drop = mode_value - level
         half_width = np.sqrt(2.0 * drop / np.maximum(-mode_hessian, 1e-300))
-    start = mode + side * np.where(np.isfinite(half_width), half_width, 1.0)
+    width = np.where(np.isfinite(half_width), half_width, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cube = 3.0 * np.log1p(side * width / 3.0)  # theta of (rate^(1/3) +- its half-width)^3
+    start = mode + np.where(np.isfinite(cube), cube, side * width)
 
     def crossing(
         obj: LogRateObjective, theta: FloatArray, pages: IntArray
