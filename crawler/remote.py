@@ -209,11 +209,14 @@ class RemoteWorkQueue:
         results: Sequence[FetchResult],
         *,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> ReportOutcome:
-        """Record results (the server splits OPIC cash with its own damping)."""
+        """Record results (the server splits OPIC cash with its own damping), after adding
+        the ``discovered`` pages (a call of their own, first, so the cash reaches them)."""
+        added = self.add_pages(discovered) if discovered else 0
         body = {"worker": self.worker, "results": self._results(results)}
         data = self._call("POST", f"/v1/leases/{lease_id}/report", body)
-        return ReportOutcome(data["recorded"], data["duplicates"], data["late"])
+        return ReportOutcome(data["recorded"], data["duplicates"], data["late"], added)
 
     def finish(
         self,
@@ -222,13 +225,16 @@ class RemoteWorkQueue:
         host: HostUpdate | None = None,
         *,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> tuple[ReportOutcome, int]:
-        """Record results and hand the host back."""
+        """Record results and hand the host back (``discovered`` pages added first)."""
+        added = self.add_pages(discovered) if discovered else 0
         body: dict[str, Any] = {"worker": self.worker, "results": self._results(results)}
         if host is not None:
             body["host"] = _host_payload(host)
         data = self._call("POST", f"/v1/leases/{lease_id}/finish", body)
-        return ReportOutcome(data["recorded"], data["duplicates"], data["late"]), data["returned"]
+        outcome = ReportOutcome(data["recorded"], data["duplicates"], data["late"], added)
+        return outcome, data["returned"]
 
     def release(self, lease_id: int, host: HostUpdate | None = None) -> int:
         """Hand a host back without results."""

@@ -42,6 +42,7 @@ class WorkQueue(Protocol):
         results: Sequence[FetchResult],
         *,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> ReportOutcome: ...
 
     def finish(
@@ -51,6 +52,7 @@ class WorkQueue(Protocol):
         host: HostUpdate | None = None,
         *,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> tuple[ReportOutcome, int]: ...
 
     def release(self, lease_id: int, host: HostUpdate | None = None) -> int: ...

@@ -425,26 +425,38 @@ class CrawlWorker:
             self.stats.add(notified=self.queue.add_notifications(notes))
 
     def _report(self, crawl: _HostCrawl) -> None:
-        """Record what the host's lease has seen so far (new URLs first, so that the report
-        can move cash to them, then the observations)."""
-        self._add_discovered(crawl)
+        """Record what the host's lease has seen so far: the new URLs and the observations,
+        in one call (the URLs first, so that the report can move cash to them)."""
+        unknown = self._unknown(crawl)
         if crawl.results:
-            self.queue.report(crawl.lease.lease_id, crawl.results, cash_split=self.cash_split)
+            outcome = self.queue.report(
+                crawl.lease.lease_id,
+                crawl.results,
+                cash_split=self.cash_split,
+                discovered=[(u, origin_of(u)) for u in unknown],
+            )
+            self._remember(crawl, unknown, outcome.discovered)
             crawl.results = []
+        elif unknown:
+            added = self.queue.add_pages((u, origin_of(u)) for u in unknown)
+            self._remember(crawl, unknown, added)
         crawl.unreported_since = None
 
-    def _add_discovered(self, crawl: _HostCrawl) -> None:
-        """Offer the URLs found that the pool does not know to be stored yet."""
-        unknown = self.known.unknown(crawl.discovered)
-        if unknown:
-            added = self.queue.add_pages((u, origin_of(u)) for u in unknown)
-            self.known.remember(unknown)
-            self.stats.add(discovered=added)
+    def _unknown(self, crawl: _HostCrawl) -> list[str]:
+        """The URLs found that the pool does not know to be stored yet."""
+        return self.known.unknown(crawl.discovered)
+
+    def _remember(self, crawl: _HostCrawl, urls: list[str], added: int) -> None:
+        """The host's discovered ``urls`` are stored now (``added`` of them were new); until
+        then they stay on the host, to be offered again if the call failed."""
         crawl.discovered = []
+        if urls:
+            self.known.remember(urls)
+            self.stats.add(discovered=added)
 
     def _finish(self, crawl: _HostCrawl) -> None:
-        """Report the host's observations and new URLs, and hand the host back."""
-        self._add_discovered(crawl)
+        """Report the host's observations and new URLs, and hand the host back, in one call."""
+        unknown = self._unknown(crawl)
         wait_left = max(0.0, crawl.next_request - time.monotonic())
         host = replace(
             crawl.host,
@@ -452,7 +464,14 @@ class CrawlWorker:
             backoff_until=crawl.backoff_until,
             consecutive_errors=crawl.errors,
         )
-        self.queue.finish(crawl.lease.lease_id, crawl.results, host, cash_split=self.cash_split)
+        outcome, _returned = self.queue.finish(
+            crawl.lease.lease_id,
+            crawl.results,
+            host,
+            cash_split=self.cash_split,
+            discovered=[(u, origin_of(u)) for u in unknown],
+        )
+        self._remember(crawl, unknown, outcome.discovered)
 
     def _observe(
         self, page_id: int, previous_signature: str | None, outcome: FetchOutcome

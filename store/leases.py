@@ -32,7 +32,7 @@ published (the page waits for the release of a plan period), else, before any pl
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -58,7 +58,8 @@ from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
-from store.pages import add_pages, insert_ignoring_conflicts
+from store.pages import CHUNK as PAGES_CHUNK
+from store.pages import add_pages, add_pages_in, insert_ignoring_conflicts
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
 from store.types import UTCDateTime, sqlite_text, utcnow
@@ -182,11 +183,13 @@ class HostUpdate:
 @dataclass(frozen=True)
 class ReportOutcome:
     """``recorded`` new observations; ``duplicates`` already recorded for this lease;
-    ``late`` of the recorded ones arrived after the lease had expired or was released."""
+    ``late`` of the recorded ones arrived after the lease had expired or was released;
+    ``discovered`` pages added by the report (its ``discovered`` URLs the store lacked)."""
 
     recorded: int
     duplicates: int
     late: int
+    discovered: int = 0
 
 
 def _free(leased_until: ColumnElement[datetime | None]) -> ColumnElement[bool]:
@@ -630,20 +633,25 @@ class LeaseQueue:
         *,
         now: datetime | None = None,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> ReportOutcome:
         """Record the observations of a lease's pages and update the pages' fetch state.
 
         Idempotent: a result already recorded for this lease is counted as a duplicate and
         changes nothing. Results for an expired lease are recorded (the fetch happened) but
         do not touch a newer lease of the same page. With ``cash_split``, each page read
-        moves its OPIC cash to its ``outlinks`` in the same transaction.
+        moves its OPIC cash to its ``outlinks`` in the same transaction. ``discovered``
+        ``(normalized_url, origin)`` pairs found by the crawl are added first, in the same
+        transaction (as :meth:`add_pages` would), so that the cash reaches them.
         """
         when = now or utcnow()
-        return self.db.run_write(
-            lambda conn: self._report(
-                conn, self._lease_row(conn, lease_id), results, when, cash_split
-            )
-        )
+
+        def work(conn: Connection) -> ReportOutcome:
+            added = self._add_discovered(conn, discovered, when)
+            lease = self._lease_row(conn, lease_id)
+            return replace(self._report(conn, lease, results, when, cash_split), discovered=added)
+
+        return self.db.run_write(work)
 
     def finish(
         self,
@@ -653,6 +661,7 @@ class LeaseQueue:
         *,
         now: datetime | None = None,
         cash_split: CashSplit | None = None,
+        discovered: Sequence[tuple[str, str]] = (),
     ) -> tuple[ReportOutcome, int]:
         """:meth:`report` then :meth:`release` in one transaction (the usual end of a lease).
 
@@ -661,11 +670,22 @@ class LeaseQueue:
         when = now or utcnow()
 
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
+            added = self._add_discovered(conn, discovered, when)
             lease = self._lease_row(conn, lease_id)
             outcome = self._report(conn, lease, results, when, cash_split)
-            return outcome, self._release(conn, lease, host, when)
+            return replace(outcome, discovered=added), self._release(conn, lease, host, when)
 
         return self.db.run_write(work)
+
+    def _add_discovered(
+        self, conn: Connection, pages: Sequence[tuple[str, str]], now: datetime
+    ) -> int:
+        """Add discovered pages in the caller's transaction; returns how many were new."""
+        added = 0
+        for start in range(0, len(pages), PAGES_CHUNK):
+            chunk = pages[start : start + PAGES_CHUNK]
+            added += add_pages_in(self.db, conn, chunk, now=now, discovered=True)
+        return added
 
     def _lease_row(self, conn: Connection, lease_id: int) -> Row[Any]:
         row = conn.execute(self._sql.lease_row, {"lease": lease_id}).one_or_none()

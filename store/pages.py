@@ -19,7 +19,7 @@ from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
 
-__all__ = ["SeedOutcome", "add_pages", "insert_ignoring_conflicts"]
+__all__ = ["CHUNK", "SeedOutcome", "add_pages", "add_pages_in", "insert_ignoring_conflicts"]
 
 CHUNK = 5_000
 
@@ -126,6 +126,21 @@ def _add_chunk(
         ]
         added = conn.execute(_SQLITE_INSERT_PAGES, rows).rowcount
     return added, len(chunk) - added, hosts_added
+
+
+def add_pages_in(
+    db: Database,
+    conn: Connection,
+    pages: Sequence[tuple[str, str]],
+    *,
+    now: datetime,
+    discovered: bool = True,
+) -> int:
+    """:func:`add_pages` of at most :data:`CHUNK` pairs in the caller's transaction (a crawl
+    report adds the URLs it found with its observations); returns how many were new."""
+    if not pages:
+        return 0
+    return _add_chunk(db, conn, pages, now, True, discovered)[0]
 
 
 def add_pages(

@@ -78,6 +78,41 @@ def test_a_report_moves_the_cash_to_the_outlinks_exactly_once(db: Database) -> N
     assert importance[a] == pytest.approx(importance[urls[3]])
 
 
+def test_a_report_adds_the_pages_it_discovered_and_moves_their_cash_in_one_step(
+    db: Database,
+) -> None:
+    add_pages(db, [("http://h.test/a", "http://h.test")], now=T0)
+    spread_virtual_cash(db, crawl_virtual_gift)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1))
+    (lease,) = queue.lease("w", now=T0)
+    found = ["http://h.test/new", "http://other.test/x"]
+    result = FetchResult(
+        page_id=lease.pages[0].page_id,
+        fetched_at=T0,
+        status="ok",
+        http_status=200,
+        outlinks=tuple(found),
+    )
+    outcome, _returned = queue.finish(
+        lease.lease_id,
+        [result],
+        cash_split=crawl_cash_split,
+        discovered=[(u, origin_of(u)) for u in found],
+        now=T0,
+    )
+    assert (outcome.recorded, outcome.discovered) == (1, 2)
+    cash = _cash(db)
+    share = math.floor(0.85 / Q / 2) * Q
+    # the new pages exist and got their share of a's cash in the same transaction
+    assert cash["http://h.test/new"][0] == cash["http://other.test/x"][0] == share
+    assert cash["http://h.test/a"][:2] == (0.0, 1.0)
+    # a repeated report finds them known
+    again = queue.report(
+        lease.lease_id, [result], discovered=[(u, origin_of(u)) for u in found], now=T0
+    )
+    assert (again.recorded, again.duplicates, again.discovered) == (0, 1, 0)
+
+
 def test_errors_move_no_cash_and_reports_without_a_split_move_none(db: Database) -> None:
     add_pages(db, [("http://h.test/a", "http://h.test"), ("http://h.test/b", "http://h.test")])
     spread_virtual_cash(db, crawl_virtual_gift)
