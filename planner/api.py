@@ -69,7 +69,7 @@ from store import (
     work_remaining,
 )
 from store.errors import InvalidReportError, LeaseNotFoundError
-from store.leases import lease_worker
+from store.leases import ReportOutcome, lease_worker
 from store.notifications import Notification, record_notifications
 from store.plans import plan_detail
 from store.urgent import request_urgent
@@ -324,6 +324,11 @@ def _normalized(urls: list[str]) -> list[tuple[str, str]]:
     return good
 
 
+def _report_body(out: ReportOutcome) -> dict[str, int]:
+    """A report's answer: the API adds discovered URLs through ``/v1/pages``, not here."""
+    return {"recorded": out.recorded, "duplicates": out.duplicates, "late": out.late}
+
+
 def _result(item: FetchResultIn) -> FetchResult:
     return FetchResult(**{**item.model_dump(), "outlinks": tuple(item.outlinks)})
 
@@ -477,7 +482,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         except InvalidReportError as error:
             raise HTTPException(422, str(error)) from None
         _outcome(out.recorded, out.duplicates, out.late)
-        return dataclasses.asdict(out)
+        return _report_body(out)
 
     @app.post("/v1/leases/{lease_id}/finish", dependencies=auth)
     def finish(lease_id: LeaseId, body: FinishRequest) -> dict[str, int]:
@@ -491,7 +496,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         except InvalidReportError as error:
             raise HTTPException(422, str(error)) from None
         _outcome(out.recorded, out.duplicates, out.late)
-        return {**dataclasses.asdict(out), "returned": returned}
+        return {**_report_body(out), "returned": returned}
 
     @app.post("/v1/leases/{lease_id}/release", dependencies=auth)
     def release(lease_id: LeaseId, body: ReleaseRequest) -> dict[str, int]:
