@@ -129,6 +129,10 @@ NEAR_START_OPTIONS: Mapping[str, Any] = {
     "mu_init": 1e-6,
     "bound_push": 1e-4,
     "bound_frac": 1e-4,
+    # Full steps in the constraint multipliers (not the primal step length): B = 255,
+    # T = 14 took 37 / 88 / 88 iterations on strategies 1 / 2 / 3 instead of 33 / 100 / 82,
+    # to the same objectives (docs/model.md).
+    "alpha_for_y": "full",
 }
 
 
