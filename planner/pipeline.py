@@ -421,16 +421,22 @@ def release_period(
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
     waiting = ids[pending]
     withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen)))
-    counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
+    # Each chosen page's fetch count, bucket and index key as read (the release checks the
+    # first and finds the page's index entry by the others).
     order = np.argsort(ids, kind="stable")
-    fetches = counts[order][np.searchsorted(ids[order], chosen)]
+    at = order[np.searchsorted(ids[order], chosen)]
+    counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
+    buckets = np.concatenate([np.asarray(c.bucket, dtype=np.int64) for c in read])
+    keys = [k for c in read for k in c.key]
     queued = queue_release(
         db,
         work.plan_id,
         work.period,
         page_ids=chosen.tolist(),
         due_epoch_s=selection.release_at.tolist(),
-        fetches=fetches.tolist(),
+        fetches=counts[at].tolist(),
+        buckets=buckets[at].tolist(),
+        keys=[keys[i] for i in at.tolist()],
         withdraw_ids=waiting.tolist(),
         now=when,
     )

@@ -91,8 +91,11 @@ class Candidates:
     when unknown; ``pending``: the page has a ``next_due_at`` (due outside the plan's
     releases: from before the first plan); ``fetches``: the page's fetch count when read (a
     release queues the page only if no fetch was reported since, so a page fetched meanwhile
-    is not released again); ``exhausted``: per bucket (``-1`` for new pages), True when the
-    query returned fewer rows than asked, i.e. every candidate was read.
+    is not released again); ``key``: the page's index key as the store holds it (SQLite:
+    ``scheduled_at`` text, ``cash`` for new pages; None on PostgreSQL), with which a release
+    finds the page's entry in the index the candidate query read; ``exhausted``: per bucket
+    (``-1`` for new pages), True when the query returned fewer rows than asked, i.e. every
+    candidate was read.
     """
 
     page_id: list[int] = field(default_factory=list)
@@ -102,15 +105,18 @@ class Candidates:
     importance: list[float] = field(default_factory=list)
     pending: list[bool] = field(default_factory=list)
     fetches: list[int] = field(default_factory=list)
+    key: list[Any] = field(default_factory=list)
     exhausted: dict[int, bool] = field(default_factory=dict)
 
     def extend(self, rows: Sequence[Any], bucket: int, limit: int) -> None:
-        """Append ``(id, host_id, key, importance, pending, fetches)`` rows of one bucket."""
+        """Append ``(id, host_id, seconds, importance, pending, fetches, key)`` rows of one
+        bucket."""
         self.exhausted[bucket] = len(rows) < limit
         if not rows:
             return
-        ids, hosts, keys, importance, pending, fetches = zip(*rows, strict=True)
+        ids, hosts, keys, importance, pending, fetches, stored = zip(*rows, strict=True)
         self.fetches.extend(fetches)
+        self.key.extend(stored)
         self.page_id.extend(ids)
         self.host_id.extend(hosts)
         self.bucket.extend([bucket] * len(rows))
@@ -181,23 +187,23 @@ _PG_CANDIDATE = (
 # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
 _SQLITE_REFRESH = (
     "SELECT id, host_id, CAST(strftime('%s', scheduled_at) AS REAL) "
-    "+ CAST(substr(scheduled_at, 20) AS REAL), importance, next_due_at IS NOT NULL, fetches "
-    f"FROM pages WHERE bucket = ? AND scheduled_at < ? AND status IN ({_STATUSES}) "
+    "+ CAST(substr(scheduled_at, 20) AS REAL), importance, next_due_at IS NOT NULL, fetches, "
+    f"scheduled_at FROM pages WHERE bucket = ? AND scheduled_at < ? AND status IN ({_STATUSES}) "
     f"AND {_SQLITE_CANDIDATE} ORDER BY scheduled_at, id LIMIT ?"
 )
 _PG_REFRESH = (
     "SELECT id, host_id, date_part('epoch', scheduled_at)::float8, importance, "
-    "next_due_at IS NOT NULL, fetches "
+    "next_due_at IS NOT NULL, fetches, NULL "
     f"FROM pages WHERE bucket = %s AND scheduled_at < %s AND status IN ({_STATUSES}) "
     f"AND {_PG_CANDIDATE} ORDER BY scheduled_at, id LIMIT %s"
 )
 # The new-page condition word for word, for SQLite to use the partial index.
 _SQLITE_NEW = (
-    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches FROM pages "
+    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches, cash FROM pages "
     f"WHERE {NEW_PAGE_CONDITION} AND {_SQLITE_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT ?"
 )
 _PG_NEW = (
-    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches FROM pages "
+    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches, NULL FROM pages "
     f"WHERE {NEW_PAGE_CONDITION} AND {_PG_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT %s"
 )
 
@@ -330,32 +336,66 @@ _PG_WITHDRAW = text(
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 # The due time is formatted by SQLite from whole seconds and microseconds, as UTCDateTime
 # stores it (naive UTC text with microseconds; datetime() is strftime('%Y-%m-%d %H:%M:%S')
-# without a format to parse): no datetime object per page. The chosen
-# pages, (id, whole seconds, microseconds, fetches), go through a temporary table filled by
-# executemany (cheaper than a JSON array's parsing), keyed (so sorted) by id: CROSS JOIN keeps
-# it the outer loop, so pages is read by id, in id order. (An exact duplicate row would
-# release nothing more: it is stored once.)
+# without a format to parse): no datetime object per page. The chosen pages, (bucket, index
+# key, id, whole seconds, microseconds, fetches), go through a temporary table filled by
+# executemany (cheaper than a JSON array's parsing), keyed (so sorted) by bucket and key: the
+# order of the indexes the candidates were read from. (An exact duplicate row would release
+# nothing more: it is stored once.) Bucket -1: a new page (key: its cash); -2: no key given
+# (key 0: a key column of a WITHOUT ROWID table is never NULL).
 _SQLITE_CHOSEN_TABLE = (
-    "CREATE TEMP TABLE release_chosen (page_id INTEGER NOT NULL, "
-    "secs INTEGER NOT NULL, micros INTEGER NOT NULL, fetches INTEGER NOT NULL, "
-    "PRIMARY KEY (page_id, secs, micros, fetches)) WITHOUT ROWID"
+    "CREATE TEMP TABLE release_chosen (bucket INTEGER NOT NULL, key NUMERIC, "
+    "page_id INTEGER NOT NULL, secs INTEGER NOT NULL, micros INTEGER NOT NULL, "
+    "fetches INTEGER NOT NULL, PRIMARY KEY (bucket, key, page_id, secs, micros, fetches)) "
+    "WITHOUT ROWID"
 )
-_SQLITE_CHOSEN_ROWS = "INSERT OR IGNORE INTO temp.release_chosen VALUES (?, ?, ?, ?)"
+_SQLITE_CHOSEN_ROWS = "INSERT OR IGNORE INTO temp.release_chosen VALUES (?, ?, ?, ?, ?, ?)"
 _SQLITE_CHOSEN_DROP = "DROP TABLE temp.release_chosen"
-#: SQLite reads the chosen pages' rows through a memory map while it queues them (100,000
-#: rows scattered over the table: no read() call per row); SQLite caps the size it maps.
-_SQLITE_MMAP_BYTES = 1 << 40
-_SQLITE_QUEUE = (
+_SQLITE_QUEUE_COLUMNS = (
     "INSERT OR IGNORE INTO released_pages (page_id, plan_id, period, host_id, due_at, url, "
     "status, last_fetch_at, etag, last_modified, signature) "
+)
+_SQLITE_QUEUED_ROW = (
     "SELECT p.id, ?, ?, p.host_id, datetime(t.secs, 'unixepoch') "
     "|| printf('.%06d', t.micros) AS due, p.url, p.status, p.last_fetch_at, p.etag, "
     "p.last_modified, p.signature "
-    "FROM temp.release_chosen AS t CROSS JOIN pages AS p ON p.id = t.page_id "
-    "WHERE p.fetches = t.fetches AND (p.leased_until IS NULL OR p.leased_until < ?) "
-    f"AND (p.next_due_at IS NULL OR p.next_due_at > '{_URGENT}') "
+)
+#: A chosen page is queued only if still as the release read it (see _PG_QUEUE_SQL).
+_SQLITE_UNCHANGED = (
+    "p.fetches = t.fetches AND (p.leased_until IS NULL OR p.leased_until < ?) "
+    f"AND (p.next_due_at IS NULL OR p.next_due_at > '{_URGENT}')"
+)
+# Each chosen page's row read from the index entry its candidate query read (the entries of a
+# bucket lie together, and were just read): ix_pages_bucket_scheduled and ix_pages_new_cash
+# hold every column the release copies and checks, so the table's rows, 100,000 of them
+# scattered over 10,000,000, are not read at all (from disk, when the OS has not kept them
+# cached, that is seconds). A page whose entry moved since (fetched, re-scheduled,
+# re-bucketed, cash moved) is not found here: the second statement reads it by id.
+_SQLITE_QUEUE_BY_INDEX = (
+    _SQLITE_QUEUE_COLUMNS
+    + "SELECT * FROM ("
+    + _SQLITE_QUEUED_ROW
+    + "FROM temp.release_chosen AS t CROSS JOIN pages AS p "
+    "INDEXED BY ix_pages_bucket_scheduled "
+    "ON p.bucket = t.bucket AND p.scheduled_at = t.key AND p.id = t.page_id "
+    f"WHERE t.bucket >= 0 AND {_SQLITE_UNCHANGED} "
+    "UNION ALL "
+    + _SQLITE_QUEUED_ROW
+    + "FROM temp.release_chosen AS t CROSS JOIN pages AS p INDEXED BY ix_pages_new_cash "
+    "ON p.cash = t.key AND p.id = t.page_id "
+    f"WHERE t.bucket = -1 AND {NEW_PAGE_CONDITION.replace('status', 'p.status')} "
+    f"AND {_SQLITE_UNCHANGED}"
+    ") ORDER BY host_id, due, id"
+)
+# By id, from the table: the chosen pages not queued by _SQLITE_QUEUE_BY_INDEX (all of them
+# when no keys were given).
+_SQLITE_QUEUE_BY_ID = (
+    _SQLITE_QUEUE_COLUMNS
+    + _SQLITE_QUEUED_ROW
+    + "FROM temp.release_chosen AS t CROSS JOIN pages AS p ON p.id = t.page_id "
+    f"WHERE {_SQLITE_UNCHANGED} {{queued}}"
     "ORDER BY p.host_id, due, p.id"
 )
+_SQLITE_NOT_QUEUED = "AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = p.id) "
 _SQLITE_WITHDRAW = (
     "UPDATE pages SET next_due_at = NULL WHERE id = ? "
     "AND (leased_until IS NULL OR leased_until < ?) "
@@ -384,19 +424,23 @@ def _array(values: Sequence[int] | Sequence[float]) -> str:
     return "{" + ",".join(map(repr, values)) + "}"
 
 
-def _seconds_micros_rows(
-    ids: list[int], secs: list[float], fetches: list[int]
-) -> list[tuple[int, int, int, int]]:
-    """``(id, whole seconds, microseconds, fetches)``: :func:`store.types.seconds_micros`
-    inline (no call per page)."""
+def _chosen_rows(
+    buckets: Sequence[int],
+    keys: Sequence[Any],
+    ids: list[int],
+    secs: list[float],
+    fetches: list[int],
+) -> list[tuple[int, Any, int, int, int, int]]:
+    """``(bucket, key, id, whole seconds, microseconds, fetches)``:
+    :func:`store.types.seconds_micros` inline (no call per page)."""
     out = []
     floor = math.floor
-    for i, s, f in zip(ids, secs, fetches, strict=True):
+    for b, k, i, s, f in zip(buckets, keys, ids, secs, fetches, strict=True):
         whole = floor(s)
         micros = round((s - whole) * 1e6)
         if micros == 1_000_000:
             whole, micros = whole + 1, 0
-        out.append((i, whole, micros, f))
+        out.append((b, k, i, whole, micros, f))
     return out
 
 
@@ -408,6 +452,8 @@ def queue_release(
     page_ids: Sequence[int],
     due_epoch_s: Sequence[float],
     fetches: Sequence[int],
+    buckets: Sequence[int] | None = None,
+    keys: Sequence[Any] | None = None,
     withdraw_ids: Sequence[int] = (),
     now: datetime | None = None,
 ) -> QueuedRelease | None:
@@ -420,9 +466,18 @@ def queue_release(
     count is no longer the ``fetches`` it had when read (a worker fetched and reported it in
     between: releasing it would fetch it twice). Returns None when the period had been
     released already (nothing written).
+
+    ``buckets`` and ``keys``, one per page: the page's candidate bucket (-1: a new page) and
+    index key (:attr:`Candidates.bucket`, :attr:`Candidates.key`). With them SQLite reads the
+    pages from the index entries the candidate queries read, not from the table (pages moved
+    since are read by id); without them (or on PostgreSQL), by id.
     """
     if not len(page_ids) == len(due_epoch_s) == len(fetches):
         raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
+    if (buckets is None) != (keys is None):
+        raise ValueError("buckets and keys go together")
+    if buckets is not None and keys is not None and not len(buckets) == len(keys) == len(page_ids):
+        raise ValueError("buckets and keys must have one entry per page")
     when = now or utcnow()
     ids = [int(i) for i in page_ids]
     secs = [float(s) for s in due_epoch_s]
@@ -459,39 +514,63 @@ def queue_release(
             statement = _PG_QUEUE if len(set(ids)) == len(ids) else _PG_QUEUE_REPEATS
             conn.exec_driver_sql(_PG_QUEUE_PLAN)
             released = conn.execute(statement, {**params, "plan": plan_id, "period": period})
-            count = released.rowcount
+            count = int(released.rowcount or 0)
         else:
-            # Through the driver, in id order (the join reads pages by id, neighbouring rows
-            # together), with the timestamps in the text form UTCDateTime stores (naive UTC,
-            # microseconds).
-            stamp = sqlite_text(when)
-            with sqlite_bulk_cache(conn):
-                if withdraw:
-                    conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
-                count = 0
-                if ids:
-                    # (A failed release rolls the temporary table back with the rest.)
-                    conn.exec_driver_sql(_SQLITE_CHOSEN_TABLE)
-                    conn.exec_driver_sql(
-                        _SQLITE_CHOSEN_ROWS, _seconds_micros_rows(ids, secs, counts)
-                    )
-                    mapped = conn.exec_driver_sql("PRAGMA mmap_size").scalar()
-                    conn.exec_driver_sql(f"PRAGMA mmap_size = {_SQLITE_MMAP_BYTES}")
-                    try:
-                        queue = conn.exec_driver_sql(_SQLITE_QUEUE, (plan_id, period, stamp))
-                        count = queue.rowcount
-                    finally:
-                        conn.exec_driver_sql(f"PRAGMA mmap_size = {int(mapped or 0)}")
-                    conn.exec_driver_sql(_SQLITE_CHOSEN_DROP)
-        released_count = int(count or 0)
+            count = _sqlite_queue(
+                conn, plan_id, period, when, ids, secs, counts, withdraw, buckets, keys
+            )
         conn.execute(
             update(PERIOD_RELEASES)
             .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
-            .values(pages=released_count)
+            .values(pages=count)
         )
-        return QueuedRelease(released=released_count, carried_over=carried)
+        return QueuedRelease(released=count, carried_over=carried)
 
     return db.run_write(work)
+
+
+def _sqlite_queue(
+    conn: Connection,
+    plan_id: int,
+    period: int,
+    when: datetime,
+    ids: list[int],
+    secs: list[float],
+    counts: list[int],
+    withdraw: list[int],
+    buckets: Sequence[int] | None,
+    keys: Sequence[Any] | None,
+) -> int:
+    """:func:`queue_release`'s writes on SQLite (in its transaction); the pages queued."""
+    # Through the driver, with the timestamps in the text form UTCDateTime stores (naive
+    # UTC, microseconds).
+    stamp = sqlite_text(when)
+    with sqlite_bulk_cache(conn):
+        if withdraw:
+            conn.exec_driver_sql(_SQLITE_WITHDRAW, [(i, stamp) for i in sorted(withdraw)])
+        if not ids:
+            return 0
+        # (A failed release rolls the temporary table back with the rest.)
+        conn.exec_driver_sql(_SQLITE_CHOSEN_TABLE)
+        keyed = buckets is not None and keys is not None
+        rows = _chosen_rows(
+            [int(b) for b in buckets] if buckets is not None else [-2] * len(ids),
+            keys if keys is not None else [0] * len(ids),
+            ids,
+            secs,
+            counts,
+        )
+        conn.exec_driver_sql(_SQLITE_CHOSEN_ROWS, rows)
+        args = (plan_id, period, stamp)
+        count = 0
+        if keyed:
+            count = int(conn.exec_driver_sql(_SQLITE_QUEUE_BY_INDEX, args + args).rowcount)
+        if count < len(ids):
+            # Pages not found by their key (moved, or no key given), and repeated ids.
+            by_id = _SQLITE_QUEUE_BY_ID.format(queued=_SQLITE_NOT_QUEUED if keyed else "")
+            count += int(conn.exec_driver_sql(by_id, args).rowcount)
+        conn.exec_driver_sql(_SQLITE_CHOSEN_DROP)
+    return count
 
 
 def release_pages(

@@ -239,6 +239,76 @@ def test_release_pages_queues_each_page_once(db: Database) -> None:
     assert _due(db) == {a: T0 + 50 * second, b: T0 + 20 * second, d: T0 + 1.5 * second}
 
 
+def test_pages_changed_after_the_read_are_released_as_they_are_now(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the candidate read and the release's write: a page fetched (reported) is left
+    out; a page re-bucketed or re-scheduled without a fetch, and a new page whose cash moved,
+    are still released (their index entries moved: the release reads them by id); a page
+    leased meanwhile, or made urgent, is left out; the rest are queued with the URL and
+    validators of their row."""
+    old = _fetched(db, "a", 3, [T0 - timedelta(hours=10 - i) for i in range(6)])
+    new = _pages(db, "n", 3)
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == old[0]).values(etag='"e0"', signature="s0"))
+        for cash, pid in zip([0.9, 0.8, 0.7], new, strict=True):
+            conn.execute(update(PAGES).where(PAGES.c.id == pid).values(cash=cash))
+    _plan(db, {3: 6}, new_pages=3)
+    fetched, rebucketed, rescheduled, leased, urgent = old[1:]
+    moved_cash = new[0]
+    import planner.pipeline as pipeline
+
+    real = pipeline.queue_release
+
+    def meanwhile(*args: Any, **kwargs: Any) -> Any:
+        assert sorted(kwargs["page_ids"]) == sorted(old + new)
+        with db.write() as conn:
+            for pid, values in [
+                (fetched, {"fetches": 2, "scheduled_at": T0 + 5 * DAY}),
+                (rebucketed, {"bucket": 4}),
+                (rescheduled, {"scheduled_at": T0 - timedelta(hours=20)}),
+                (leased, {"leased_until": T0 + DAY}),
+                (urgent, {"next_due_at": URGENT_DUE}),
+                (moved_cash, {"cash": 2.5}),
+            ]:
+                conn.execute(update(PAGES).where(PAGES.c.id == pid).values(**values))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "queue_release", meanwhile)
+    summary = release_period(db, now=T0 + timedelta(minutes=1), min_delay_seconds=1.0)
+    assert summary.status == "released"
+    with db.read() as conn:
+        rows = conn.execute(select(RELEASED_PAGES)).all()
+        urls = dict(conn.execute(select(PAGES.c.id, PAGES.c.url)).tuples().all())
+    queued = {r.page_id: r for r in rows}
+    assert set(queued) == {old[0], rebucketed, rescheduled, *new}
+    assert summary.released == len(queued)
+    assert all(r.url == urls[pid] for pid, r in queued.items())
+    assert (queued[old[0]].etag, queued[old[0]].signature) == ('"e0"', "s0")
+    assert queued[old[0]].status == "ok" and queued[new[1]].status == "new"
+
+
+def test_sqlite_release_reads_its_pages_from_the_candidate_indexes(db: Database) -> None:
+    """The release's write on SQLite looks its pages up in the covering candidate indexes
+    only (every column it copies and checks is in them), never in the table."""
+    if db.dialect != "sqlite":
+        pytest.skip("SQLite's query plan")
+    from store import releases
+
+    with db.write() as conn:
+        conn.exec_driver_sql(releases._SQLITE_CHOSEN_TABLE)
+        plan = " | ".join(
+            str(row[-1])
+            for row in conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {releases._SQLITE_QUEUE_BY_INDEX}", (1, 1, "x") * 2
+            )
+        )
+        conn.exec_driver_sql(releases._SQLITE_CHOSEN_DROP)
+    assert "COVERING INDEX ix_pages_bucket_scheduled (bucket=? AND scheduled_at=?)" in plan
+    assert "COVERING INDEX ix_pages_new_cash (cash=? AND id=?" in plan
+    assert "PRIMARY KEY (rowid" not in plan and "SCAN p" not in plan
+
+
 def test_concurrent_releases_release_once(db: Database) -> None:
     _fetched(db, "h", 1, [T0 - timedelta(hours=i) for i in range(30)])
     _plan(db, {1: 10})
