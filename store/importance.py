@@ -13,15 +13,26 @@ stopped. A report moves cash in its own transaction (:func:`move_cash`);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
-from store.database import Database
+from store.database import PG_BY_ID, Database
 from store.models import PAGES
 
-__all__ = ["CashSplit", "CashTotals", "VirtualGift", "move_cash", "spread_virtual_cash"]
+__all__ = [
+    "CashSplit",
+    "CashTotals",
+    "PageIds",
+    "VirtualGift",
+    "move_cash",
+    "page_ids_of",
+    "spread_virtual_cash",
+]
 
 #: ``(cash of each fetched page, its number of outlinks) -> share per outlink`` (whole quanta).
 CashSplit = Callable[[list[float], list[int]], list[float]]
@@ -29,18 +40,75 @@ CashSplit = Callable[[list[float], list[int]], list[float]]
 VirtualGift = Callable[[int, float], float]
 
 _p = PAGES
-_MOVE = (
-    update(_p)
-    .where(_p.c.id == bindparam("o_id"))
-    .values(
-        cash=_p.c.cash + bindparam("o_cash"),
-        history=_p.c.history + bindparam("o_history"),
-    )
+_URL_IDS = select(_p.c.url, _p.c.id).where(_p.c.url.in_(bindparam("urls", expanding=True)))
+_CASH = select(_p.c.id, _p.c.cash).where(_p.c.id.in_(bindparam("ids", expanding=True)))
+# The cash moves, one row per page whose cash or history changes, in id order.
+_SQLITE_MOVE = "UPDATE pages SET cash = cash + ?, history = history + ? WHERE id = ?"
+# PostgreSQL: one statement for all of them, the ids looked up by index in the arrays' order
+# (the same row lock order in every report).
+_PG_MOVE = text(
+    """
+    UPDATE pages SET cash = pages.cash + t.c, history = pages.history + t.h
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:cash AS float8[]), CAST(:history AS float8[]))
+         AS t(i, c, h)
+    WHERE pages.id = t.i
+    """
 )
 
 
+class PageIds:
+    """Page ids by normalized URL, as committed in the store, so that a report's outlinks are
+    not looked up one statement per report. A page keeps its id for good (pages are neither
+    deleted nor renamed), so a remembered id never goes stale; a URL not remembered is looked
+    up. Callers remember only ids they read in a committed transaction (an id read from a
+    page added in a transaction that rolled back could be given to another URL). Bounded:
+    past ``capacity`` the oldest half is forgotten. Shared by the threads of a process."""
+
+    def __init__(self, capacity: int = 1_000_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def get(self, url: str) -> int | None:
+        """The page id of ``url``, or None when not remembered."""
+        return self._ids.get(url)
+
+    def remember(self, pairs: Iterable[tuple[str, int]]) -> None:
+        """Remember ``(url, page id)`` pairs read from committed rows."""
+        with self._lock:
+            ids = self._ids
+            ids.update(pairs)
+            if len(ids) > self.capacity:
+                for url in list(islice(ids, len(ids) - self.capacity // 2)):
+                    del ids[url]
+
+
+_PAGE_IDS: weakref.WeakKeyDictionary[Database, PageIds] = weakref.WeakKeyDictionary()
+_PAGE_IDS_LOCK = threading.Lock()
+
+
+def page_ids_of(db: Database) -> PageIds:
+    """The :class:`PageIds` of the store ``db`` (one per open database, so per process)."""
+    with _PAGE_IDS_LOCK:
+        found = _PAGE_IDS.get(db)
+        if found is None:
+            found = _PAGE_IDS[db] = PageIds()
+        return found
+
+
 def move_cash(
-    conn: Connection, givers: Sequence[tuple[int, Sequence[str]]], split: CashSplit
+    conn: Connection,
+    givers: Sequence[tuple[int, Sequence[str]]],
+    split: CashSplit,
+    *,
+    known: PageIds | None = None,
+    found: list[tuple[str, int]] | None = None,
+    cash: Mapping[int, float | None] | None = None,
 ) -> int:
     """Move each fetched page's cash to its outlinks, in the caller's transaction.
 
@@ -49,24 +117,41 @@ def move_cash(
     cash to the virtual page. The page's history grows by its cash, its cash falls by the same
     amount (``cash - c``, not 0: cash that another report added meanwhile stays). Returns the
     number of transfers along links.
+
+    ``known``: ids remembered from earlier transactions; the other URLs are looked up, and
+    appended as ``(url, id)`` to ``found`` (for the caller to remember once it commits).
+    ``cash``: the givers' cash, read in this transaction (with their rows locked on
+    PostgreSQL); else it is read here.
     """
     if not givers:
         return 0
-    urls = sorted({u for _, links in givers for u in links})
     ids: dict[str, int] = {}
-    for start in range(0, len(urls), 5_000):
-        chunk = urls[start : start + 5_000]
-        found = conn.execute(select(_p.c.url, _p.c.id).where(_p.c.url.in_(chunk))).tuples()
-        ids.update(found.all())
-    giver_ids = sorted({pid for pid, _ in givers})
-    cash = dict(
-        conn.execute(select(_p.c.id, _p.c.cash).where(_p.c.id.in_(giver_ids))).tuples().all()
-    )
-    targets = {
-        pid: sorted({ids[u] for u in links if u in ids and ids[u] != pid})
-        for pid, links in givers
-        if pid in cash
-    }
+    missing: set[str] = set()
+    for _, links in givers:
+        for u in links:
+            if u not in ids:
+                pid = known.get(u) if known is not None else None
+                if pid is None:
+                    missing.add(u)
+                else:
+                    ids[u] = pid
+    if missing:
+        urls = sorted(missing)
+        for start in range(0, len(urls), 5_000):
+            chunk = urls[start : start + 5_000]
+            rows = conn.execute(_URL_IDS, {"urls": chunk}).tuples().all()
+            ids.update(rows)
+            if found is not None:
+                found.extend(rows)
+    if cash is None:
+        giver_ids = sorted({pid for pid, _ in givers})
+        cash = dict(conn.execute(_CASH, {"ids": giver_ids}).tuples().all())
+    targets: dict[int, list[int]] = {}
+    for pid, links in givers:
+        if pid in cash and pid not in targets:
+            to = {ids[u] for u in links if u in ids}
+            to.discard(pid)
+            targets[pid] = sorted(to)
     order = sorted(targets)
     taken = [float(cash[pid] or 0.0) for pid in order]
     shares = split(taken, [len(targets[pid]) for pid in order])
@@ -77,13 +162,22 @@ def move_cash(
         entry[1] += c
         for target in targets[pid]:
             delta.setdefault(target, [0.0, 0.0])[0] += share
-    rows = [
-        {"o_id": pid, "o_cash": d[0], "o_history": d[1]}
-        for pid, d in sorted(delta.items())  # id order: the same lock order in every report
-        if d[0] != 0.0 or d[1] != 0.0
-    ]
-    if rows:
-        conn.execute(_MOVE, rows)
+    # id order: the same lock order in every report
+    moves = [(pid, d[0], d[1]) for pid, d in sorted(delta.items()) if d[0] != 0.0 or d[1] != 0.0]
+    if moves:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(PG_BY_ID)
+            conn.execute(
+                _PG_MOVE,
+                {
+                    "ids": [m[0] for m in moves],
+                    "cash": [m[1] for m in moves],
+                    "history": [m[2] for m in moves],
+                },
+            )
+        else:
+            # straight through the driver: no per-row parameter processing
+            conn.exec_driver_sql(_SQLITE_MOVE, [(c, h, pid) for pid, c, h in moves])
     return sum(len(t) for t in targets.values())
 
 

@@ -53,9 +53,9 @@ from sqlalchemy import (
     update,
 )
 
-from store.database import PG_BY_ID, Database, sqlite_bulk_cache
+from store.database import PG_BY_ID, Database, DriverStatement, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
-from store.importance import CashSplit, move_cash
+from store.importance import CashSplit, move_cash, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
 from store.pages import CHUNK as PAGES_CHUNK
@@ -352,7 +352,8 @@ class _Statements:
     them; prebuilt statements keep the lease, report and release transactions short.
     """
 
-    def __init__(self, dialect: str, insert_observation: Insert) -> None:
+    def __init__(self, db: Database, insert_observation: Insert) -> None:
+        dialect = db.dialect
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
         postgres = dialect == "postgresql"
         r = RELEASED_PAGES
@@ -400,6 +401,7 @@ class _Statements:
                 p.c.last_modified,
                 p.c.signature,
                 p.c.refresh_interval,
+                p.c.cash,
             )
             .where(p.c.id.in_(_IDS))
             .order_by(p.c.id)
@@ -414,7 +416,14 @@ class _Statements:
             o.c.page_id == bindparam("page"),
             o.c.fetched_at < bindparam("at", type_=UTCDateTime()),
         )
-        self.insert_observation = insert_observation
+        # A report's rows, straight through the driver (the observations' INSERT ... ON
+        # CONFLICT would otherwise be compiled again on every report).
+        engine_dialect = db.engine.dialect
+        self.insert_observation = DriverStatement(
+            insert_observation, engine_dialect, column_keys=_OBSERVATION_KEYS
+        )
+        self.update_newer = DriverStatement(_UPDATE_NEWER, engine_dialect)
+        self.update_older = DriverStatement(_UPDATE_OLDER, engine_dialect)
         self.extend_lease = update(le).where(le.c.id == _LEASE).values(expires_at=_UNTIL)
         self.extend_host = (
             update(h)
@@ -462,6 +471,25 @@ class _Statements:
         )
 
 
+#: Columns of a report's observation rows.
+_OBSERVATION_KEYS = (
+    "page_id",
+    "lease_id",
+    "worker",
+    "kind",
+    "fetched_at",
+    "previous_fetch_at",
+    "recorded_at",
+    "http_status",
+    "changed",
+    "last_modified",
+    "etag",
+    "signature",
+    "bytes",
+    "duration",
+    "error",
+)
+
 _HOST_FIELDS = (
     "backoff_until",
     "consecutive_errors",
@@ -479,7 +507,10 @@ class LeaseQueue:
     def __init__(self, db: Database, policy: LeasePolicy | None = None) -> None:
         self.db = db
         self.policy = policy or LeasePolicy()
-        self._sql = _Statements(db.dialect, insert_ignoring_conflicts(db, OBSERVATIONS))
+        self._sql = _Statements(db, insert_ignoring_conflicts(db, OBSERVATIONS))
+        #: Page ids by URL (the process's, shared by its queues): what reports' OPIC cash
+        #: moves need, remembered from leases and from the lookups of committed reports.
+        self._page_ids = page_ids_of(db)
 
     # -- lease -------------------------------------------------------------------------------
     def lease(
@@ -490,7 +521,9 @@ class LeaseQueue:
         Returns an empty list when nothing is due on a host that is free and polite to fetch.
         """
         limit = min(max_urls or self.policy.max_urls, self.policy.max_urls)
-        return self.db.run_write(lambda conn: self._lease(conn, worker, limit, now or utcnow()))
+        leases = self.db.run_write(lambda conn: self._lease(conn, worker, limit, now or utcnow()))
+        self._page_ids.remember((p.url, p.page_id) for lease in leases for p in lease.pages)
+        return leases
 
     def _lease(self, conn: Connection, worker: str, limit: int, now: datetime) -> list[Lease]:
         q = self._sql
@@ -645,13 +678,18 @@ class LeaseQueue:
         transaction (as :meth:`add_pages` would), so that the cash reaches them.
         """
         when = now or utcnow()
+        found: list[tuple[str, int]] = []
 
         def work(conn: Connection) -> ReportOutcome:
+            found.clear()  # a retried transaction looks its outlinks up again
             added = self._add_discovered(conn, discovered, when)
             lease = self._lease_row(conn, lease_id)
-            return replace(self._report(conn, lease, results, when, cash_split), discovered=added)
+            outcome = self._report(conn, lease, results, when, cash_split, found)
+            return replace(outcome, discovered=added)
 
-        return self.db.run_write(work)
+        outcome = self.db.run_write(work)
+        self._page_ids.remember(found)  # committed
+        return outcome
 
     def finish(
         self,
@@ -668,14 +706,18 @@ class LeaseQueue:
         Returns the report's outcome and the number of pages returned unfetched.
         """
         when = now or utcnow()
+        found: list[tuple[str, int]] = []
 
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
+            found.clear()  # a retried transaction looks its outlinks up again
             added = self._add_discovered(conn, discovered, when)
             lease = self._lease_row(conn, lease_id)
-            outcome = self._report(conn, lease, results, when, cash_split)
+            outcome = self._report(conn, lease, results, when, cash_split, found)
             return replace(outcome, discovered=added), self._release(conn, lease, host, when)
 
-        return self.db.run_write(work)
+        done = self.db.run_write(work)
+        self._page_ids.remember(found)  # committed
+        return done
 
     def _add_discovered(
         self, conn: Connection, pages: Sequence[tuple[str, str]], now: datetime
@@ -700,7 +742,10 @@ class LeaseQueue:
         results: Sequence[FetchResult],
         now: datetime,
         cash_split: CashSplit | None = None,
+        found: list[tuple[str, int]] | None = None,
     ) -> ReportOutcome:
+        """Record ``results`` in the caller's transaction; outlink ids this report looked up
+        in the store go to ``found`` (to remember once the transaction commits)."""
         q = self._sql
         late = lease.released_at is not None or lease.expires_at < now
         unique: dict[int, FetchResult] = {}
@@ -753,16 +798,25 @@ class LeaseQueue:
                 self._page_update(page, r, lease.id, newer=newer, planned=planned)
             )
         if observations:
-            conn.execute(q.insert_observation, observations)
+            q.insert_observation.execute(conn, observations)
         if newer_updates:
-            conn.execute(_UPDATE_NEWER, newer_updates)
+            q.update_newer.execute(conn, newer_updates)
         if older_updates:
-            conn.execute(_UPDATE_OLDER, older_updates)
+            q.update_older.execute(conn, older_updates)
         if fresh:
             conn.execute(q.unqueue, {"ids": fresh})
         if cash_split is not None:
             read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
-            move_cash(conn, read, cash_split)
+            # the givers' cash as read above (rows locked on PostgreSQL, the write lock held
+            # on SQLite): nothing changed it since
+            move_cash(
+                conn,
+                read,
+                cash_split,
+                known=self._page_ids,
+                found=found,
+                cash={pid: pages[pid].cash for pid, _ in read},
+            )
         return ReportOutcome(
             recorded=len(fresh),
             duplicates=len(results) - len(fresh),

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Insert, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
-from store.database import Database
+from store.database import Database, DriverStatement
 from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
@@ -46,6 +46,13 @@ _SQLITE_INSERT_PAGES = (
     sqlite.insert(PAGES)
     .values(status="new", fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
     .on_conflict_do_nothing()
+)
+#: The same, compiled once and run through the driver (a dialect's INSERT ... ON CONFLICT
+#: has no cache key: SQLAlchemy would compile it again for every crawl report).
+_SQLITE_INSERT_PAGES_DRIVER = DriverStatement(
+    _SQLITE_INSERT_PAGES,
+    sqlite.dialect(),
+    column_keys=("url", "host_id", "first_seen", "next_due_at", "discovered"),
 )
 
 
@@ -124,7 +131,7 @@ def _add_chunk(
             }
             for u, h in zip(urls, hosts, strict=True)
         ]
-        added = conn.execute(_SQLITE_INSERT_PAGES, rows).rowcount
+        added = _SQLITE_INSERT_PAGES_DRIVER.execute(conn, rows).rowcount
     return added, len(chunk) - added, hosts_added
 
 
