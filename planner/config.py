@@ -209,6 +209,15 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("plan.periods", "CRAWLPLAN_PERIODS", int, 14, "periods per plan cycle (T)", minimum=1),
     Setting(
+        "plan.horizon",
+        "CRAWLPLAN_HORIZON",
+        int,
+        0,
+        "periods the model looks ahead (the plan publishes the first T); 0: automatic, one "
+        "mean revisit interval (known pages / capacity), between T and 4 T",
+        minimum=0,
+    ),
+    Setting(
         "plan.strategy",
         "CRAWLPLAN_STRATEGY",
         int,

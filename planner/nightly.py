@@ -54,7 +54,9 @@ from planner.plan_inputs import (
     PlannedCycle,
     cold_start_cycle,
     cycle_from_trajectory,
+    model_horizon,
     plan_inputs,
+    planning_weights,
     warm_start,
 )
 from planner.plan_solver import PlanSolver
@@ -87,6 +89,9 @@ class NightlySettings:
     stale_after: timedelta = timedelta(minutes=30)
     #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
     scale: BucketScale | None = None
+    #: Periods the model looks ahead (0: automatic, :func:`planner.plan_inputs.model_horizon`);
+    #: the plan publishes the first ``periods`` of them.
+    horizon: int = 0
     #: ``False``: the baseline a fixed-schedule crawler follows instead of the optimized plan:
     #: the uniform crawl (every known page equally often, filling capacity) and a round robin
     #: inside each bucket; for comparisons on the same machinery and budget.
@@ -95,6 +100,10 @@ class NightlySettings:
     def __post_init__(self) -> None:
         if self.strategy not in (1, 2, 3):
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
+        if self.horizon < 0:
+            raise ConfigError(
+                f"plan.horizon must be 0 (automatic) or a number of periods, got {self.horizon}"
+            )
         if self.objective not in (*OBJECTIVES, UNIFORM):
             raise ConfigError(
                 f"plan.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
@@ -186,8 +195,11 @@ def _solve(
     if not settings.optimize:
         crawl = uniform_crawl(inputs.instance)
         record = {"status": "uniform", "buckets": int(inputs.instance.buckets)}
-        return cycle_from_trajectory(inputs, crawl), record, ""
-    solver = PlanSolver(inputs.instance, settings.strategy)
+        return cycle_from_trajectory(inputs, crawl, settings.periods), record, ""
+    solver = PlanSolver(
+        inputs.instance,
+        planning_weights(inputs.instance, settings.strategy, inputs.capacity_crawls),
+    )
     warm = None
     if current is not None:
         detail = plan_detail(db, current.version)
@@ -214,7 +226,7 @@ def _solve(
     }
     if not solution.status.ok:
         return None, record, solution.message
-    return cycle_from_trajectory(inputs, solution.trajectory), record, ""
+    return cycle_from_trajectory(inputs, solution.trajectory, settings.periods), record, ""
 
 
 def _draft(
@@ -240,7 +252,10 @@ def _draft(
     }
     if instance is not None:
         recorded.update(
-            b0=instance.b0.tolist(), y0=instance.y0.tolist(), a=instance.a[:, 0].tolist()
+            b0=instance.b0.tolist(),
+            y0=instance.y0.tolist(),
+            a=instance.a[:, 0].tolist(),
+            horizon=instance.periods,
         )
     return PlanDraft(
         starts_at=start,
@@ -357,7 +372,12 @@ def _run(
             inputs = plan_inputs(
                 aggregates.buckets,
                 new_pages=aggregates.new_pages,
-                periods=settings.periods,
+                periods=model_horizon(
+                    settings.periods,
+                    float(aggregates.buckets.pages.sum()) + aggregates.new_pages,
+                    capacity,
+                    settings.horizon,
+                ),
                 capacity_crawls=capacity,
                 bucket_seconds=measured.bucket_seconds,
                 seconds_per_fetch=measured.seconds_per_fetch,

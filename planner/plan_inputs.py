@@ -28,6 +28,7 @@ from estimators.buckets import BucketAggregates
 from estimators.discovery import DiscoveryRates
 from planner.crawl_instance import CrawlInstance, InstanceError
 from planner.quotas import Quotas, integer_quotas
+from planner.strategies import ObjectiveWeights, Strategy, strategy_weights, with_terminal_value
 from planner.webfountain import Trajectory, simulate, uniform_crawl
 
 __all__ = [
@@ -36,13 +37,51 @@ __all__ = [
     "cold_start_cycle",
     "cycle_from_trajectory",
     "fill_spare_capacity",
+    "model_horizon",
     "plan_inputs",
+    "planning_weights",
     "trajectory_quotas",
     "warm_start",
 ]
 
 #: Seconds per fetch assumed before any fetch was timed (only the ratio of costs matters).
 DEFAULT_SECONDS_PER_FETCH = 1.0
+#: The automatic horizon looks this many mean revisit intervals (known pages / capacity) ahead.
+HORIZON_REVISITS = 1.0
+#: ... but never more than this many cycles (the solve time grows with the periods).
+HORIZON_MAX_CYCLES = 4
+
+
+def model_horizon(periods: int, pages: float, capacity_crawls: float, setting: int = 0) -> int:
+    """Periods the model looks ahead when it plans a cycle of ``periods`` periods.
+
+    The nightly run solves the model over the horizon and publishes the first ``periods``
+    periods (a receding horizon: the next run plans again from what the crawl saw). A crawl's
+    worth lasts until the page next changes, often longer than a short cycle: solved over the
+    cycle alone, the model counts a slow page's crawl only for the periods left in the cycle
+    and a fast page's in full, so it starves slow pages for fast ones that are stale again at
+    once (docs/model.md, "Horizon"). ``setting`` > 0 is the operator's horizon in periods (at
+    least ``periods``); 0 picks one mean revisit interval, ``pages / capacity_crawls``
+    periods, between ``periods`` and :data:`HORIZON_MAX_CYCLES` cycles.
+    """
+    if setting > 0:
+        return max(int(setting), periods)
+    if not capacity_crawls > 0 or not pages > 0:
+        return periods
+    revisit = int(np.ceil(HORIZON_REVISITS * pages / capacity_crawls))
+    return int(min(max(periods, revisit), HORIZON_MAX_CYCLES * periods))
+
+
+def planning_weights(
+    instance: CrawlInstance, strategy: Strategy | int, capacity_crawls: float
+) -> ObjectiveWeights:
+    """The strategy's weights over the instance's periods, plus the worth of the pages left
+    fresh at the horizon's end (:func:`planner.strategies.with_terminal_value`): until their
+    next crawl, one mean revisit interval on (known pages / ``capacity_crawls`` periods)."""
+    weights = strategy_weights(strategy, instance.buckets, instance.periods)
+    pages = float(instance.b0.sum() + instance.n0)
+    revisit = pages / capacity_crawls if capacity_crawls > 0 else 0.0
+    return with_terminal_value(weights, instance.a[:, -1], revisit)
 
 
 @dataclass(frozen=True)
@@ -238,24 +277,24 @@ def fill_spare_capacity(
     return x, z
 
 
-def cycle_from_trajectory(inputs: PlanInputs, trajectory: Trajectory) -> PlannedCycle:
+def cycle_from_trajectory(
+    inputs: PlanInputs, trajectory: Trajectory, periods: int | None = None
+) -> PlannedCycle:
     """Integer quotas within capacity (largest remainders) from a solved trajectory, with
-    idle capacity spent (:func:`fill_spare_capacity`)."""
+    idle capacity spent (:func:`fill_spare_capacity`); the first ``periods`` periods (default
+    all the instance's: the rest of a longer horizon is not published)."""
     instance = inputs.instance
     assert instance is not None
+    count = instance.periods if periods is None else min(periods, instance.periods)
     b_before, _ = trajectory.before(instance)
     x, z = fill_spare_capacity(instance, trajectory)
     q = trajectory_quotas(instance, trajectory, x, z)
     frac = x / np.maximum(b_before, 1e-300)
     ids = inputs.bucket_ids.tolist()
     return PlannedCycle(
-        quotas=[
-            {b: int(q.old[row, t]) for row, b in enumerate(ids)} for t in range(instance.periods)
-        ],
-        new_pages=[int(v) for v in q.new],
-        fractions=[
-            {b: float(frac[row, t]) for row, b in enumerate(ids)} for t in range(instance.periods)
-        ],
+        quotas=[{b: int(q.old[row, t]) for row, b in enumerate(ids)} for t in range(count)],
+        new_pages=[int(v) for v in q.new[:count]],
+        fractions=[{b: float(frac[row, t]) for row, b in enumerate(ids)} for t in range(count)],
     )
 
 

@@ -20,6 +20,7 @@ import typer
 
 from planner.cli_support import err, fail, out, user_errors
 from planner.crawl_instance import CrawlInstance
+from planner.plan_inputs import model_horizon, planning_weights
 from planner.plan_solver import solve_plan
 from planner.quotas import integer_quotas
 from scenarios.policies import PolicyError
@@ -119,9 +120,13 @@ def _strategy_number(label: str) -> int | None:
     return int(digits[-1]) if digits and digits[-1] in "123" else None
 
 
-def _cycle_quotas(instance: CrawlInstance, strategy: int) -> tuple[np.ndarray, int, str]:
-    """Crawls per bucket over the cycle (B,), new pages over the cycle, and a status line."""
-    solution = solve_plan(instance, strategy)
+def _cycle_quotas(
+    instance: CrawlInstance, strategy: int, periods: int, capacity: float
+) -> tuple[np.ndarray, int, str]:
+    """Crawls per bucket over the first ``periods`` periods (the cycle) of the instance's
+    horizon (B,), new pages over the cycle, and a status line; weighted as the nightly run
+    weighs (:func:`planner.plan_inputs.planning_weights`)."""
+    solution = solve_plan(instance, planning_weights(instance, strategy, capacity))
     before, _ = solution.trajectory.before(instance)
     quotas = integer_quotas(
         solution.trajectory.x,
@@ -133,11 +138,17 @@ def _cycle_quotas(instance: CrawlInstance, strategy: int) -> tuple[np.ndarray, i
     )
     line = (
         f"{solution.status.name}, objective {solution.objective:,.1f}, obsolete pages at the "
-        f"cycle's end {float(solution.trajectory.y[:, -1].sum()):,.0f}, new pages left "
-        f"{max(float(solution.trajectory.n[-1]), 0.0):,.0f} (objectives of different "
+        f"cycle's end {float(solution.trajectory.y[:, periods - 1].sum()):,.0f}, new pages left "
+        f"{max(float(solution.trajectory.n[periods - 1]), 0.0):,.0f} (objectives of different "
         "strategies are not comparable; obsolete pages are)"
     )
-    return quotas.old.sum(axis=1), int(quotas.new.sum()), line
+    return quotas.old[:, :periods].sum(axis=1), int(quotas.new[:periods].sum()), line
+
+
+def _horizon(pages: np.ndarray, new_pages: int, periods: int, capacity: float) -> int:
+    """The nightly run's automatic horizon for these aggregates (pages [256], index 0 = no
+    estimate)."""
+    return model_horizon(periods, float(pages.sum()) + new_pages, capacity)
 
 
 @scenario_app.command("whatif")
@@ -168,13 +179,13 @@ def whatif(
             agg.change_fraction,
             agg.obsolete,
             aggregates.new_pages,
-            periods=periods,
+            periods=_horizon(agg.pages, aggregates.new_pages, periods, capacity),
             capacity=capacity,
         )
     except ValueError as error:
         raise fail(str(error)) from None
     populated = np.flatnonzero(agg.pages[1:] > 0) + 1
-    old, new, line = _cycle_quotas(instance, strategy)
+    old, new, line = _cycle_quotas(instance, strategy, periods, capacity)
     out.print(
         f"what-if (capacity {capacity:g}/period, strategy {strategy}, {periods} periods of "
         f"{period_days:g} days; {int(instance.b0.sum()):,} pages in {instance.buckets} "
@@ -195,10 +206,12 @@ def whatif(
         agg.change_fraction,
         agg.obsolete,
         aggregates.new_pages,
-        periods=published.periods,
+        periods=_horizon(
+            agg.pages, aggregates.new_pages, published.periods, max(published_capacity, 1.0)
+        ),
         capacity=max(published_capacity, 1.0),
     )
-    _, _, same_line = _cycle_quotas(same, number)
+    _, _, same_line = _cycle_quotas(same, number, published.periods, max(published_capacity, 1.0))
     out.print(
         f"published plan v{published.version} (capacity {published_capacity:,.0f}/period, "
         f"{published.strategy}, {published.periods} periods), re-solved on today's "

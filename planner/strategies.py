@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.crawl_instance import CrawlInstance, InstanceError
 
@@ -41,6 +42,7 @@ __all__ = [
     "Strategy",
     "strategy_weights",
     "weights_from_mapping",
+    "with_terminal_value",
 ]
 
 #: Strategy 3's weight on obsolete pages in every period, relative to 1 at the end of the cycle.
@@ -101,6 +103,34 @@ def strategy_weights(strategy: Strategy | int, buckets: int, periods: int) -> Ob
         per_period[-1] = 1.0
     oldwt = np.repeat(per_period[None, :], buckets, axis=0)
     return ObjectiveWeights(oldwt, per_period.copy(), f"strategy {strategy.value}")
+
+
+def with_terminal_value(
+    weights: ObjectiveWeights, a: npt.ArrayLike, revisit_periods: float
+) -> ObjectiveWeights:
+    """``weights`` with the worth, after the horizon, of the pages left fresh at its end.
+
+    The model counts obsolete pages up to its last period T; a page crawled near T stays
+    fresh after it, until it changes. A page obsolete at the end of period T stays obsolete
+    until its next crawl, about ``revisit_periods`` R periods later; a fresh one is obsolete
+    in period T + k with probability 1 - (1 - a)^k. Over those R periods, the obsolete page
+    costs ``sum_{k=1..R} (1 - a)^k = (1 - a) (1 - (1 - a)^R) / a`` page-periods more: y[i,T]
+    gets that many times bucket i's mean per-period weight added (R for a page that never
+    changes, 0 for one that changes every period). Without it a short horizon starves slow
+    pages, whose crawl pays off mostly after it (docs/model.md, "Horizon").
+
+    ``a`` [B]: change fraction per period of each bucket in period T.
+    """
+    change = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
+    revisit = max(float(revisit_periods), 0.0)
+    keep = 1.0 - change
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worth = np.where(change > 1e-12, keep * (1.0 - keep**revisit) / change, revisit)
+    oldwt = weights.oldwt.copy()
+    periods = oldwt.shape[1]
+    per_period = oldwt[:, :-1].mean(axis=1) if periods > 1 else oldwt[:, -1]
+    oldwt[:, -1] += per_period * worth
+    return ObjectiveWeights(oldwt, weights.newwt.copy(), f"{weights.label} + terminal value")
 
 
 def weights_from_mapping(

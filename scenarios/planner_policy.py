@@ -11,10 +11,13 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    smallest and the largest rate, and computes the bucket aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n;
-3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) for T = ``cycle``
-   periods with the budget as capacity (one crawl costs 1), in the chosen strategy's weights,
-   over the populated buckets only, and rounds the plan to whole pages
-   (:func:`planner.plan_inputs.trajectory_quotas`);
+3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) over ``horizon``
+   periods (0: automatic, :func:`planner.plan_inputs.model_horizon`, as the nightly run
+   does) with the budget as capacity (one crawl costs 1), in the chosen strategy's weights
+   plus the worth of the pages left fresh at the horizon's end (``terminal_value``, as the
+   nightly run: :func:`planner.plan_inputs.planning_weights`), over the populated buckets
+   only, and rounds the plan's first ``cycle`` periods to whole
+   pages (:func:`planner.plan_inputs.trajectory_quotas`);
 4. in each period, chooses the pages with the deployed due-URL selection
    (:func:`planner.selection.select_due_pages`): inside a bucket the most overdue first,
    where a page is due at its last fetch plus its interval under the bucket's share of the
@@ -43,11 +46,11 @@ from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import trajectory_quotas
+from planner.plan_inputs import model_horizon, planning_weights, trajectory_quotas
 from planner.plan_solver import solve_plan
 from planner.schedules import bucket_intervals
 from planner.selection import select_due_pages
-from planner.strategies import Strategy
+from planner.strategies import Strategy, strategy_weights
 from planner.webfountain import uniform_crawl
 from scenarios.policies import (
     Policy,
@@ -97,6 +100,8 @@ class WebFountainPolicy(Policy):
         cycle: int = 7,
         cold_start: str = "median",
         within_bucket: str = "obsolescence",
+        horizon: int = 0,
+        terminal_value: bool = True,
     ) -> None:
         if strategy not in (1, 2, 3):
             raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
@@ -104,6 +109,8 @@ class WebFountainPolicy(Policy):
             raise PolicyError(f"buckets: give 1..255 buckets, got {buckets!r}")
         if cycle < 1:
             raise PolicyError(f"cycle: give at least 1 period, got {cycle!r}")
+        if horizon < 0:
+            raise PolicyError(f"horizon: give periods (0: automatic), got {horizon!r}")
         if cold_start not in ("median", "section"):
             raise PolicyError(f"cold_start: use 'median' or 'section', got {cold_start!r}")
         self.name = name
@@ -113,6 +120,8 @@ class WebFountainPolicy(Policy):
         self.cycle = cycle
         self.cold_start = cold_start
         self.within_bucket = within_bucket
+        self.horizon = horizon
+        self.terminal_value = terminal_value
         self.solves: list[float] = []
         self._cycle_start = -1
         self._old = np.zeros((0, 0), dtype=np.int64)
@@ -139,6 +148,8 @@ class WebFountainPolicy(Policy):
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
             within_bucket=str(spec.get("within_bucket", "obsolescence")),
+            horizon=int(spec.get("horizon", 0)),
+            terminal_value=bool(spec.get("terminal_value", True)),
         )
 
     # -- planning ------------------------------------------------------------------------
@@ -156,6 +167,7 @@ class WebFountainPolicy(Policy):
         pages = np.flatnonzero(fetched)
         new_count = int(np.count_nonzero(log.eligible & (log.fetches == 0)))
         T = self.cycle
+        H = model_horizon(T, float(np.count_nonzero(log.eligible)), float(budget), self.horizon)
         bucket = np.zeros(log.n_pages, dtype=np.int64)
         if pages.size:
             r = np.maximum(rate[pages], 1e-9)
@@ -183,12 +195,12 @@ class WebFountainPolicy(Policy):
             a = np.nan_to_num(agg.change_fraction[populated]) if populated.size else np.zeros(1)
             instance = CrawlInstance.from_mapping(
                 {
-                    "periods": T,
+                    "periods": H,
                     "buckets": B,
                     "b0": b0,
                     "y0": y0,
                     "n0": float(new_count),
-                    "a": np.repeat(np.clip(a, 0.0, 1.0)[:, None], T, axis=1),
+                    "a": np.repeat(np.clip(a, 0.0, 1.0)[:, None], H, axis=1),
                     "capacity": float(budget),
                     "crawl_cost": 1.0,
                     "new_crawl_cost": 1.0,
@@ -197,14 +209,19 @@ class WebFountainPolicy(Policy):
                     "nconst": float(births),
                 }
             )
-            solution = solve_plan(instance, self.strategy)
+            weights = (
+                planning_weights(instance, self.strategy, float(budget))
+                if self.terminal_value
+                else strategy_weights(self.strategy, B, H)
+            )
+            solution = solve_plan(instance, weights)
             self.solves.append(solution.solve_seconds)
             # a failed solve falls back to crawling every bucket alike (simulated forward)
             trajectory = solution.trajectory if solution.status.ok else uniform_crawl(instance)
             quotas = trajectory_quotas(instance, trajectory)
             if populated.size:
-                old[populated] = quotas.old
-            new = quotas.new
+                old[populated] = quotas.old[:, :T]
+            new = quotas.new[:T]
         # Inside each bucket: the page-level schedule for the bucket's crawls per period.
         interval = np.full(log.n_pages, np.inf)
         for k in populated:

@@ -389,6 +389,8 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "cycle",
         "cold_start",
         "within_bucket",
+        "horizon",
+        "terminal_value",
     ),
     "sampling": ("group", "cycle", "sample_share"),
 }

@@ -92,6 +92,8 @@ _POLICY_TYPES: dict[str, type] = {
     "cycle": int,
     "cold_start": str,
     "within_bucket": str,
+    "horizon": int,
+    "terminal_value": bool,
     "group": str,
     "sample_share": float,
 }

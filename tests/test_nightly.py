@@ -145,6 +145,28 @@ def test_published_plan_fits_capacity_and_covers_populated_buckets(db: Database)
     assert release_period(db, now=now + timedelta(minutes=5)).status == "released"
 
 
+def test_the_model_looks_past_the_cycle_but_publishes_the_cycle(db: Database) -> None:
+    _crawl_history(db, pages=12, visits=8)
+    now = T0 + 8 * DAY
+    with pytest.raises(ConfigError, match=r"plan\.horizon"):
+        NightlySettings(horizon=-1)
+    settings = NightlySettings(period_days=1.0, periods=4, strategy=1, capacity=8.0, horizon=9)
+    report = run_nightly(db, settings, now=now)
+    assert report.status == "published", report.message
+    assert report.inputs is not None and report.inputs.instance is not None
+    assert report.inputs.instance.periods == 9
+    assert report.cycle is not None and len(report.cycle.quotas) == 4
+    plan = latest_plan(db)
+    assert plan is not None and plan.periods == 4
+    with db.read() as conn:
+        inputs = conn.execute(select(PLANS.c.inputs).where(PLANS.c.id == plan.version)).scalar()
+    assert inputs["horizon"] == 9
+    detail = plan_detail(db, plan.version)
+    for period in range(1, 5):
+        crawls = sum(q for (p, _), q in detail.quotas.items() if p == period)
+        assert crawls + detail.new_pages[period] <= 8
+
+
 def test_rerun_is_idempotent_and_next_cycle_warm_starts(db: Database) -> None:
     _crawl_history(db, pages=10, visits=6)
     now = T0 + 6 * DAY

@@ -1,0 +1,85 @@
+"""The receding horizon: the model solved over more periods than the cycle it publishes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.crawl_instance import CrawlInstance
+from planner.plan_inputs import HORIZON_MAX_CYCLES, model_horizon
+from planner.plan_solver import solve_plan
+from planner.strategies import Strategy, strategy_weights, with_terminal_value
+
+
+def test_automatic_horizon_is_one_revisit_interval_within_bounds() -> None:
+    assert model_horizon(3, pages=11_000, capacity_crawls=1_000) == 11
+    assert model_horizon(3, pages=1_000, capacity_crawls=1_000) == 3  # never below the cycle
+    assert model_horizon(3, pages=1e6, capacity_crawls=10) == 3 * HORIZON_MAX_CYCLES
+    assert model_horizon(14, pages=1e6, capacity_crawls=1e5) == 14
+    assert model_horizon(5, pages=0, capacity_crawls=10) == 5
+    assert model_horizon(5, pages=100, capacity_crawls=0) == 5
+
+
+def test_a_configured_horizon_is_at_least_the_cycle() -> None:
+    assert model_horizon(3, pages=11_000, capacity_crawls=1_000, setting=20) == 20
+    assert model_horizon(3, pages=11_000, capacity_crawls=1_000, setting=2) == 3
+
+
+def _two_buckets(periods: int) -> CrawlInstance:
+    """100 slow pages (2 % change a period) and 100 fast ones (80 %), 20 crawls a period,
+    both buckets at their steady state under a uniform crawl of 10 % a period."""
+    a = np.array([0.02, 0.8])
+    f = 0.1
+    y0 = 100 * (1 - f) * a / (1 - (1 - f) * (1 - a))
+    return CrawlInstance.from_mapping(
+        {
+            "periods": periods,
+            "buckets": 2,
+            "b0": [100.0, 100.0],
+            "y0": y0.tolist(),
+            "n0": 0.0,
+            "a": np.repeat(a[:, None], periods, axis=1).tolist(),
+            "capacity": 20.0,
+            "crawl_cost": 1.0,
+            "new_crawl_cost": 1.0,
+            "oldnwt": 0.0,
+            "newnwt": 0.0,
+            "nconst": 0.0,
+        }
+    )
+
+
+def _steady_obsolete(fraction: np.ndarray, a: np.ndarray) -> float:
+    """Obsolete pages at the steady state of equation (2) with crawl fractions ``fraction``."""
+    f = np.clip(fraction, 0.0, 1.0)
+    return float((100 * (1 - f) * a / (1 - (1 - f) * (1 - a))).sum())
+
+
+def test_a_longer_horizon_stops_starving_slow_pages() -> None:
+    """Solved over a 3-period cycle, the model counts a slow page's crawl for the periods
+    left in the cycle only, and spends the cycle on fast pages; over 12 periods it crawls
+    the slow pages too, and the published cycle's crawl, repeated, leaves fewer pages obsolete
+    at the steady state."""
+    a = np.array([0.02, 0.8])
+    first = {}
+    for periods in (3, 12):
+        solution = solve_plan(_two_buckets(periods), Strategy.EVERY_PERIOD)
+        assert solution.status.ok
+        # mean crawl fractions over the published cycle (its first 3 periods)
+        first[periods] = solution.trajectory.x[:, :3].mean(axis=1) / 100.0
+    assert first[3][0] == pytest.approx(0.0, abs=1e-6)  # the slow pages starve
+    assert first[12][0] > 0.05
+    assert first[12].sum() == pytest.approx(0.2, rel=1e-6)  # the capacity is spent either way
+    assert _steady_obsolete(first[12], a) < _steady_obsolete(first[3], a)
+
+
+def test_terminal_value_is_the_obsolete_periods_before_the_next_crawl() -> None:
+    base = strategy_weights(Strategy.EVERY_PERIOD, 3, 4)
+    weights = with_terminal_value(base, [0.0, 0.5, 1.0], revisit_periods=2.0)
+    # sum_{k=1..2} (1 - a)^k: 2 for a page that never changes, 0.5 + 0.25 for a = 0.5, 0 for 1
+    np.testing.assert_allclose(weights.oldwt[:, -1], [1.0 + 2.0, 1.0 + 0.75, 1.0], rtol=1e-12)
+    np.testing.assert_array_equal(weights.oldwt[:, :-1], base.oldwt[:, :-1])
+    np.testing.assert_array_equal(weights.newwt, base.newwt)
+    # strategy 2 weighs no period before the last: nothing to add
+    end = strategy_weights(Strategy.END_OF_CYCLE, 3, 4)
+    np.testing.assert_array_equal(with_terminal_value(end, [0.1] * 3, 5.0).oldwt, end.oldwt)
