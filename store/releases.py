@@ -91,9 +91,9 @@ class Candidates:
     when unknown; ``pending``: the page has a ``next_due_at`` (due outside the plan's
     releases: from before the first plan); ``fetches``: the page's fetch count when read (a
     release queues the page only if no fetch was reported since, so a page fetched meanwhile
-    is not released again); ``key``: the page's index key as the store holds it (SQLite:
-    ``scheduled_at`` text, ``cash`` for new pages; None on PostgreSQL), with which a release
-    finds the page's entry in the index the candidate query read; ``exhausted``: per bucket
+    is not released again); ``key``: the page's index key as the store gives it (``scheduled_at``:
+    SQLite's text, PostgreSQL's seconds since the epoch; ``cash`` for new pages), with which a
+    release finds the page's entry in the index the candidate query read; ``exhausted``: per bucket
     (``-1`` for new pages), True when the query returned fewer rows than asked, i.e. every
     candidate was read.
     """
@@ -193,7 +193,7 @@ _SQLITE_REFRESH = (
 )
 _PG_REFRESH = (
     "SELECT id, host_id, date_part('epoch', scheduled_at)::float8, importance, "
-    "next_due_at IS NOT NULL, fetches, NULL "
+    "next_due_at IS NOT NULL, fetches, date_part('epoch', scheduled_at)::float8 "
     f"FROM pages WHERE bucket = %s AND scheduled_at < %s AND status IN ({_STATUSES}) "
     f"AND {_PG_CANDIDATE} ORDER BY scheduled_at, id LIMIT %s"
 )
@@ -203,7 +203,7 @@ _SQLITE_NEW = (
     f"WHERE {NEW_PAGE_CONDITION} AND {_SQLITE_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT ?"
 )
 _PG_NEW = (
-    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches, NULL FROM pages "
+    "SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches, cash FROM pages "
     f"WHERE {NEW_PAGE_CONDITION} AND {_PG_CANDIDATE} ORDER BY cash DESC, id DESC LIMIT %s"
 )
 
@@ -323,6 +323,73 @@ _PG_QUEUE = text(
 _PG_QUEUE_REPEATS = text(
     _PG_QUEUE_SQL.format(queued="", conflict="ON CONFLICT (page_id) DO NOTHING")
 ).bindparams(bindparam("now", type_=UTCDateTime()))
+# PostgreSQL, keys given: each chosen page read from the index entry its candidate query read
+# (index-only scans of ix_pages_bucket_scheduled by (bucket, scheduled_at), ix_pages_new_cash
+# by cash; ``p.id + 0`` keeps the primary key out of it), the chosen pages in index order, not
+# 100,000 scattered heap rows (read from disk when the OS has not kept them cached). Pages
+# whose entry moved since the read are read by id afterwards (_PG_QUEUE_MISSING).
+_PG_QUEUED_ROW = """
+    SELECT p.id, p.host_id, t.s, p.url, p.status, p.last_fetch_at, p.etag, p.last_modified,
+           p.signature
+"""
+_PG_UNCHANGED = """
+      AND p.fetches = t.f
+      AND (p.leased_until IS NULL OR p.leased_until < :now)
+      AND (p.next_due_at IS NULL OR p.next_due_at > to_timestamp(0))
+      AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = t.i)
+"""
+_PG_QUEUE_BY_INDEX_SQL = f"""
+    WITH t AS MATERIALIZED (
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]),
+                             CAST(:fetches AS int[]), CAST(:buckets AS int[]),
+                             CAST(:keys AS float8[])) AS t(i, s, f, b, k)
+        ORDER BY b, k
+    )
+    INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
+                                last_fetch_at, etag, last_modified, signature)
+    SELECT q.id, :plan, :period, q.host_id, to_timestamp(q.s), q.url, q.status,
+           q.last_fetch_at, q.etag, q.last_modified, q.signature
+    FROM ({_PG_QUEUED_ROW}
+          FROM t JOIN pages p
+            ON p.bucket = t.b AND p.scheduled_at = to_timestamp(t.k) AND p.id + 0 = t.i
+          WHERE t.b >= 0 {_PG_UNCHANGED}
+          UNION ALL {_PG_QUEUED_ROW}
+          FROM t JOIN pages p ON p.cash = t.k AND p.id + 0 = t.i
+          WHERE t.b = -1 AND p.{NEW_PAGE_CONDITION} {_PG_UNCHANGED}) AS q
+    ORDER BY q.host_id, q.s, q.id
+    {{conflict}}
+"""
+_PG_QUEUE_MISSING_SQL = f"""
+    WITH t AS MATERIALIZED (
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]),
+                             CAST(:fetches AS int[])) AS t(i, s, f)
+        WHERE NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = t.i)
+    )
+    INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
+                                last_fetch_at, etag, last_modified, signature)
+    SELECT p.id, :plan, :period, p.host_id, to_timestamp(t.s), p.url, p.status,
+           p.last_fetch_at, p.etag, p.last_modified, p.signature
+    FROM t JOIN pages p ON p.id = t.i
+    WHERE TRUE {_PG_UNCHANGED}
+    ORDER BY p.host_id, t.s, p.id
+    {{conflict}}
+"""
+_PG_REPEATED = "ON CONFLICT (page_id) DO NOTHING"
+
+
+def _pg_statement(sql: str, repeats: bool) -> Any:
+    return text(sql.format(conflict=_PG_REPEATED if repeats else "")).bindparams(
+        bindparam("now", type_=UTCDateTime())
+    )
+
+
+#: The plan of _PG_QUEUE_BY_INDEX and _PG_QUEUE_MISSING (the rest of the transaction):
+#: nested loops over the chosen pages, each looked up by index (queued pages by the page_id
+#: index), never a hash or a scan of a whole table.
+_PG_BY_INDEX_PLAN = (
+    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+)
 #: The PostgreSQL advisory lock that serializes releases (any constant of our own): no two
 #: releases insert into ``released_pages`` at once.
 _PG_RELEASE_LOCK = "SELECT pg_advisory_xact_lock(7165897122648319340)"  # "crawlrel"
@@ -468,9 +535,9 @@ def queue_release(
     released already (nothing written).
 
     ``buckets`` and ``keys``, one per page: the page's candidate bucket (-1: a new page) and
-    index key (:attr:`Candidates.bucket`, :attr:`Candidates.key`). With them SQLite reads the
-    pages from the index entries the candidate queries read, not from the table (pages moved
-    since are read by id); without them (or on PostgreSQL), by id.
+    index key (:attr:`Candidates.bucket`, :attr:`Candidates.key`). With them the release reads
+    the pages from the index entries the candidate queries read, not from the table (pages
+    moved since are read by id); without them, by id.
     """
     if not len(page_ids) == len(due_epoch_s) == len(fetches):
         raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
@@ -511,10 +578,21 @@ def queue_release(
                 "fetches": _array(counts),
                 "now": when,
             }
-            statement = _PG_QUEUE if len(set(ids)) == len(ids) else _PG_QUEUE_REPEATS
-            conn.exec_driver_sql(_PG_QUEUE_PLAN)
-            released = conn.execute(statement, {**params, "plan": plan_id, "period": period})
-            count = int(released.rowcount or 0)
+            params |= {"plan": plan_id, "period": period}
+            repeats = len(set(ids)) < len(ids)
+            if buckets is not None and keys is not None and None not in keys:
+                conn.exec_driver_sql(_PG_BY_INDEX_PLAN)
+                statement = _pg_statement(_PG_QUEUE_BY_INDEX_SQL, repeats)
+                keyed = {"buckets": _array([int(b) for b in buckets]), "keys": _array(keys)}
+                count = int(conn.execute(statement, params | keyed).rowcount or 0)
+                if count < len(ids):
+                    # Pages not found by their key (moved since the read), and repeated ids.
+                    missing = _pg_statement(_PG_QUEUE_MISSING_SQL, repeats)
+                    count += int(conn.execute(missing, params).rowcount or 0)
+            else:
+                statement = _PG_QUEUE_REPEATS if repeats else _PG_QUEUE
+                conn.exec_driver_sql(_PG_QUEUE_PLAN)
+                count = int(conn.execute(statement, params).rowcount or 0)
         else:
             count = _sqlite_queue(
                 conn, plan_id, period, when, ids, secs, counts, withdraw, buckets, keys
