@@ -13,13 +13,15 @@ same database:
 * select: the pure selection (``planner.selection``) on those candidates;
 * release: ``release_period`` end to end (its own read and select again, then one write
   transaction that queues the chosen pages in ``released_pages`` with their URLs and
-  validators, read from ``pages`` by id in the same statement);
+  validators, read in the same statement from the candidate indexes' entries, which hold
+  them);
 * lease: ``LeaseQueue.lease`` in batches of 100 hosts (about 10,000 URLs) until the released
-  pages are all leased;
+  pages are all leased, right after the release (workers waiting for it: the queue the
+  release has just written is cached);
 * choose + release + lease: release + lease, the issue's "choosing and leasing 100,000 due
   URLs" (target: under 2 s on 10,000,000 pages).
 
-baselines, measured after the timed stages: a bare indexed SELECT of the same number of rows
+Baselines, measured after the timed stages: a bare indexed SELECT of the same number of rows
 (the quota's first rows of each bucket and of the new pages, through the driver), and a bare
 UPDATE of ``next_due_at`` of 100,000 pages by id (on SQLite with the page cache the store's
 bulk writes use), which is what the release and the lease each cost before the release queue.
@@ -27,11 +29,28 @@ They run last because the bare UPDATE leaves 200,000 dead row versions behind on
 (its visibility map stale until autovacuum; the timed stages measure the store as built and
 vacuumed).
 
+The store's state. A period release runs once a period, so it finds the store's file pages
+as the OS left them; this machine (a VM) pages out file pages idle for about 30 s (its
+kernel's proactive reclaim, DAMON ``pageout``), so a release, and any run of this bench more
+than half a minute after the last, reads from disk. A run right after a build (or right
+after another run) found the store cached instead: 1.98 s and then 4.10 s for choose +
+release + lease on the same store (2026-11-23, before the release read the candidate
+indexes) were the same code, cached and not (the undo's write-ahead log was not the
+difference: it is checkpointed; the bare UPDATE went from 4.75 to 8.82 s as well). So by default
+(``--cache cold``) the read, the release and each baseline start with the store's files dropped
+from the OS cache (``posix_fadvise(DONTNEED)``: the SQLite file; on PostgreSQL the bench
+database's relation files, when this process can open them, i.e. a local server run as root
+or postgres; PostgreSQL's own buffers, ``shared_buffers``, are not emptied), whatever the
+run before did and however long ago. ``--cache warm`` reads the files through instead (the
+state right after a build), ``--cache asis`` leaves them as they are. No untimed warm-up
+pass: what a stage reads cold is part of its time.
+
 Options: ``--pages N`` (default 10,000,000), ``--backend sqlite|postgresql|both`` (default
 sqlite), ``--pg URL`` (admin URL, default the local server), ``--keep DIR`` reuses a built
 SQLite store in DIR and ``--pg-keep NAME`` a built PostgreSQL database NAME (kept, not
 dropped; both handy when iterating: the previous run's release, leases and bare UPDATE are
-undone first).
+undone first, the SQLite write-ahead log checkpointed, the PostgreSQL database vacuumed and
+checkpointed), ``--cache cold|warm|asis`` (above).
 """
 
 from __future__ import annotations
@@ -181,6 +200,43 @@ def build_store(db: Database, pages: int) -> float:
     return time.perf_counter() - t0
 
 
+def _store_files(db: Database) -> list[Path]:
+    """The files that hold the store, when this process can open them (else none)."""
+    if db.dialect == "sqlite":
+        assert db.url.database
+        return [Path(db.url.database)]
+    with db.read() as conn:
+        folder = conn.exec_driver_sql("SHOW data_directory").scalar()
+        names = conn.exec_driver_sql(
+            "SELECT pg_relation_filepath(oid) FROM pg_class "
+            "WHERE relkind IN ('r', 'i', 't') AND pg_relation_filepath(oid) IS NOT NULL"
+        ).scalars()
+        relations = [Path(str(folder)) / n for n in names]
+    files = [f for r in relations for f in [r, *r.parent.glob(r.name + ".*")] if f.is_file()]
+    try:
+        for f in files[:1]:
+            os.close(os.open(f, os.O_RDONLY))
+    except OSError:
+        return []
+    return files
+
+
+def _set_cache(files: list[Path], cache: str) -> None:
+    """Drop ``files`` from the OS page cache (``cold``) or read them through (``warm``)."""
+    if cache == "asis":
+        return
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if cache == "cold":
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, 1 << 24):
+                    pass
+        finally:
+            os.close(fd)
+
+
 def _publish(db: Database) -> None:
     publish_plan(
         db,
@@ -263,7 +319,7 @@ def _bare_update(db: Database, n: int) -> float:
     return elapsed
 
 
-def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
+def bench(db: Database, pages: int, build: bool, cache: str) -> dict[str, float]:
     figures: dict[str, float] = {"pages": pages}
     cores = os.cpu_count() or 1
     if build:
@@ -271,14 +327,17 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
         figures["build_s"] = build_store(db, pages)
         _publish(db)
     now = BASE + timedelta(minutes=1)
-    # Warm the caches the same way for every measurement (one untimed pass). The baselines
-    # run after the timed stages: the bare UPDATE's 200,000 row versions would otherwise
-    # leave PostgreSQL's visibility map stale (a store that autovacuum keeps has it current).
-    _bare_select(db)
+    files = _store_files(db)
+    if not files and cache != "asis":
+        print(f"[{db.dialect}] cannot open the store's files: --cache {cache} not applied")
+    # The baselines run after the timed stages: the bare UPDATE's 200,000 row versions would
+    # otherwise leave PostgreSQL's visibility map stale (a store that autovacuum keeps has it
+    # current).
     figures["load_before"] = os.getloadavg()[0]
 
     work = period_work(db, 1, now)
     assert work is not None
+    _set_cache(files, cache)
     t0 = time.perf_counter()
     per_bucket = refresh_candidates(
         db,
@@ -311,6 +370,7 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
     )
     figures["select_s"] = time.perf_counter() - t0
 
+    _set_cache(files, cache)  # the release reads the candidates again, as it would
     t0 = time.perf_counter()
     # scheduled_at is built in bulk SQL here, not by the page schedule
     summary = release_period(db, now=now, min_delay_seconds=MIN_DELAY, require_schedule=False)
@@ -335,7 +395,9 @@ def bench(db: Database, pages: int, build: bool) -> dict[str, float]:
     figures["load_after"] = os.getloadavg()[0]
     figures["cores"] = cores
     assert leased == summary.released, (leased, summary.released)
+    _set_cache(files, cache)
     figures["baseline_select_s"], figures["baseline_rows"] = _bare_select(db)
+    _set_cache(files, cache)
     figures["baseline_update_s"] = _bare_update(db, BUCKETS * PER_BUCKET + NEW)
     return figures
 
@@ -417,6 +479,12 @@ def main() -> None:
     parser.add_argument(
         "--pg-keep", default=None, help="name of a reusable PostgreSQL database (kept)"
     )
+    parser.add_argument(
+        "--cache",
+        choices=["cold", "warm", "asis"],
+        default="cold",
+        help="the store's files in the OS cache before each timed stage (default cold)",
+    )
     parser.add_argument("--out", default="bench-results/selection.json")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
@@ -445,7 +513,7 @@ def main() -> None:
         else:
             db = open_database(f"sqlite:///{path}", create=True)
             upgrade_schema(db)
-        results["sqlite"] = bench(db, args.pages, build)
+        results["sqlite"] = bench(db, args.pages, build, args.cache)
         db.dispose()
         if not args.keep:
             for suffix in ("", "-wal", "-shm", "-writer"):
@@ -464,7 +532,7 @@ def main() -> None:
             build = not exists or not _built(db, args.pages)
             if not build:
                 _undo_pg(db)
-            results["postgresql"] = bench(db, args.pages, build)
+            results["postgresql"] = bench(db, args.pages, build, args.cache)
             db.dispose()
         finally:
             if not args.pg_keep:
