@@ -213,8 +213,7 @@ SETTINGS: tuple[Setting, ...] = (
         "CRAWLPLAN_HORIZON",
         int,
         0,
-        "periods the model looks ahead (the plan publishes the first T); 0: automatic, one "
-        "mean revisit interval (known pages / capacity), between T and 4 T",
+        "periods the model looks ahead (the plan publishes the first T); 0: T",
         minimum=0,
     ),
     Setting(

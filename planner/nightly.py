@@ -89,7 +89,7 @@ class NightlySettings:
     stale_after: timedelta = timedelta(minutes=30)
     #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
     scale: BucketScale | None = None
-    #: Periods the model looks ahead (0: automatic, :func:`planner.plan_inputs.model_horizon`);
+    #: Periods the model looks ahead (0: the cycle; :func:`planner.plan_inputs.model_horizon`);
     #: the plan publishes the first ``periods`` of them.
     horizon: int = 0
     #: ``False``: the baseline a fixed-schedule crawler follows instead of the optimized plan:
@@ -102,7 +102,7 @@ class NightlySettings:
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
         if self.horizon < 0:
             raise ConfigError(
-                f"plan.horizon must be 0 (automatic) or a number of periods, got {self.horizon}"
+                f"plan.horizon must be 0 (the cycle) or a number of periods, got {self.horizon}"
             )
         if self.objective not in (*OBJECTIVES, UNIFORM):
             raise ConfigError(
@@ -372,12 +372,7 @@ def _run(
             inputs = plan_inputs(
                 aggregates.buckets,
                 new_pages=aggregates.new_pages,
-                periods=model_horizon(
-                    settings.periods,
-                    float(aggregates.buckets.pages.sum()) + aggregates.new_pages,
-                    capacity,
-                    settings.horizon,
-                ),
+                periods=model_horizon(settings.periods, settings.horizon),
                 capacity_crawls=capacity,
                 bucket_seconds=measured.bucket_seconds,
                 seconds_per_fetch=measured.seconds_per_fetch,

@@ -46,30 +46,21 @@ __all__ = [
 
 #: Seconds per fetch assumed before any fetch was timed (only the ratio of costs matters).
 DEFAULT_SECONDS_PER_FETCH = 1.0
-#: The automatic horizon looks this many mean revisit intervals (known pages / capacity) ahead.
-HORIZON_REVISITS = 1.0
-#: ... but never more than this many cycles (the solve time grows with the periods).
-HORIZON_MAX_CYCLES = 4
 
 
-def model_horizon(periods: int, pages: float, capacity_crawls: float, setting: int = 0) -> int:
-    """Periods the model looks ahead when it plans a cycle of ``periods`` periods.
+def model_horizon(periods: int, setting: int = 0) -> int:
+    """Periods the model looks ahead when it plans a cycle of ``periods`` periods: the
+    operator's ``setting`` (``plan.horizon``) when it is longer than the cycle, else the cycle.
 
-    The nightly run solves the model over the horizon and publishes the first ``periods``
-    periods (a receding horizon: the next run plans again from what the crawl saw). A crawl's
-    worth lasts until the page next changes, often longer than a short cycle: solved over the
-    cycle alone, the model counts a slow page's crawl only for the periods left in the cycle
-    and a fast page's in full, so it starves slow pages for fast ones that are stale again at
-    once (docs/model.md, "Horizon"). ``setting`` > 0 is the operator's horizon in periods (at
-    least ``periods``); 0 picks one mean revisit interval, ``pages / capacity_crawls``
-    periods, between ``periods`` and :data:`HORIZON_MAX_CYCLES` cycles.
+    Over a longer horizon the nightly run solves the model and publishes the first
+    ``periods`` periods (a receding horizon: the next run plans again from what the crawl
+    saw). It is not the default: every crawl adds the measured discovery rate (oldnwt,
+    newnwt) to the uncrawled pages n of every later period, so over a long horizon a crawl's
+    discoveries can outweigh its freshness and the model idles (docs/model.md, "Horizon").
+    The terminal value (:func:`planning_weights`) carries a crawl's worth past the cycle
+    instead.
     """
-    if setting > 0:
-        return max(int(setting), periods)
-    if not capacity_crawls > 0 or not pages > 0:
-        return periods
-    revisit = int(np.ceil(HORIZON_REVISITS * pages / capacity_crawls))
-    return int(min(max(periods, revisit), HORIZON_MAX_CYCLES * periods))
+    return max(int(setting), periods)
 
 
 def planning_weights(
@@ -77,11 +68,19 @@ def planning_weights(
 ) -> ObjectiveWeights:
     """The strategy's weights over the instance's periods, plus the worth of the pages left
     fresh at the horizon's end (:func:`planner.strategies.with_terminal_value`): until their
-    next crawl, one mean revisit interval on (known pages / ``capacity_crawls`` periods)."""
+    next crawl, one mean revisit interval on (known pages / ``capacity_crawls`` periods); new
+    pages left uncrawled are valued alike, with the change fraction of the buckets they join
+    (the instance's p)."""
     weights = strategy_weights(strategy, instance.buckets, instance.periods)
     pages = float(instance.b0.sum() + instance.n0)
     revisit = pages / capacity_crawls if capacity_crawls > 0 else 0.0
-    return with_terminal_value(weights, instance.a[:, -1], revisit)
+    a = instance.a[:, -1]
+    return with_terminal_value(
+        weights,
+        a,
+        revisit,
+        new_page_change=float(np.dot(instance.p, a) / max(instance.p.sum(), 1e-300)),
+    )
 
 
 @dataclass(frozen=True)

@@ -145,12 +145,6 @@ def _cycle_quotas(
     return quotas.old[:, :periods].sum(axis=1), int(quotas.new[:periods].sum()), line
 
 
-def _horizon(pages: np.ndarray, new_pages: int, periods: int, capacity: float) -> int:
-    """The nightly run's automatic horizon for these aggregates (pages [256], index 0 = no
-    estimate)."""
-    return model_horizon(periods, float(pages.sum()) + new_pages, capacity)
-
-
 @scenario_app.command("whatif")
 @user_errors
 def whatif(
@@ -179,7 +173,7 @@ def whatif(
             agg.change_fraction,
             agg.obsolete,
             aggregates.new_pages,
-            periods=_horizon(agg.pages, aggregates.new_pages, periods, capacity),
+            periods=model_horizon(periods, int(settings.values["plan.horizon"])),
             capacity=capacity,
         )
     except ValueError as error:
@@ -206,9 +200,7 @@ def whatif(
         agg.change_fraction,
         agg.obsolete,
         aggregates.new_pages,
-        periods=_horizon(
-            agg.pages, aggregates.new_pages, published.periods, max(published_capacity, 1.0)
-        ),
+        periods=model_horizon(published.periods, int(settings.values["plan.horizon"])),
         capacity=max(published_capacity, 1.0),
     )
     _, _, same_line = _cycle_quotas(same, number, published.periods, max(published_capacity, 1.0))

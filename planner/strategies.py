@@ -105,8 +105,20 @@ def strategy_weights(strategy: Strategy | int, buckets: int, periods: int) -> Ob
     return ObjectiveWeights(oldwt, per_period.copy(), f"strategy {strategy.value}")
 
 
+def _obsolete_worth(change: np.ndarray, revisit: float) -> np.ndarray:
+    """``sum_{k=1..R} (1 - a)^k``: page-periods an obsolete page costs more than a fresh one
+    over the R periods until its next crawl."""
+    keep = 1.0 - change
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(change > 1e-12, keep * (1.0 - keep**revisit) / change, revisit)
+
+
 def with_terminal_value(
-    weights: ObjectiveWeights, a: npt.ArrayLike, revisit_periods: float
+    weights: ObjectiveWeights,
+    a: npt.ArrayLike,
+    revisit_periods: float,
+    *,
+    new_page_change: float | None = None,
 ) -> ObjectiveWeights:
     """``weights`` with the worth, after the horizon, of the pages left fresh at its end.
 
@@ -119,18 +131,25 @@ def with_terminal_value(
     changes, 0 for one that changes every period). Without it a short horizon starves slow
     pages, whose crawl pays off mostly after it (docs/model.md, "Horizon").
 
+    A new page still uncrawled at T is the same: until it is crawled it counts as n, and
+    once crawled it changes at ``new_page_change`` per period (the change fraction of the
+    buckets new pages join); n[T] gets its worth times the mean per-period weight of n
+    (without it the model would re-crawl known pages rather than fetch new ones near T).
+    None: n[T] unchanged.
+
     ``a`` [B]: change fraction per period of each bucket in period T.
     """
-    change = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
     revisit = max(float(revisit_periods), 0.0)
-    keep = 1.0 - change
-    with np.errstate(divide="ignore", invalid="ignore"):
-        worth = np.where(change > 1e-12, keep * (1.0 - keep**revisit) / change, revisit)
-    oldwt = weights.oldwt.copy()
+    worth = _obsolete_worth(np.clip(np.asarray(a, dtype=float), 0.0, 1.0), revisit)
+    oldwt, newwt = weights.oldwt.copy(), weights.newwt.copy()
     periods = oldwt.shape[1]
     per_period = oldwt[:, :-1].mean(axis=1) if periods > 1 else oldwt[:, -1]
     oldwt[:, -1] += per_period * worth
-    return ObjectiveWeights(oldwt, weights.newwt.copy(), f"{weights.label} + terminal value")
+    if new_page_change is not None:
+        change = np.clip(np.array([new_page_change], dtype=float), 0.0, 1.0)
+        new_per_period = float(newwt[:-1].mean()) if periods > 1 else float(newwt[-1])
+        newwt[-1] += new_per_period * float(_obsolete_worth(change, revisit)[0])
+    return ObjectiveWeights(oldwt, newwt, f"{weights.label} + terminal value")
 
 
 def weights_from_mapping(

@@ -12,7 +12,7 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n;
 3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) over ``horizon``
-   periods (0: automatic, :func:`planner.plan_inputs.model_horizon`, as the nightly run
+   periods (0: the cycle, :func:`planner.plan_inputs.model_horizon`, as the nightly run
    does) with the budget as capacity (one crawl costs 1), in the chosen strategy's weights
    plus the worth of the pages left fresh at the horizon's end (``terminal_value``, as the
    nightly run: :func:`planner.plan_inputs.planning_weights`), over the populated buckets
@@ -110,7 +110,7 @@ class WebFountainPolicy(Policy):
         if cycle < 1:
             raise PolicyError(f"cycle: give at least 1 period, got {cycle!r}")
         if horizon < 0:
-            raise PolicyError(f"horizon: give periods (0: automatic), got {horizon!r}")
+            raise PolicyError(f"horizon: give periods (0: the cycle), got {horizon!r}")
         if cold_start not in ("median", "section"):
             raise PolicyError(f"cold_start: use 'median' or 'section', got {cold_start!r}")
         self.name = name
@@ -167,7 +167,7 @@ class WebFountainPolicy(Policy):
         pages = np.flatnonzero(fetched)
         new_count = int(np.count_nonzero(log.eligible & (log.fetches == 0)))
         T = self.cycle
-        H = model_horizon(T, float(np.count_nonzero(log.eligible)), float(budget), self.horizon)
+        H = model_horizon(T, self.horizon)
         bucket = np.zeros(log.n_pages, dtype=np.int64)
         if pages.size:
             r = np.maximum(rate[pages], 1e-9)

@@ -6,23 +6,51 @@ import numpy as np
 import pytest
 
 from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import HORIZON_MAX_CYCLES, model_horizon
+from planner.plan_inputs import model_horizon, planning_weights
 from planner.plan_solver import solve_plan
 from planner.strategies import Strategy, strategy_weights, with_terminal_value
 
 
-def test_automatic_horizon_is_one_revisit_interval_within_bounds() -> None:
-    assert model_horizon(3, pages=11_000, capacity_crawls=1_000) == 11
-    assert model_horizon(3, pages=1_000, capacity_crawls=1_000) == 3  # never below the cycle
-    assert model_horizon(3, pages=1e6, capacity_crawls=10) == 3 * HORIZON_MAX_CYCLES
-    assert model_horizon(14, pages=1e6, capacity_crawls=1e5) == 14
-    assert model_horizon(5, pages=0, capacity_crawls=10) == 5
-    assert model_horizon(5, pages=100, capacity_crawls=0) == 5
+def test_the_horizon_is_the_cycle_unless_configured_longer() -> None:
+    assert model_horizon(3) == 3
+    assert model_horizon(3, 20) == 20
+    assert model_horizon(3, 2) == 3
 
 
-def test_a_configured_horizon_is_at_least_the_cycle() -> None:
-    assert model_horizon(3, pages=11_000, capacity_crawls=1_000, setting=20) == 20
-    assert model_horizon(3, pages=11_000, capacity_crawls=1_000, setting=2) == 3
+def _one_bucket_and_new_pages(periods: int, discovery: float) -> CrawlInstance:
+    """The demo's second plan: 2,868 pages fetched once (no estimate yet: a = 0.5), 7,982
+    never fetched, 1,000 crawls a period, discovery measured pooled at 0.29 per crawl."""
+    return CrawlInstance.from_mapping(
+        {
+            "periods": periods,
+            "buckets": 1,
+            "b0": [2868.0],
+            "y0": [1434.0],
+            "n0": 7982.0,
+            "a": [[0.5] * periods],
+            "capacity": 1000.0,
+            "crawl_cost": 1.0,
+            "new_crawl_cost": 1.0,
+            "oldnwt": discovery,
+            "newnwt": discovery,
+            "nconst": 0.0,
+        }
+    )
+
+
+def test_over_a_long_horizon_discoveries_outweigh_crawls() -> None:
+    """Why the horizon is the cycle by default: every crawl adds its discoveries to the
+    uncrawled pages of every later period, so over 11 periods the model puts off all of the
+    published cycle's crawls; over the cycle, with the terminal value, it fetches new pages at
+    full capacity."""
+    long = _one_bucket_and_new_pages(11, 0.29)
+    idle = solve_plan(long, planning_weights(long, Strategy.EVERY_PERIOD, 1000.0))
+    assert idle.status.ok
+    assert idle.trajectory.x[:, :3].sum() + idle.trajectory.z[:3].sum() < 1.0
+    cycle = _one_bucket_and_new_pages(3, 0.29)
+    busy = solve_plan(cycle, planning_weights(cycle, Strategy.EVERY_PERIOD, 1000.0))
+    assert busy.status.ok
+    np.testing.assert_allclose(busy.trajectory.z, 1000.0, rtol=1e-6)
 
 
 def _two_buckets(periods: int) -> CrawlInstance:
@@ -71,6 +99,12 @@ def test_a_longer_horizon_stops_starving_slow_pages() -> None:
     assert first[12][0] > 0.05
     assert first[12].sum() == pytest.approx(0.2, rel=1e-6)  # the capacity is spent either way
     assert _steady_obsolete(first[12], a) < _steady_obsolete(first[3], a)
+    # over the cycle alone, the terminal value (revisits every 200 / 20 = 10 periods) does it
+    instance = _two_buckets(3)
+    valued = solve_plan(instance, planning_weights(instance, Strategy.EVERY_PERIOD, 20.0))
+    fractions = valued.trajectory.x.mean(axis=1) / 100.0
+    assert fractions[0] > 0.05
+    assert _steady_obsolete(fractions, a) < _steady_obsolete(first[3], a)
 
 
 def test_terminal_value_is_the_obsolete_periods_before_the_next_crawl() -> None:
@@ -83,3 +117,11 @@ def test_terminal_value_is_the_obsolete_periods_before_the_next_crawl() -> None:
     # strategy 2 weighs no period before the last: nothing to add
     end = strategy_weights(Strategy.END_OF_CYCLE, 3, 4)
     np.testing.assert_array_equal(with_terminal_value(end, [0.1] * 3, 5.0).oldwt, end.oldwt)
+
+
+def test_new_pages_left_uncrawled_at_the_end_weigh_alike() -> None:
+    base = strategy_weights(Strategy.EVERY_PERIOD, 2, 3)
+    weights = with_terminal_value(base, [0.0, 0.5], 2.0, new_page_change=0.5)
+    assert weights.newwt[-1] == pytest.approx(1.0 + 0.75, rel=1e-12)
+    np.testing.assert_array_equal(weights.newwt[:-1], base.newwt[:-1])
+    assert with_terminal_value(base, [0.0, 0.5], 2.0).newwt[-1] == 1.0
