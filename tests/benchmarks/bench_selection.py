@@ -43,7 +43,10 @@ database's relation files, when this process can open them, i.e. a local server 
 or postgres; PostgreSQL's own buffers, ``shared_buffers``, are not emptied), whatever the
 run before did and however long ago. ``--cache warm`` reads the files through instead (the
 state right after a build), ``--cache asis`` leaves them as they are. No untimed warm-up
-pass: what a stage reads cold is part of its time.
+pass: what a stage reads cold is part of its time. Beside the load average, the bench prints
+the CPU seconds this process spent in the release and the lease (on SQLite all the work; on
+PostgreSQL the client's share): on a shared machine, wall time minus CPU time is waiting,
+for the disk or for a core.
 
 Options: ``--pages N`` (default 10,000,000), ``--backend sqlite|postgresql|both`` (default
 sqlite), ``--pg URL`` (admin URL, default the local server), ``--keep DIR`` reuses a built
@@ -371,10 +374,11 @@ def bench(db: Database, pages: int, build: bool, cache: str) -> dict[str, float]
     figures["select_s"] = time.perf_counter() - t0
 
     _set_cache(files, cache)  # the release reads the candidates again, as it would
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     # scheduled_at is built in bulk SQL here, not by the page schedule
     summary = release_period(db, now=now, min_delay_seconds=MIN_DELAY, require_schedule=False)
     figures["release_s"] = time.perf_counter() - t0
+    figures["release_cpu_s"] = time.process_time() - c0
     assert summary.status == "released", summary
     assert summary.released == len(selection.page_id), (summary.released, len(selection.page_id))
     figures["released"] = summary.released
@@ -386,11 +390,12 @@ def bench(db: Database, pages: int, build: bool, cache: str) -> dict[str, float]
         LeasePolicy(lease_seconds=3600, max_urls=100_000, max_urls_per_host=10_000, max_hosts=100),
     )
     lease_at = work.ends_at  # every release time (< end) has passed
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     leased = 0
     while batch := queue.lease("bench", now=lease_at):
         leased += sum(len(lease.pages) for lease in batch)
     figures["lease_s"] = time.perf_counter() - t0
+    figures["lease_cpu_s"] = time.process_time() - c0
     figures["leased"] = leased
     figures["load_after"] = os.getloadavg()[0]
     figures["cores"] = cores
@@ -461,6 +466,12 @@ def _print(results: dict[str, dict[str, float]]) -> None:
         print(
             f"{backend:<11} {n:<12} load average (1 min) {f['load_before']:.1f} before, "
             f"{f['load_after']:.1f} after the timed stages, on {int(f['cores'])} cores"
+        )
+        cpu = f["release_cpu_s"] + f["lease_cpu_s"]
+        print(
+            f"{backend:<11} {n:<12} CPU seconds of this process: release "
+            f"{f['release_cpu_s']:.2f}, lease {f['lease_cpu_s']:.2f}, both {cpu:.2f}"
+            + (" (the server's are not counted)" if backend == "postgresql" else "")
         )
         if "build_s" in f:
             print(f"{backend:<11} {n:<12} (store built in {f['build_s']:.0f} s)")
