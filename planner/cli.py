@@ -35,13 +35,12 @@ from crawler.seeds import RejectedURL, SeedReader
 from crawler.sitemaps import SitemapError, parse_sitemap
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
-from estimators.buckets import BucketScale
 from estimators.fetch_table import estimate_fetch_table
 from planner.cli_support import err, fail, out, user_errors
 from planner.config import SETTINGS, Settings, load_settings
 from planner.crawl_instance import CrawlInstance
 from planner.demo import DemoSettings, progress_line, run_demo
-from planner.errors import ConfigError, InputFileError
+from planner.errors import InputFileError
 from planner.files import open_text_input, read_json, read_table, write_json, write_table
 from planner.importance_command import importance
 from planner.nightly import NightlyReport, NightlySettings, run_nightly
@@ -519,10 +518,6 @@ def crawl(
 
 def _nightly_settings(settings: Settings) -> NightlySettings:
     v = settings.values
-    try:
-        scale = BucketScale(float(v["estimate.min_rate"]), float(v["estimate.max_rate"]))
-    except ValueError as error:
-        raise ConfigError(f"estimate.min_rate and estimate.max_rate: {error}") from None
     return NightlySettings(
         period_days=float(v["plan.period_days"]),
         periods=int(v["plan.periods"]),
@@ -531,7 +526,8 @@ def _nightly_settings(settings: Settings) -> NightlySettings:
         capacity=float(v["plan.capacity"]),
         window_days=float(v["plan.window_days"]),
         objective=str(v["plan.objective"]),
-        scale=scale,
+        scale=settings.bucket_scale,
+        last_modified=settings.last_modified_policy,
     )
 
 
@@ -915,8 +911,11 @@ def estimate(
     if observations is None:
         if out_file is not None:
             raise fail("--out needs --observations; without them the store is estimated")
-        database = _open_checked(_settings(db, config))
-        summary = estimate_from_store(database)
+        settings = _settings(db, config)
+        database = _open_checked(settings)
+        summary = estimate_from_store(
+            database, scale=settings.bucket_scale, policy=settings.last_modified_policy
+        )
         out.print(
             f"estimated {summary.pages:,} pages from {summary.fetches:,} fetches "
             f"({', '.join(f'{k} {v:,}' for k, v in sorted(summary.by_estimator.items()))}); "
@@ -934,7 +933,14 @@ def estimate(
             "expected page, fetched_at, changed and optionally last_modified, host"
         )
     first_line = 2 if observations.suffix.lower() == ".csv" else 1
-    result = estimate_fetch_table(table, now=utcnow(), first_line=first_line)
+    settings = _settings(db, config)
+    result = estimate_fetch_table(
+        table,
+        now=utcnow(),
+        first_line=first_line,
+        scale=settings.bucket_scale,
+        policy=settings.last_modified_policy,
+    )
     write_table(result.rates, out_file)
     counts = result.rates["estimator"].value_counts().to_dict()
     out.print(

@@ -29,7 +29,9 @@ from typing import Any
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
 from crawler.worker import CrawlSettings
-from estimators.defaults import MAX_RATE, MIN_RATE
+from estimators.buckets import BucketScale
+from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
+from estimators.reliability import LastModifiedPolicy
 from planner.errors import ConfigError
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
@@ -200,6 +202,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1e-12,
     ),
     Setting(
+        "estimate.clock_tolerance",
+        "CRAWLPLAN_CLOCK_TOLERANCE",
+        float,
+        CLOCK_TOLERANCE_DAYS * 86_400.0,
+        "seconds within which a Last-Modified counts as the fetch time (a server stamping "
+        "the response time) or as unmoved; HTTP dates have whole seconds",
+        minimum=0,
+    ),
+    Setting(
         "plan.period_days",
         "CRAWLPLAN_PERIOD_DAYS",
         float,
@@ -272,6 +283,23 @@ class Settings:
             max_urls_per_host=self.values["lease.max_urls_per_host"],
             max_hosts=self.values["lease.max_hosts"],
             revisit_after=timedelta(days=self.values["lease.revisit_after_days"]),
+        )
+
+    @property
+    def bucket_scale(self) -> BucketScale:
+        """The 255 change-rate buckets' range (``estimate.min_rate`` .. ``max_rate``)."""
+        try:
+            return BucketScale(
+                float(self.values["estimate.min_rate"]), float(self.values["estimate.max_rate"])
+            )
+        except ValueError as error:
+            raise ConfigError(f"estimate.min_rate and estimate.max_rate: {error}") from None
+
+    @property
+    def last_modified_policy(self) -> LastModifiedPolicy:
+        """The Last-Modified reliability test's thresholds (``estimate.clock_tolerance``)."""
+        return LastModifiedPolicy(
+            clock_tolerance=float(self.values["estimate.clock_tolerance"]) / 86_400.0
         )
 
     @property

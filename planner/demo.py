@@ -407,6 +407,10 @@ def run_demo(
             "crawl.min_delay": _MIN_DELAY,
             "crawl.workers": demo.workers,
             "lease.revisit_after_days": revisit / _DAY,
+            # The web's days are seconds: a Last-Modified a minute before the fetch is no
+            # sign of a server stamping the response time here (HTTP dates have whole
+            # seconds, the web's clock is the crawler's).
+            "estimate.clock_tolerance": 1.0,
         },
         environ={},
     )
@@ -421,6 +425,7 @@ def run_demo(
         window_days=cycle_seconds / _DAY,
         # The web changes in seconds, not days: buckets from one change a day to 1e6 a day.
         scale=BucketScale(1.0, 1e6),
+        last_modified=settings.last_modified_policy,
     )
     report = DemoReport(
         min_delay=crawl.politeness.min_delay, pages=n_pages, budget=budget, periods=demo.periods

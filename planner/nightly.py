@@ -45,6 +45,7 @@ from typing import Any
 from estimators.buckets import BucketScale
 from estimators.discovery import discovery_rates
 from estimators.opic import crawl_virtual_gift
+from estimators.reliability import LastModifiedPolicy
 from planner.crawl_instance import InstanceError
 from planner.errors import ConfigError
 from planner.page_schedule import UNIFORM, schedule_pages
@@ -89,6 +90,8 @@ class NightlySettings:
     stale_after: timedelta = timedelta(minutes=30)
     #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
     scale: BucketScale | None = None
+    #: The Last-Modified reliability test's thresholds (None: the estimators' defaults).
+    last_modified: LastModifiedPolicy | None = None
     #: Periods the model looks ahead (0: the cycle; :func:`planner.plan_inputs.model_horizon`);
     #: the plan publishes the first ``periods`` of them.
     horizon: int = 0
@@ -361,7 +364,12 @@ def _run(
     if not dry_run:
         with stages.stage("estimate"):
             # A heartbeat every chunk: a long estimate is alive, not killed.
-            estimate_from_store(db, scale=settings.scale, progress=lambda _pages: stages.beat())
+            estimate_from_store(
+                db,
+                scale=settings.scale,
+                policy=settings.last_modified,
+                progress=lambda _pages: stages.beat(),
+            )
         with stages.stage("importance"):
             # OPIC: the virtual page's cash to every page, and every page's importance
             # (H + C) / (G + 1) stored for the page schedule.

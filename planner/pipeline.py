@@ -34,6 +34,7 @@ import numpy.typing as npt
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
+from estimators.reliability import LastModifiedPolicy
 from estimators.selection import ChangeRateEstimator
 from planner.quotas import charge_urgent
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
@@ -162,9 +163,11 @@ def estimate_from_store(
     chunk_pages: int = 50_000,
     progress: Callable[[int], None] | None = None,
     scale: BucketScale | None = None,
+    policy: LastModifiedPolicy | None = None,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets
-    (``scale``: the 255 buckets' rate range, changes per day; the defaults otherwise)."""
+    (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
+    reliability test's thresholds; the defaults otherwise)."""
     prior = None
     pages = fetches = 0
     by_estimator: dict[str, int] = {}
@@ -183,6 +186,7 @@ def estimate_from_store(
             now=now_days,
             estimator=estimator,
             scale=scale,
+            policy=policy,
         )
         if prior is None:
             prior = result.fitted.prior_

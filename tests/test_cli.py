@@ -171,6 +171,24 @@ def test_estimate_reports_bad_rows_and_estimates_the_rest(tmp_path: Path) -> Non
     )
 
 
+def test_the_clock_tolerance_decides_whether_last_modified_is_used(tmp_path: Path) -> None:
+    """A page fetched every 10 minutes, changed each time, 30 s before the fetch: within
+    the default tolerance (60 s) that looks like a server stamping the response time; with
+    estimate.clock_tolerance = 1 s it is a truthful Last-Modified."""
+    step, before = 10 / 1440, 30 / 86400
+    rows = ["page,fetched_at,changed,last_modified"]
+    for k in range(8):
+        t = 1.0 + k * step
+        rows.append(f"http://a.test/1,{t!r},{'' if k == 0 else 1},{t - before!r}")
+    (tmp_path / "obs.csv").write_text("\n".join(rows) + "\n")
+    for env, expected in (({}, "poisson"), ({"CRAWLPLAN_CLOCK_TOLERANCE": "1"}, "last_modified")):
+        proc = run("estimate", "-i", "obs.csv", "-o", "rates.csv", cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        header, row = (tmp_path / "rates.csv").read_text().splitlines()
+        estimator = row.split(",")[header.split(",").index("estimator")]
+        assert estimator.startswith(expected), row
+
+
 def test_solve_writes_integer_quotas_and_names_bad_keys(tmp_path: Path) -> None:
     instance = {
         "periods": 3,
