@@ -522,6 +522,7 @@ def _nightly_settings(settings: Settings) -> NightlySettings:
         period_days=float(v["plan.period_days"]),
         periods=int(v["plan.periods"]),
         horizon=int(v["plan.horizon"]),
+        crawl_cost=str(v["plan.crawl_cost"]),
         strategy=int(v["plan.strategy"]),
         capacity=float(v["plan.capacity"]),
         window_days=float(v["plan.window_days"]),

@@ -258,6 +258,14 @@ SETTINGS: tuple[Setting, ...] = (
         "obsolescence",
         "page schedule inside each bucket's quota: obsolescence, freshness, harmonic, binary",
     ),
+    Setting(
+        "plan.crawl_cost",
+        "CRAWLPLAN_CRAWL_COST",
+        str,
+        "measured",
+        "cost of a crawl in the model: measured (each bucket's mean fetch time: the capacity is "
+        "crawl time) or equal (every crawl alike: the capacity is a number of crawls)",
+    ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 

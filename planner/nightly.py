@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from estimators.buckets import BucketScale
 from estimators.discovery import discovery_rates
 from estimators.opic import crawl_virtual_gift
@@ -92,6 +94,9 @@ class NightlySettings:
     scale: BucketScale | None = None
     #: The Last-Modified reliability test's thresholds (None: the estimators' defaults).
     last_modified: LastModifiedPolicy | None = None
+    #: ``measured``: a crawl of bucket i costs its measured mean fetch time (the capacity is
+    #: crawl time); ``equal``: every crawl costs the same (the capacity is a number of crawls).
+    crawl_cost: str = "measured"
     #: Periods the model looks ahead (0: the cycle; :func:`planner.plan_inputs.model_horizon`);
     #: the plan publishes the first ``periods`` of them.
     horizon: int = 0
@@ -103,6 +108,8 @@ class NightlySettings:
     def __post_init__(self) -> None:
         if self.strategy not in (1, 2, 3):
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
+        if self.crawl_cost not in ("measured", "equal"):
+            raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
         if self.horizon < 0:
             raise ConfigError(
                 f"plan.horizon must be 0 (the cycle) or a number of periods, got {self.horizon}"
@@ -382,7 +389,11 @@ def _run(
                 new_pages=aggregates.new_pages,
                 periods=model_horizon(settings.periods, settings.horizon),
                 capacity_crawls=capacity,
-                bucket_seconds=measured.bucket_seconds,
+                bucket_seconds=(
+                    measured.bucket_seconds
+                    if settings.crawl_cost == "measured"
+                    else np.full_like(measured.bucket_seconds, np.nan)
+                ),
                 seconds_per_fetch=measured.seconds_per_fetch,
                 discovery=discovery,
             )

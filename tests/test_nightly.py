@@ -26,9 +26,12 @@ from tests.conftest import T0
 DAY = timedelta(days=1)
 
 
-def _crawl_history(db: Database, pages: int, visits: int, new: int = 3) -> None:
+def _crawl_history(
+    db: Database, pages: int, visits: int, new: int = 3, slow_every: int = 0
+) -> None:
     """``pages`` pages fetched daily for ``visits`` days (page k changes every k-th visit,
-    page 0 never), each fetch timed 0.1 s, plus ``new`` pages never fetched."""
+    page 0 never), each fetch timed 0.1 s (1 s for every ``slow_every``-th page), plus ``new``
+    pages never fetched."""
     add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in range(pages)], now=T0)
     queue = LeaseQueue(db, LeasePolicy(max_urls=pages, max_urls_per_host=pages))
     for day in range(visits):
@@ -45,7 +48,7 @@ def _crawl_history(db: Database, pages: int, visits: int, new: int = 3) -> None:
                     "ok",
                     200,
                     changed=changed,
-                    duration=0.1,
+                    duration=1.0 if slow_every and k % slow_every == 0 else 0.1,
                     next_due_at=now + DAY - timedelta(minutes=2),
                 )
             )
@@ -295,3 +298,25 @@ def test_a_run_taken_for_dead_stops_at_its_next_heartbeat(db: Database) -> None:
     start_run(db, cycle_start=T0, stale_after=timedelta(minutes=30), now=T0 + timedelta(hours=1))
     with pytest.raises(NightlyRunBusyError, match="another run took over"):
         heartbeat(db, slow, {"estimate": 1.0})
+
+
+def test_equal_crawl_costs_make_the_capacity_a_number_of_crawls(db: Database) -> None:
+    _crawl_history(db, pages=12, visits=8, slow_every=2)
+    with pytest.raises(ConfigError, match=r"plan\.crawl_cost"):
+        NightlySettings(crawl_cost="cheap")
+    measured = NightlySettings(periods=4, strategy=1, capacity=8.0)
+    run_nightly(db, measured, now=T0 + 8 * DAY)  # estimates: pages in their buckets
+    report = run_nightly(db, measured, now=T0 + 9 * DAY)
+    assert report.inputs is not None and report.inputs.instance is not None
+    assert np.ptp(report.inputs.instance.crawl_cost) > 0.1  # slow and fast buckets differ
+    equal = NightlySettings(periods=4, strategy=1, capacity=8.0, crawl_cost="equal")
+    report = run_nightly(db, equal, now=T0 + 9 * DAY, force=True)
+    assert report.status == "published" and report.inputs is not None
+    instance = report.inputs.instance
+    assert instance is not None
+    np.testing.assert_allclose(instance.crawl_cost, instance.crawl_cost[0, 0])
+    assert instance.capacity[0] == pytest.approx(8.0 * instance.crawl_cost[0, 0])
+    plan = plan_detail(db, report.plan or 0)
+    for period in range(1, 5):
+        crawls = sum(q for (p, _), q in plan.quotas.items() if p == period)
+        assert crawls + plan.new_pages[period] <= 8
