@@ -760,18 +760,48 @@ def _write(
         "| bucket | mean change rate (per s) | crawls per period |",
         "|---:|---:|---:|",
     ]
+    table_at = len(lines)
     for bucket, per_period_quota in sorted(report.quotas.items()):
         rate = report.bucket_rates.get(bucket, float("nan"))
         lines.append(f"| {bucket} | {rate:.4f} | {per_period_quota:.1f} |")
     lines += ["", f"Change detection (crawlplan's store): {report.detection}.", ""]
     (directory / "report.md").write_text("\n".join(lines))
-    for line in lines[2:]:
+    shown = [*lines[:table_at], *_merged_quota_rows(report), *lines[-3:]]
+    for line in shown[2:]:
         if line.startswith(("|", "Fetches", "Kept", "Change")):
             say(line)
     say(
         f"report: {directory / 'report.md'}, {directory / 'freshness.csv'}, "
         f"{directory / 'freshness.png'} ({report.elapsed:.0f} s in all)"
     )
+
+
+def _merged_quota_rows(report: DemoReport, small: float = 5.0) -> list[str]:
+    """The quota table for the terminal: runs of adjacent buckets with under ``small`` crawls
+    a period each merged into one row (bucket and rate ranges, quotas summed)."""
+    rows: list[str] = []
+    run: list[tuple[int, float, float]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        (b0, r0, _), (b1, r1, _) = run[0], run[-1]
+        total = sum(q for _, _, q in run)
+        if len(run) == 1:
+            rows.append(f"| {b0} | {r0:.4f} | {total:.1f} |")
+        else:
+            rows.append(f"| {b0}-{b1} | {r0:.4f}-{r1:.4f} | {total:.1f} |")
+        run.clear()
+
+    for bucket, quota in sorted(report.quotas.items()):
+        rate = report.bucket_rates.get(bucket, float("nan"))
+        if bucket > 0 and quota < small:
+            run.append((bucket, rate, quota))
+            continue
+        flush()
+        rows.append(f"| {bucket} | {rate:.4f} | {quota:.1f} |")
+    flush()
+    return rows
 
 
 def served_and_observed(

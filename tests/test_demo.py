@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from planner.demo import DemoSettings, _Truth, run_demo
+from planner.demo import DemoReport, DemoSettings, _merged_quota_rows, _Truth, run_demo
 from scenarios.ground_truth import repository_freshness
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from store import open_database
@@ -162,3 +162,16 @@ def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
     while left() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left(), "child processes left behind"
+
+
+def test_the_terminal_quota_table_merges_runs_of_small_quotas() -> None:
+    report = DemoReport(
+        quotas={0: 300.0, 10: 1.0, 11: 2.0, 12: 40.0, 13: 0.0, 20: 0.5},
+        bucket_rates={10: 0.01, 11: 0.011, 12: 0.012, 13: 0.013, 20: 0.02},
+    )
+    assert _merged_quota_rows(report) == [
+        "| 0 | nan | 300.0 |",
+        "| 10-11 | 0.0100-0.0110 | 3.0 |",
+        "| 12 | 0.0120 | 40.0 |",
+        "| 13-20 | 0.0130-0.0200 | 0.5 |",
+    ]
