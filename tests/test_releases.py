@@ -309,6 +309,28 @@ def test_sqlite_release_reads_its_pages_from_the_candidate_indexes(db: Database)
     assert "PRIMARY KEY (rowid" not in plan and "SCAN p" not in plan
 
 
+def test_a_long_url_with_a_long_etag_fits_the_candidate_index(db: Database) -> None:
+    """The candidate indexes hold the URL and validators; PostgreSQL's B-tree entries hold at
+    most 2,704 bytes, so there a page keeps no ETag that would pass 2,400 bytes with its URL
+    and signature (the write succeeds, the ETag is dropped); shorter ETags are kept."""
+    (long_page,) = _pages(db, "l" * 10, 1)
+    (short_page,) = _pages(db, "s", 1)
+    long_url = "http://" + "l" * 10 + ".test/" + "x" * (2048 - 23)
+    etag, signature = "e" * 512, "f" * 64
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == long_page).values(url=long_url))
+        for pid in (long_page, short_page):
+            conn.execute(
+                update(PAGES)
+                .where(PAGES.c.id == pid)
+                .values(status="ok", fetches=1, bucket=3, etag=etag, signature=signature)
+            )
+    with db.read() as conn:
+        kept = dict(conn.execute(select(PAGES.c.id, PAGES.c.etag)).tuples().all())
+    assert kept[short_page] == etag
+    assert kept[long_page] == (None if db.dialect == "postgresql" else etag)
+
+
 def test_concurrent_releases_release_once(db: Database) -> None:
     _fetched(db, "h", 1, [T0 - timedelta(hours=i) for i in range(30)])
     _plan(db, {1: 10})

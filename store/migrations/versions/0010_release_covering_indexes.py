@@ -17,6 +17,13 @@ page's entry in ``ix_pages_bucket_scheduled`` anyway (its ``scheduled_at`` and `
 change), so the wider entries cost space (about 60 bytes a page more with short URLs and no
 validators, more with long ones), not extra writes. Rebuilding both indexes takes about two
 minutes on a store of 10,000,000 pages.
+
+PostgreSQL holds a B-tree entry of at most 2,704 bytes, and a page with a URL of 2,048
+characters and an ETag of 512 would not fit (the insert or the report fails). So on
+PostgreSQL a page keeps no ETag whose URL, ETag and signature together pass 2,400 bytes
+(trigger ``pages_fit_index_row``; such ETags held already are cleared first): the page is
+fetched without ``If-None-Match`` (``Last-Modified`` still applies), and its entry fits with
+room to spare. SQLite has no such limit (long entries overflow to other pages).
 """
 
 from __future__ import annotations
@@ -49,7 +56,31 @@ def _rebuild(bucket_columns: list[str], new_columns: list[str]) -> None:
     )
 
 
+#: PostgreSQL: the URL, ETag and signature bytes past which the ETag is not kept.
+_FIT_BYTES = 2_400
+_TOO_LONG = (
+    "octet_length({row}url) + coalesce(octet_length({row}etag), 0) "
+    f"+ coalesce(octet_length({{row}}signature), 0) > {_FIT_BYTES}"
+)
+_PG_FIT_FUNCTION = """
+CREATE FUNCTION pages_fit_index_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.etag := NULL;
+    RETURN NEW;
+END $$
+"""
+_PG_FIT_TRIGGER = f"""
+CREATE TRIGGER pages_fit_index_row BEFORE INSERT OR UPDATE OF url, etag, signature ON pages
+FOR EACH ROW WHEN ({_TOO_LONG.format(row="NEW.")})
+EXECUTE FUNCTION pages_fit_index_row();
+"""
+
+
 def upgrade() -> None:
+    if op.get_context().dialect.name == "postgresql":
+        op.execute(f"UPDATE pages SET etag = NULL WHERE {_TOO_LONG.format(row='')}")
+        op.execute(_PG_FIT_FUNCTION)
+        op.execute(_PG_FIT_TRIGGER)
     _rebuild(
         ["bucket", "scheduled_at", *_CANDIDATE, "id", *_RELEASE],
         ["cash", "id", *_CANDIDATE, *_RELEASE],
@@ -58,3 +89,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     _rebuild(["bucket", "scheduled_at", *_CANDIDATE, "id"], ["cash", "id"])
+    if op.get_context().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER pages_fit_index_row ON pages")
+        op.execute("DROP FUNCTION pages_fit_index_row()")
