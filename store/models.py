@@ -104,7 +104,9 @@ CANDIDATE_COLUMNS = (
 #: The columns a release copies into the release queue: ``ix_pages_bucket_scheduled`` and
 #: ``ix_pages_new_cash`` hold them too, so that a release reads its pages from the index
 #: entries its candidate queries just read (neighbours), not from 100,000 scattered rows of
-#: the table (see :mod:`store.releases`).
+#: the table (see :mod:`store.releases`). On PostgreSQL, whose B-tree entries hold at most
+#: 2,704 bytes, a page keeps no ETag whose URL, ETag and signature pass 2,400 bytes (trigger
+#: ``pages_fit_index_row``, migration 0010).
 RELEASE_COLUMNS = ("url", "last_fetch_at", "etag", "last_modified", "signature")
 
 

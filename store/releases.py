@@ -7,7 +7,8 @@ order (index ``(bucket, scheduled_at)``, ``LIMIT k``), and the never-fetched pag
 cash (partial index ``ix_pages_new_cash``); the planner chooses among them (that choice is
 planning logic and lives in ``planner.selection``); :func:`queue_release` then appends the
 chosen pages to the release queue (``released_pages``, with their release time, URL and
-validators) and writes the ``period_releases`` row in one transaction. The primary key of
+validators, read from the candidate indexes' entries, which hold them, not from the table)
+and writes the ``period_releases`` row in one transaction. The primary key of
 ``period_releases`` makes the release happen once: a second release of the same period, even
 one racing from another process, changes nothing. The lease queue takes released pages from
 ``released_pages`` by host and due time; a report of the page deletes its row.
