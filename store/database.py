@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
 from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
+from store.types import UTCDateTime, sqlite_text
 
 __all__ = [
     "DEFAULT_DB_URL",
@@ -338,6 +340,15 @@ def driver_rows(conn: Connection, stmt: Select[Any]) -> list[Any]:
         cursor.close()
 
 
+def _sqlite_utc_text(value: Any) -> str:
+    """A :class:`UTCDateTime` bind value as SQLite stores it (as the type would)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: pass an aware datetime (UTC)")
+    return sqlite_text(value)
+
+
 class DriverStatement:
     """A statement compiled once for one dialect, run many times straight through the driver.
 
@@ -361,6 +372,13 @@ class DriverStatement:
         literals = compiled.construct_params(_check=False) or {}
         processors = compiled._bind_processors
         binds = compiled.binds
+        if dialect.name == "sqlite":
+            # UTCDateTime's text straight from the datetime (one call instead of the
+            # decorator's two), the naive-datetime check kept
+            processors = {
+                name: _sqlite_utc_text if isinstance(binds[name].type, UTCDateTime) else proc
+                for name, proc in processors.items()
+            }
         positions = compiled.positiontup
         names = list(positions) if positions else list(literals)
         self._positional = positions is not None

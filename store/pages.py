@@ -56,6 +56,12 @@ _SQLITE_INSERT_PAGES_DRIVER = DriverStatement(
 )
 
 
+#: Host ids by origin (built once: a crawl report runs it for the URLs it discovered).
+_HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id).where(
+    HOSTS.c.origin.in_(bindparam("origins", expanding=True))
+)
+
+
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
     """``INSERT ... ON CONFLICT DO NOTHING`` for this database's dialect."""
     if db.dialect == "postgresql":
@@ -67,7 +73,7 @@ def _host_ids(
     db: Database, conn: Connection, origins: set[str], now: datetime
 ) -> tuple[dict[str, int], int]:
     found: dict[str, int] = dict(
-        conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(origins))).tuples().all()
+        conn.execute(_HOST_IDS, {"origins": sorted(origins)}).tuples().all()
     )
     missing = sorted(origins - found.keys())
     added = 0
