@@ -4,10 +4,11 @@ importance is stored (store.importance, the report wiring in store.leases, crawl
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
@@ -25,7 +26,9 @@ from store import (
     open_database,
     upgrade_schema,
 )
-from store.importance import spread_virtual_cash
+from store.database import DriverStatement
+from store.errors import InvalidReportError
+from store.importance import PageIds, page_ids_of, spread_virtual_cash
 from store.models import Page
 from store.types import utcnow
 from tests.conftest import T0, orm_all
@@ -182,3 +185,41 @@ def test_crawling_the_synthetic_web_conserves_cash_and_stores_importance(tmp_pat
         assert fetched >= web.n_pages // 2
     finally:
         db.dispose()
+
+
+def test_remembered_page_ids_are_bounded_and_only_committed_lookups_are_kept(
+    db: Database,
+) -> None:
+    ids = PageIds(capacity=4)
+    ids.remember((f"u{i}", i) for i in range(5))
+    assert len(ids) <= 4 and ids.get("u4") == 4 and ids.get("nowhere") is None
+    urls = ["http://h.test/a", "http://h.test/b"]
+    add_pages(db, [(u, "http://h.test") for u in urls], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1))
+    (lease,) = queue.lease("w", now=T0)
+    known = page_ids_of(db)
+    assert known.get(lease.pages[0].url) == lease.pages[0].page_id  # leased pages are known
+    other = next(u for u in urls if u != lease.pages[0].url)
+    result = FetchResult(
+        page_id=lease.pages[0].page_id, fetched_at=T0, status="ok", outlinks=(other, "x:/new")
+    )
+    with pytest.raises(InvalidReportError):  # rolled back: nothing it looked up is kept
+        queue.report(lease.lease_id, [result, replace(result, page_id=10**9)], now=T0)
+    assert known.get(other) is None
+    queue.report(
+        lease.lease_id,
+        [result],
+        now=T0,
+        cash_split=crawl_cash_split,
+        discovered=[("x:/new", "http://x.test")],
+    )
+    assert known.get(other) is not None and known.get("x:/new") is not None
+
+
+def test_driver_statements_refuse_naive_times(db: Database) -> None:
+    stmt = DriverStatement(
+        update(Page).where(Page.id == bindparam("p")).values(last_fetch_at=bindparam("at")),
+        db.engine.dialect,
+    )
+    with db.write() as conn, pytest.raises(ValueError, match="naive"):
+        stmt.execute(conn, [{"p": 1, "at": T0.replace(tzinfo=None)}])
