@@ -523,6 +523,7 @@ def _nightly_settings(settings: Settings) -> NightlySettings:
         periods=int(v["plan.periods"]),
         horizon=int(v["plan.horizon"]),
         crawl_cost=str(v["plan.crawl_cost"]),
+        explore=float(v["plan.explore"]),
         strategy=int(v["plan.strategy"]),
         capacity=float(v["plan.capacity"]),
         window_days=float(v["plan.window_days"]),

@@ -33,6 +33,7 @@ from estimators.buckets import BucketScale
 from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
 from estimators.reliability import LastModifiedPolicy
 from planner.errors import ConfigError
+from planner.plan_inputs import EXPLORE_REVISITS
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
 
@@ -257,6 +258,16 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "obsolescence",
         "page schedule inside each bucket's quota: obsolescence, freshness, harmonic, binary",
+    ),
+    Setting(
+        "plan.explore",
+        "CRAWLPLAN_EXPLORE",
+        float,
+        EXPLORE_REVISITS,
+        "every change-rate bucket's pages crawled at least once per this many mean revisit "
+        "intervals (known pages / capacity periods), so that misjudged pages get re-measured; "
+        "0: off",
+        minimum=0,
     ),
     Setting(
         "plan.crawl_cost",

@@ -53,6 +53,7 @@ from planner.errors import ConfigError
 from planner.page_schedule import UNIFORM, schedule_pages
 from planner.pipeline import aggregates_from_store, estimate_from_store
 from planner.plan_inputs import (
+    EXPLORE_REVISITS,
     PlanInputs,
     PlannedCycle,
     cold_start_cycle,
@@ -97,6 +98,9 @@ class NightlySettings:
     #: ``measured``: a crawl of bucket i costs its measured mean fetch time (the capacity is
     #: crawl time); ``equal``: every crawl costs the same (the capacity is a number of crawls).
     crawl_cost: str = "measured"
+    #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
+    #: off; :func:`planner.plan_inputs.explore`).
+    explore: float = EXPLORE_REVISITS
     #: Periods the model looks ahead (0: the cycle; :func:`planner.plan_inputs.model_horizon`);
     #: the plan publishes the first ``periods`` of them.
     horizon: int = 0
@@ -110,6 +114,8 @@ class NightlySettings:
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
         if self.crawl_cost not in ("measured", "equal"):
             raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
+        if self.explore < 0:
+            raise ConfigError(f"plan.explore must be >= 0 (0: off), got {self.explore}")
         if self.horizon < 0:
             raise ConfigError(
                 f"plan.horizon must be 0 (the cycle) or a number of periods, got {self.horizon}"
@@ -236,7 +242,10 @@ def _solve(
     }
     if not solution.status.ok:
         return None, record, solution.message
-    return cycle_from_trajectory(inputs, solution.trajectory, settings.periods), record, ""
+    cycle = cycle_from_trajectory(
+        inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
+    )
+    return cycle, record, ""
 
 
 def _draft(

@@ -36,6 +36,7 @@ __all__ = [
     "PlannedCycle",
     "cold_start_cycle",
     "cycle_from_trajectory",
+    "explore",
     "fill_spare_capacity",
     "model_horizon",
     "plan_inputs",
@@ -276,17 +277,65 @@ def fill_spare_capacity(
     return x, z
 
 
+#: Every bucket's pages are re-crawled at least once per this many mean revisit intervals
+#: (``plan.explore``; docs/model.md, "Exploration").
+EXPLORE_REVISITS = 2.0
+
+
+def explore(
+    instance: CrawlInstance,
+    b_before: np.ndarray,
+    x: np.ndarray,
+    capacity_crawls: float,
+    revisits: float = EXPLORE_REVISITS,
+) -> np.ndarray:
+    """The crawls ``x`` [B, T] with every bucket crawled at least a little.
+
+    The model gives a bucket that looks fast no crawl at all. With estimated rates some of
+    its pages are slow pages whose few fetches happened to see changes: never fetched again,
+    their estimates are never corrected. So each bucket gets at least ``b / (revisits * R)``
+    crawls a period (its pages once per ``revisits`` mean revisit intervals, R = known pages /
+    ``capacity_crawls`` periods), the crawl time taken from the buckets above their floor in
+    proportion to their excess, so a period's crawl time is unchanged. ``b_before`` [B, T]:
+    pages of each bucket at each period's start.
+    """
+    pages = float(instance.b0.sum() + instance.n0)
+    if not capacity_crawls > 0 or not pages > 0 or revisits <= 0:
+        return x
+    share = min(capacity_crawls / (revisits * pages), 1.0)
+    out = x.copy()
+    for t in range(instance.periods):
+        cost = instance.crawl_cost[:, t]
+        floor = share * b_before[:, t]
+        need = np.clip(floor - out[:, t], 0.0, None)
+        excess = np.clip(out[:, t] - floor, 0.0, None)
+        need_time, excess_time = float(cost @ need), float(cost @ excess)
+        if need_time <= 0 or excess_time <= 0:
+            continue
+        scale = min(1.0, excess_time / need_time)
+        out[:, t] += need * scale - excess * (need_time * scale / excess_time)
+    return out
+
+
 def cycle_from_trajectory(
-    inputs: PlanInputs, trajectory: Trajectory, periods: int | None = None
+    inputs: PlanInputs,
+    trajectory: Trajectory,
+    periods: int | None = None,
+    *,
+    explore_revisits: float = 0.0,
 ) -> PlannedCycle:
     """Integer quotas within capacity (largest remainders) from a solved trajectory, with
-    idle capacity spent (:func:`fill_spare_capacity`); the first ``periods`` periods (default
-    all the instance's: the rest of a longer horizon is not published)."""
+    idle capacity spent (:func:`fill_spare_capacity`) and, if ``explore_revisits`` > 0, every
+    bucket crawled at least once per that many mean revisit intervals (:func:`explore`); the
+    first ``periods`` periods (default all the instance's: the rest of a longer horizon is not
+    published)."""
     instance = inputs.instance
     assert instance is not None
     count = instance.periods if periods is None else min(periods, instance.periods)
     b_before, _ = trajectory.before(instance)
     x, z = fill_spare_capacity(instance, trajectory)
+    if explore_revisits > 0:
+        x = explore(instance, b_before, x, inputs.capacity_crawls, explore_revisits)
     q = trajectory_quotas(instance, trajectory, x, z)
     frac = x / np.maximum(b_before, 1e-300)
     ids = inputs.bucket_ids.tolist()

@@ -46,7 +46,13 @@ from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import model_horizon, planning_weights, trajectory_quotas
+from planner.plan_inputs import (
+    EXPLORE_REVISITS,
+    explore,
+    model_horizon,
+    planning_weights,
+    trajectory_quotas,
+)
 from planner.plan_solver import solve_plan
 from planner.schedules import bucket_intervals
 from planner.selection import select_due_pages
@@ -102,6 +108,7 @@ class WebFountainPolicy(Policy):
         within_bucket: str = "obsolescence",
         horizon: int = 0,
         terminal_value: bool = True,
+        explore: float = EXPLORE_REVISITS,
     ) -> None:
         if strategy not in (1, 2, 3):
             raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
@@ -109,6 +116,8 @@ class WebFountainPolicy(Policy):
             raise PolicyError(f"buckets: give 1..255 buckets, got {buckets!r}")
         if cycle < 1:
             raise PolicyError(f"cycle: give at least 1 period, got {cycle!r}")
+        if explore < 0:
+            raise PolicyError(f"explore: give revisit intervals (0: off), got {explore!r}")
         if horizon < 0:
             raise PolicyError(f"horizon: give periods (0: the cycle), got {horizon!r}")
         if cold_start not in ("median", "section"):
@@ -122,6 +131,7 @@ class WebFountainPolicy(Policy):
         self.within_bucket = within_bucket
         self.horizon = horizon
         self.terminal_value = terminal_value
+        self.explore = explore
         self.solves: list[float] = []
         self._cycle_start = -1
         self._old = np.zeros((0, 0), dtype=np.int64)
@@ -150,6 +160,7 @@ class WebFountainPolicy(Policy):
             within_bucket=str(spec.get("within_bucket", "obsolescence")),
             horizon=int(spec.get("horizon", 0)),
             terminal_value=bool(spec.get("terminal_value", True)),
+            explore=float(spec.get("explore", EXPLORE_REVISITS)),
         )
 
     # -- planning ------------------------------------------------------------------------
@@ -218,7 +229,16 @@ class WebFountainPolicy(Policy):
             self.solves.append(solution.solve_seconds)
             # a failed solve falls back to crawling every bucket alike (simulated forward)
             trajectory = solution.trajectory if solution.status.ok else uniform_crawl(instance)
-            quotas = trajectory_quotas(instance, trajectory)
+            if self.explore > 0 and solution.status.ok:
+                before, _ = trajectory.before(instance)
+                quotas = trajectory_quotas(
+                    instance,
+                    trajectory,
+                    explore(instance, before, trajectory.x, float(budget), self.explore),
+                    trajectory.z,
+                )
+            else:
+                quotas = trajectory_quotas(instance, trajectory)
             if populated.size:
                 old[populated] = quotas.old[:, :T]
             new = quotas.new[:T]

@@ -391,6 +391,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "within_bucket",
         "horizon",
         "terminal_value",
+        "explore",
     ),
     "sampling": ("group", "cycle", "sample_share"),
 }

@@ -94,6 +94,7 @@ _POLICY_TYPES: dict[str, type] = {
     "within_bucket": str,
     "horizon": int,
     "terminal_value": bool,
+    "explore": float,
     "group": str,
     "sample_share": float,
 }

@@ -1,12 +1,15 @@
-"""The receding horizon: the model solved over more periods than the cycle it publishes."""
+"""Planning past the cycle (terminal value, receding horizon) and exploration."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import model_horizon, planning_weights
+from planner.plan_inputs import explore, model_horizon, planning_weights
 from planner.plan_solver import solve_plan
 from planner.strategies import Strategy, strategy_weights, with_terminal_value
 
@@ -125,3 +128,45 @@ def test_new_pages_left_uncrawled_at_the_end_weigh_alike() -> None:
     assert weights.newwt[-1] == pytest.approx(1.0 + 0.75, rel=1e-12)
     np.testing.assert_array_equal(weights.newwt[:-1], base.newwt[:-1])
     assert with_terminal_value(base, [0.0, 0.5], 2.0).newwt[-1] == 1.0
+
+
+def test_exploration_gives_every_bucket_a_floor_at_the_same_crawl_time() -> None:
+    instance = _two_buckets(3)  # 200 pages, capacity 20 crawls: a revisit every 10 periods
+    before = np.full((2, 3), 100.0)
+    x = np.array([[0.0, 0.0, 5.0], [20.0, 20.0, 15.0]])  # the slow bucket starved
+    out = explore(instance, before, x, capacity_crawls=20.0, revisits=2.0)
+    floor = 100.0 / (2.0 * 10.0)  # each page once per 2 revisit intervals: 5 a period
+    np.testing.assert_allclose(out[0], [floor, floor, 5.0])
+    np.testing.assert_allclose(out.sum(axis=0), x.sum(axis=0))  # equal costs: same crawls
+    assert (out >= 0).all()
+    np.testing.assert_array_equal(explore(instance, before, x, 20.0, revisits=0.0), x)
+
+
+@given(
+    x=hnp.arrays(np.float64, (3, 2), elements=st.floats(0, 50)),
+    cost=hnp.arrays(np.float64, (3,), elements=st.floats(0.1, 5)),
+    revisits=st.floats(0.5, 10),
+)
+def test_exploration_never_adds_crawl_time_or_negative_crawls(
+    x: np.ndarray, cost: np.ndarray, revisits: float
+) -> None:
+    instance = CrawlInstance.from_mapping(
+        {
+            "periods": 2,
+            "buckets": 3,
+            "b0": [50.0, 50.0, 50.0],
+            "y0": [10.0, 10.0, 10.0],
+            "n0": 0.0,
+            "a": [[0.1, 0.1]] * 3,
+            "capacity": 100.0,
+            "crawl_cost": np.repeat(cost[:, None], 2, axis=1).tolist(),
+            "new_crawl_cost": 1.0,
+            "oldnwt": 0.0,
+            "newnwt": 0.0,
+            "nconst": 0.0,
+        }
+    )
+    before = np.full((3, 2), 50.0)
+    out = explore(instance, before, x, capacity_crawls=15.0, revisits=revisits)
+    assert (out >= -1e-9).all()
+    np.testing.assert_allclose(cost @ out, cost @ x, rtol=1e-9, atol=1e-9)
