@@ -270,12 +270,20 @@ class LastModifiedEvidence:
         the whole length of each no-change interval (Cho & Garcia-Molina's T), days.
     age_sum : ndarray of float
         Sum of ``l_i = t_i - d_i`` over change intervals only (Xyleme's denominator), days.
+    single_fetch_age : ndarray of float or None
+        For a page fetched exactly once, with Last-Modified ``d`` more than the clock
+        tolerance before the fetch time ``t``: ``A = t - d``, days. The page last changed at
+        ``d`` and not in ``(d, t]``; for a Poisson process seen at a random time the backward
+        recurrence time A is exponential, likelihood ``lambda exp(-lambda A)``: one change
+        seen in exposure A. NaN for every other page; None when not computed (evidence
+        summed by hand), which uses no single fetch.
     """
 
     intervals: IntArray
     changes: IntArray
     exposure: FloatArray
     age_sum: FloatArray
+    single_fetch_age: FloatArray | None = None
 
     @property
     def n_pages(self) -> int:
@@ -380,7 +388,9 @@ def last_modified_evidence_from_fetches(
 
     An interval ``(t_{i-1}, t_i]`` counts when Last-Modified is known at both of its fetches.
     It is a change interval when Last-Modified moved by more than ``tolerance``; then
-    ``l_i = t_i - d_i`` (clipped at 0 for a date up to ``tolerance`` after the fetch).
+    ``l_i = t_i - d_i`` (clipped at 0 for a date up to ``tolerance`` after the fetch). A page
+    fetched once contributes no interval, only ``single_fetch_age = t - d`` when that exceeds
+    ``tolerance``.
     Whether these dates can be believed is :func:`estimators.reliability.assess_last_modified`'s
     question, not this function's.
 
@@ -413,7 +423,12 @@ def sorted_last_modified_evidence(
     """:func:`last_modified_evidence_from_fetches` of a log already checked."""
     if pages.size < 2:
         zeros = np.zeros(n)
-        return LastModifiedEvidence(np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros)
+        single = np.full(n, np.nan)
+        if pages.size == 1:
+            single[pages[0]] = _age_beyond(times[0] - dates[0], tolerance)
+        return LastModifiedEvidence(
+            np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros.copy(), single
+        )
     # interval k ends at fetch k + 1; it counts when both of its fetches are of one page and
     # have Last-Modified
     usable = (pages[1:] == pages[:-1]) & ~np.isnan(dates[1:]) & ~np.isnan(dates[:-1])
@@ -431,7 +446,39 @@ def sorted_last_modified_evidence(
         changes=runs.count(moved),
         exposure=runs.total(known_free),
         age_sum=runs.total(age),
+        single_fetch_age=_single_fetch_age(runs, pages, times, dates, tolerance),
     )
+
+
+def _age_beyond(age: FloatArray | float, tolerance: float) -> FloatArray:
+    """``age`` where it exceeds ``tolerance``, else NaN: a date within the tolerance of the
+    fetch time (or after it) says nothing about when the page changed."""
+    age = np.asarray(age, dtype=np.float64)
+    return np.where(age > tolerance, age, np.nan)
+
+
+def _single_fetch_age(
+    runs: PageRuns, pages: IntArray, times: FloatArray, dates: FloatArray, tolerance: float
+) -> FloatArray:
+    """``t - d`` of each page fetched exactly once (NaN otherwise), shape (n_pages,).
+
+    ``runs`` are the runs of ``pages[1:]``: a page's run there holds all its fetches but the
+    first fetch of the log, so its fetch count is the run length (plus one for the log's first
+    page), and its first fetch is the run start plus one. Per page work only, no pass over
+    the fetches.
+    """
+    n = runs.n_pages
+    fetches = np.zeros(n, dtype=np.intp)
+    first = np.zeros(n, dtype=np.intp)
+    fetches[runs.page] = np.diff(runs.starts, append=runs.size)
+    first[runs.page] = runs.starts + 1
+    fetches[pages[0]] += 1
+    first[pages[0]] = 0
+    single = np.flatnonzero(fetches == 1)
+    out = np.full(n, np.nan)
+    fetch = first[single]
+    out[single] = _age_beyond(times[fetch] - dates[fetch], tolerance)
+    return out
 
 
 def last_fetch_times(page: ArrayLike, fetched_at: ArrayLike, *, n_pages: int) -> FloatArray:

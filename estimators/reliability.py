@@ -44,6 +44,11 @@ within the tolerance; the short ages ``t_i - d_i`` make the page look many times
 its quiet interval allows. Honest dates and honest content flags describe one Poisson process,
 whose two estimates agree within their noise.
 
+A page fetched once can fail only the first two checks (the others need a previous fetch) and
+is not tested for rate consistency (it has no interval): its date is reliable when present,
+neither within ``tol`` of the fetch time nor after it (its one fetch is all its share, for any
+``max_page_violation_share`` below 1), and its host is not unreliable.
+
 A host (when host ids are given) is unreliable when more than ``max_host_violation_share`` of
 the checked fetches of all its pages fail, or of the content changes its dates missed, or of
 the moves of its dates that came without a change, once the denominator reaches

@@ -3,16 +3,30 @@
 The choice, per page, in this order:
 
 ==================== ================================================================
-``none``             no interval yet (fetched at most once): rate NaN, bucket 0
+``none``             no interval yet (fetched at most once) and no usable single-fetch
+                     Last-Modified (below): rate NaN, bucket 0
 ``last_modified``    Last-Modified judged reliable and at least ``min_last_modified_changes``
                      changes seen through it: Cho & Garcia-Molina's bias-corrected estimator
 ``last_modified_eb`` reliable Last-Modified with fewer changes: its posterior mode under the
-                     population prior
+                     population prior. Also a page fetched exactly once, at ``t``, with a
+                     Last-Modified ``d`` judged reliable: one change seen in exposure
+                     ``A = t - d`` (the backward recurrence time, ``lambda exp(-lambda A)``)
 ``poisson_mle``      change/no-change intervals with at least ``min_changes`` change and
                      ``min_unchanged`` no-change intervals: the irregular-interval MLE
 ``poisson_eb``       less evidence than that (including no change seen, or only changes):
                      the posterior mode under the population prior
 ==================== ================================================================
+
+A single fetch's Last-Modified is reliable when ``assess_last_modified`` says so, which for a
+page with one fetch means exactly: the date is present, passes the per-fetch checks (not within
+the clock tolerance of the fetch time, not after it: ``A > tolerance``; the interval checks
+need two fetches) and the page's host is not judged unreliable (the rate-consistency test needs
+intervals and does not apply). The page also needs ``A > tolerance`` in its evidence
+(:attr:`~estimators.evidence.LastModifiedEvidence.single_fetch_age`, NaN otherwise), no
+interval of either kind, a population prior (fitted here from other pages' intervals, or
+given), and ``shrink`` other than ``"never"`` (one change is too little for the unshrunk
+estimator: Cho's returns 0 for one change in one interval); otherwise it stays ``none``.
+Pages with two or more fetches are estimated as if the single-fetch step did not exist.
 
 Last-Modified comes first because it says when the page last changed, not only whether it did
 (Xyleme sec. 6.1: "we use last date of change when available unless ... unreliable"). The
@@ -123,7 +137,8 @@ class ChangeRateEstimator:
         intervals : ChangeIntervals
             Change/no-change evidence of all pages.
         last_modified : LastModifiedEvidence, optional
-            Last-Modified evidence of the same pages.
+            Last-Modified evidence of the same pages; its ``single_fetch_age`` (when not
+            None) estimates pages fetched once (see the module docstring).
         last_modified_reliable : ndarray of bool, shape (n_pages,), optional
             Which pages' Last-Modified may be used (``assess_last_modified(...).reliable``).
             Required with ``last_modified``: unchecked dates are never used.
@@ -170,12 +185,34 @@ class ChangeRateEstimator:
             # no change/no-change interval anywhere to fit a prior to: no shrinkage possible
             code[code == _CODE["last_modified_eb"]] = _CODE["last_modified"]
 
+        # pages fetched once with a reliable Last-Modified: one change in exposure A
+        single = np.zeros(n, dtype=np.bool_)
+        if (
+            last_modified is not None
+            and last_modified_reliable is not None
+            and last_modified.single_fetch_age is not None
+            and self.shrink != "never"
+        ):
+            age = last_modified.single_fetch_age
+            if np.shape(age) != (n,):
+                raise ValueError(f"single_fetch_age must cover the same {n} pages")
+            # NaN (not fetched once, or a date within the tolerance) compares False
+            single = np.asarray(last_modified_reliable, dtype=np.bool_) & (age > 0)
+            single &= (counts == 0) & (last_modified.intervals == 0)
+
         prior = self.prior
-        needs_prior = np.isin(code, [_CODE["poisson_eb"], _CODE["last_modified_eb"]]).any()
+        needs_prior = (
+            single.any() or np.isin(code, [_CODE["poisson_eb"], _CODE["last_modified_eb"]]).any()
+        )
         if prior is not None and not hasattr(prior, "mu_"):
             prior = prior.fit(intervals) if has_intervals.any() else None
         elif prior is None and has_intervals.any() and needs_prior:
             prior = LogNormalRatePrior().fit(intervals)
+
+        if prior is not None:
+            code[single] = _CODE["last_modified_eb"]
+        else:
+            single[:] = False  # no prior to shrink one change towards: no estimate
 
         def fill(name: str, fitted_rate: tuple[FloatArray, FloatArray, FloatArray]) -> None:
             mask = code == _CODE[name]
@@ -208,6 +245,11 @@ class ChangeRateEstimator:
                     last_modified.exposure[mask],
                     last_modified.age_sum[mask],
                 )
+                if name == "last_modified_eb" and single.any():
+                    assert last_modified.single_fetch_age is not None  # single is all False
+                    _add_single_fetches(
+                        evidence, single[mask], last_modified.single_fetch_age[mask]
+                    )
                 lm: ChoLastModifiedRate | EmpiricalBayesLastModifiedRate
                 if name == "last_modified":
                     lm = ChoLastModifiedRate(confidence=self.confidence).fit(evidence)
@@ -230,3 +272,14 @@ class ChangeRateEstimator:
         self.n_changes_ = changes
         self.n_intervals_ = counts
         return self
+
+
+def _add_single_fetches(evidence: LastModifiedEvidence, single: BoolArray, age: FloatArray) -> None:
+    """Write one change seen in exposure ``age`` (shape (n_pages,) of ``evidence``) into
+    ``evidence``, whose arrays are its own, for the pages where ``single``: the likelihood
+    ``lambda exp(-lambda A)`` of a page seen once, so that
+    :class:`EmpiricalBayesLastModifiedRate` takes them with the other thin pages."""
+    evidence.intervals[single] = 1
+    evidence.changes[single] = 1
+    evidence.exposure[single] = age[single]
+    evidence.age_sum[single] = age[single]

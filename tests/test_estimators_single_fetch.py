@@ -1,0 +1,201 @@
+"""Pages fetched once: their Last-Modified, when reliable, is one change seen in exposure A.
+
+A fetch at ``t`` reporting Last-Modified ``d`` says the page last changed at ``d`` and not in
+``(d, t]``; the backward recurrence time ``A = t - d`` of a Poisson process is exponential,
+likelihood ``lambda exp(-lambda A)``. The estimate is the posterior mode under the population
+prior (``last_modified_eb``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from estimators import (
+    ChangeIntervals,
+    ChangeRateEstimator,
+    EmpiricalBayesLastModifiedRate,
+    LastModifiedEvidence,
+    LogNormalRatePrior,
+    assess_last_modified,
+    change_intervals_from_fetches,
+    last_modified_evidence_from_fetches,
+)
+from estimators.defaults import CLOCK_TOLERANCE_DAYS
+from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
+
+#: With mu = -1/2, sigma = 1 and A = 1/2 day, the posterior mode of ln(lambda) solves
+#: 1 - A lambda - (ln lambda - mu) / sigma^2 = 0 (one change: d/dtheta of theta - A e^theta,
+#: minus the prior's pull), and lambda = 1 does: 1 - 1/2 - (0 + 1/2) = 0.
+PRIOR = LogNormalRatePrior.fixed(-0.5, 1.0)
+
+
+def _one_fetch(age: float, *, prior: LogNormalRatePrior = PRIOR) -> FetchArrayEstimate:
+    """A page fetched once at day 10 with Last-Modified ``10 - age``, through the store path."""
+    return estimate_fetch_arrays(
+        [7],
+        [10.0],
+        [np.nan],
+        [10.0 - age],
+        None,
+        estimator=ChangeRateEstimator(prior=prior),
+    )
+
+
+def test_one_fetch_gets_the_posterior_mode_of_one_change_in_its_age() -> None:
+    result = _one_fetch(0.5)
+    assert result.estimator.tolist() == ["last_modified_eb"]
+    assert result.rate[0] == pytest.approx(1.0, rel=1e-9)
+    assert result.bucket[0] > 0
+    # the interval is that of the other thin Last-Modified pages: one change in 1/2 day
+    thin = EmpiricalBayesLastModifiedRate(prior=PRIOR).fit(
+        LastModifiedEvidence(np.array([1]), np.array([1]), np.array([0.5]), np.array([0.5]))
+    )
+    assert result.rate_low[0] == thin.rate_low_[0] < 1.0 < thin.rate_high_[0] == result.rate_high[0]
+
+
+@pytest.mark.parametrize(
+    "age",
+    [0.0, 0.5 * CLOCK_TOLERANCE_DAYS, -0.5 * CLOCK_TOLERANCE_DAYS, -3.0],
+    ids=["equal", "within_tolerance", "just_after", "future"],
+)
+def test_last_modified_at_or_after_the_fetch_time_gives_no_estimate(age: float) -> None:
+    result = _one_fetch(age)
+    assert result.estimator.tolist() == ["none"]
+    assert math.isnan(result.rate[0]) and result.bucket[0] == 0
+
+
+def test_one_fetch_on_an_unreliable_host_gives_no_estimate() -> None:
+    # host 0: five pages fetched three times whose Last-Modified is the fetch time (15 checked
+    # fetches, all failing), and one page fetched once with a plausible date; host 1: the same
+    # single page alone
+    page, at, changed, modified, host = [], [], [], [], []
+    for p in range(5):
+        for k in range(3):
+            page.append(p)
+            at.append(1.0 + k)
+            changed.append(np.nan if k == 0 else 1.0)
+            modified.append(1.0 + k)
+            host.append(0)
+    for p, h in ((5, 0), (6, 1)):
+        page.append(p)
+        at.append(10.0)
+        changed.append(np.nan)
+        modified.append(8.0)
+        host.append(h)
+    result = estimate_fetch_arrays(
+        page, at, changed, modified, host, estimator=ChangeRateEstimator(prior=PRIOR)
+    )
+    assert result.estimator[5] == "none" and result.bucket[5] == 0
+    assert result.estimator[6] == "last_modified_eb" and result.bucket[6] > 0
+    reliability = assess_last_modified(page, at, changed, modified, host=np.array([0] * 6 + [1]))
+    assert reliability.reason[5] == "host" and reliability.reason[6] == "ok"
+
+
+def test_no_prior_or_shrink_never_gives_no_estimate() -> None:
+    # no interval anywhere to fit a prior to, and none given
+    assert _one_fetch(0.5, prior=LogNormalRatePrior()).estimator.tolist() == ["none"]
+    evidence = LastModifiedEvidence(
+        np.array([0]), np.array([0]), np.zeros(1), np.zeros(1), np.array([0.5])
+    )
+    empty = ChangeIntervals.from_lists([[]], [[]])
+    fit = ChangeRateEstimator(prior=PRIOR, shrink="never").fit(empty, evidence, np.array([True]))
+    assert fit.estimator_.tolist() == ["none"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(1e-3, 1e3),
+    st.floats(1.01, 100.0),
+    st.floats(-6.0, 2.0),
+    st.floats(0.25, 5.0),
+)
+def test_single_fetch_rate_falls_as_the_age_grows(
+    age: float, factor: float, mu: float, sigma: float
+) -> None:
+    ages = np.array([age, age * factor])
+    evidence = LastModifiedEvidence(
+        np.zeros(2, np.intp), np.zeros(2, np.intp), np.zeros(2), np.zeros(2), ages
+    )
+    empty = ChangeIntervals.from_lists([[], []], [[], []])
+    fit = ChangeRateEstimator(prior=LogNormalRatePrior.fixed(mu, sigma)).fit(
+        empty, evidence, np.ones(2, bool)
+    )
+    assert fit.estimator_.tolist() == ["last_modified_eb"] * 2
+    assert 0 < fit.rate_[1] < fit.rate_[0]
+    assert np.all(fit.rate_low_ <= fit.rate_) and np.all(fit.rate_ <= fit.rate_high_)
+
+
+def _mixed_log(seed: int) -> tuple[np.ndarray, ...]:
+    """Pages fetched 1 to 5 times with honest dates (a Poisson process per page), a few
+    missing dates, and hosts that stamp the fetch time."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    fetches = rng.integers(1, 6, n)
+    rate = np.exp(rng.normal(math.log(0.2), 1.5, n))
+    page = np.repeat(np.arange(n), fetches)
+    gaps = rng.exponential(3.0, page.size)
+    at = np.cumsum(gaps)
+    changed = np.full(page.size, np.nan)
+    modified = np.empty(page.size)
+    for i in range(page.size):  # small: a plain loop keeps the simulation obvious
+        lam = rate[page[i]]
+        if i == 0 or page[i] != page[i - 1]:
+            modified[i] = at[i] - rng.exponential(1.0 / lam)
+            continue
+        changed[i] = float(rng.random() < -math.expm1(-lam * gaps[i]))
+        # after a change, the last one is a truncated exponential back from the fetch
+        since = -math.log1p(-rng.random() * -math.expm1(-lam * gaps[i])) / lam
+        modified[i] = at[i] - since if changed[i] else modified[i - 1]
+    modified[rng.random(page.size) < 0.02] = np.nan
+    host = np.arange(n) // 10
+    lying = (rng.random(host.max() + 1) < 0.2)[host][page]
+    modified[lying] = at[lying]
+    return page, at, changed, modified, host, fetches
+
+
+@pytest.mark.parametrize("shrink", ["thin", "always"])
+@pytest.mark.parametrize("fitted_prior", [False, True])
+def test_pages_fetched_twice_or_more_keep_their_estimates(
+    shrink: Literal["thin", "always"], fitted_prior: bool
+) -> None:
+    page, at, changed, modified, host, fetches = _mixed_log(11)
+    n = fetches.size
+    intervals = change_intervals_from_fetches(page, at, changed, n_pages=n)
+    evidence = last_modified_evidence_from_fetches(page, at, modified, n_pages=n)
+    reliable = assess_last_modified(page, at, changed, modified, n_pages=n, host=host).reliable
+
+    def fit(lm: LastModifiedEvidence) -> ChangeRateEstimator:
+        prior = PRIOR if fitted_prior else None
+        return ChangeRateEstimator(prior=prior, shrink=shrink).fit(intervals, lm, reliable)
+
+    with_step = fit(evidence)
+    without = fit(replace(evidence, single_fetch_age=None))
+    many = fetches >= 2
+    for name in ("rate_", "rate_low_", "rate_high_", "estimator_code_"):
+        np.testing.assert_array_equal(getattr(with_step, name)[many], getattr(without, name)[many])
+    # the step did something: single fetches with an honest date on an honest host
+    single = ~many & (with_step.estimator_code_ != without.estimator_code_)
+    assert single.sum() > 100
+    assert set(with_step.estimator_[single]) == {"last_modified_eb"}
+    assert set(without.estimator_[single]) == {"none"}
+
+
+def test_single_fetch_age_is_the_age_of_pages_fetched_once() -> None:
+    # page 0 fetched once (the log's first fetch), 1 twice, 2 once with no date, 3 once, 4
+    # never, 5 once (the log's last fetch) with a date within the tolerance
+    page = [0, 1, 1, 2, 3, 5]
+    at = [5.0, 1.0, 2.0, 3.0, 9.0, 4.0]
+    modified = [4.0, 0.5, 1.5, np.nan, 6.5, 4.0 - 0.5 * CLOCK_TOLERANCE_DAYS]
+    evidence = last_modified_evidence_from_fetches(page, at, modified, n_pages=6)
+    assert evidence.single_fetch_age is not None
+    np.testing.assert_array_equal(
+        evidence.single_fetch_age, [1.0, np.nan, np.nan, 2.5, np.nan, np.nan]
+    )
+    np.testing.assert_array_equal(evidence.intervals, [0, 1, 0, 0, 0, 0])
