@@ -34,6 +34,10 @@ __all__ = [
 NEAR_DUPLICATE_BITS = 3
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
+#: Words' 64-bit hashes already computed (pages of a site share most of their words); cleared
+#: when it reaches ``_WORD_HASHES_MAX`` entries, so memory stays bounded.
+_WORD_HASHES: dict[str, int] = {}
+_WORD_HASHES_MAX = 200_000
 _INVISIBLE = ("script", "style", "noscript", "template")
 
 
@@ -68,14 +72,18 @@ def _mix(x: np.ndarray) -> np.ndarray:
 def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
     """One stable 64-bit hash per word ``size``-shingle, vectorized.
 
-    Each distinct word is hashed once (BLAKE2b, stable across processes, unlike ``hash``);
+    Each distinct word is hashed once (BLAKE2b, stable across processes, unlike ``hash``;
+    remembered across pages);
     a shingle's hash mixes its words' hashes position by position, so a page of a million
     words costs a few array operations, not a million digests.
     """
     ids: dict[str, int] = {}
     index = np.fromiter((ids.setdefault(w, len(ids)) for w in words), np.int64, len(words))
+    known = _WORD_HASHES
+    if len(known) >= _WORD_HASHES_MAX:
+        known.clear()
     word_hash = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "big") for w in ids),
+        (known.get(w) or known.setdefault(w, _word_hash(w)) for w in ids),
         dtype=np.uint64,
         count=len(ids),
     )[index]
@@ -87,6 +95,11 @@ def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
         for offset in range(size):
             h = _mix(h ^ word_hash[offset : offset + n])
     return h
+
+
+def _word_hash(word: str) -> int:
+    """A word's stable 64-bit hash (BLAKE2b; never 0 in practice, and 0 only costs a miss)."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
 
 
 def simhash(text: str, *, shingle: int = 3) -> int:
