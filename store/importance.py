@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
@@ -212,14 +213,18 @@ def spread_virtual_cash(db: Database, gift: VirtualGift) -> CashTotals:
             select(func.count(), func.coalesce(func.sum(_p.c.cash), 0.0), func.sum(_p.c.history))
         ).one()
         each = gift(int(count), float(cash))
-        if each > 0:
-            conn.execute(update(_p).values(cash=_p.c.cash + each))
-        cash = float(cash) + each * int(count)
+        gift_each = each if each > 0 else 0.0
+        cash = float(cash) + gift_each * int(count)
         history = float(history or 0.0)
+        # One pass over the table: the gift and the importance it makes in one UPDATE (SET
+        # expressions see the row as it was, hence ``cash + gift`` in the importance).
+        values: dict[str, Any] = {}
+        if gift_each > 0:
+            values["cash"] = _p.c.cash + gift_each
         if count and cash + history > 0:
-            conn.execute(
-                update(_p).values(importance=(_p.c.history + _p.c.cash) / (history + cash))
-            )
+            values["importance"] = (_p.c.history + _p.c.cash + gift_each) / (history + cash)
+        if values:
+            conn.execute(update(_p).values(**values))
         return CashTotals(int(count), cash, history, each)
 
     return db.run_write(work)
