@@ -23,6 +23,7 @@ __all__ = [
     "MIN_UNCHANGED",
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
+    "PRIOR_MIN_INTERVAL_PAGES",
     "SOLVER_MAX_ITER",
     "SOLVER_TOL",
 ]
@@ -58,6 +59,9 @@ MIN_LAST_MODIFIED_CHANGES = 2
 
 #: Pages sampled to fit the population prior: two parameters need far fewer.
 PRIOR_MAX_PAGES = 5000
+#: Pages with a change/no-change interval from which on the prior is fitted to the intervals
+#: alone; below it, pages fetched once join the fit through a reliable Last-Modified.
+PRIOR_MIN_INTERVAL_PAGES = 100
 
 #: Last-Modified within this of the fetch time counts as "the fetch time" (a server stamping
 #: responses with now); later than the fetch by more than this is "in the future". One minute

@@ -15,7 +15,22 @@ unchanged pages right back at the rate 0). A two-cluster population fits a wide 
 that is what we want from a prior that only has to matter for pages with little evidence.
 
 ``mu`` and ``sigma`` maximize the marginal likelihood ``prod_i int L_i(lambda) p(lambda) dlambda``
-of a random sample of pages, the integral taken on a fixed grid of log rates.
+of a random sample of pages, the integral taken on a fixed grid of log rates. ``L_i`` is the
+page's change/no-change likelihood; for a page without any interval it may instead be an
+*exposure* likelihood ``lambda^C exp(-lambda T)``: C changes seen in T change-free days, given
+to :meth:`LogNormalRatePrior.fit`. The one used is a page fetched once with a reliable
+Last-Modified ``d`` at ``t``: one change in ``A = t - d`` (the backward recurrence time of a
+Poisson process is exponential). That is what lets a store in cold start, every page fetched
+at most once, have a prior, and so estimates (``last_modified_eb``).
+
+Exposure evidence joins the fit only while fewer than ``min_interval_pages`` (default 100)
+pages have an interval; from there on the fit is the intervals' alone, exactly as without it.
+Why not always: the interval evidence rests on content comparisons, a single date only on the
+server's word, and a server whose Last-Modified never moves passes every check a single fetch
+allows (it gives a large A, a slow page); and a prior that changes whenever a new page is first
+fetched would change every thin page's estimate with it. Below the threshold the intervals
+are too few to fit two parameters well (a page with one interval says only changed or not),
+while thousands of single fetches, each an exponential draw of ``1 / lambda``, fit them well.
 """
 
 from __future__ import annotations
@@ -23,10 +38,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
-from estimators.defaults import PRIOR_MAX_PAGES
+from estimators.defaults import PRIOR_MAX_PAGES, PRIOR_MIN_INTERVAL_PAGES
 from estimators.evidence import ChangeIntervals
 
 __all__ = ["LogNormalRatePrior"]
@@ -50,6 +65,9 @@ class LogNormalRatePrior:
         from collapsing the prior onto a point; the upper keeps it proper.
     random_state : int
         Seed of the page sample.
+    min_interval_pages : int
+        From this many pages with a change/no-change interval on, :meth:`fit` ignores the
+        exposure evidence it is given and fits the intervals alone (see the module docstring).
 
     Attributes
     ----------
@@ -59,6 +77,8 @@ class LogNormalRatePrior:
         Standard deviation of ``ln lambda``.
     n_pages_ : int
         Pages used in the fit.
+    n_exposure_pages_ : int
+        Of those, pages fitted by their exposure evidence (no interval).
     log_marginal_likelihood_ : float
         Of the sampled pages, at the fitted prior (with the grid's quadrature).
     """
@@ -71,12 +91,14 @@ class LogNormalRatePrior:
         rate_range: tuple[float, float] = (1e-6, 1e4),
         sigma_range: tuple[float, float] = (0.25, 5.0),
         random_state: int = 0,
+        min_interval_pages: int = PRIOR_MIN_INTERVAL_PAGES,
     ) -> None:
         self.max_pages = max_pages
         self.grid_step = grid_step
         self.rate_range = rate_range
         self.sigma_range = sigma_range
         self.random_state = random_state
+        self.min_interval_pages = min_interval_pages
 
     @classmethod
     def fixed(cls, mu: float, sigma: float) -> LogNormalRatePrior:
@@ -87,6 +109,7 @@ class LogNormalRatePrior:
         prior.mu_ = float(mu)
         prior.sigma_ = float(sigma)
         prior.n_pages_ = 0
+        prior.n_exposure_pages_ = 0
         prior.log_marginal_likelihood_ = math.nan
         return prior
 
@@ -95,23 +118,53 @@ class LogNormalRatePrior:
         n = math.ceil((high - low) / self.grid_step) + 1
         return np.linspace(low, high, n)
 
-    def fit(self, intervals: ChangeIntervals) -> LogNormalRatePrior:
-        """Fit ``mu_`` and ``sigma_`` to the pages of ``intervals`` that have any interval.
+    def fit(
+        self,
+        intervals: ChangeIntervals,
+        changes: ArrayLike | None = None,
+        exposure: ArrayLike | None = None,
+    ) -> LogNormalRatePrior:
+        """Fit ``mu_`` and ``sigma_`` to the pages' evidence.
+
+        Parameters
+        ----------
+        intervals : ChangeIntervals
+            Every page with an interval is a candidate for the sample.
+        changes, exposure : array_like, shape (n_pages,), optional
+            Exposure evidence, given together: C changes seen in T days known change-free,
+            likelihood ``lambda^C exp(-lambda T)`` (for a page fetched once with a reliable
+            Last-Modified, C = 1 and T = A = t - d). Used for the pages without an interval
+            whose T is finite and > 0 (NaN: none), and only while fewer than
+            ``min_interval_pages`` pages have an interval; otherwise ignored, and the fit is
+            exactly the one without it.
 
         Raises
         ------
         ValueError
-            When no page has an interval: there is nothing to learn a prior from.
+            When no page has usable evidence: there is nothing to learn a prior from.
         """
         with_evidence = np.flatnonzero(intervals.n_intervals > 0)
-        if with_evidence.size == 0:
-            raise ValueError("no page has a change/no-change interval to fit a prior to")
+        extra, c, t = self._exposure_pages(intervals, with_evidence.size, changes, exposure)
+        if with_evidence.size == 0 and extra.size == 0:
+            raise ValueError(
+                "no page has a change/no-change interval (or exposure evidence) to fit a prior to"
+            )
         rng = np.random.default_rng(self.random_state)
         if with_evidence.size > self.max_pages:
             with_evidence = np.sort(rng.choice(with_evidence, self.max_pages, replace=False))
+        room = max(0, self.max_pages - with_evidence.size)
+        if extra.size > room:
+            # the few interval pages all stay; exposure pages fill the rest of the sample
+            keep = np.sort(rng.choice(extra.size, room, replace=False))
+            c, t = c[keep], t[keep]
         sample = intervals.take(with_evidence)
         grid = self._grid()
         loglik = _loglik_on_grid(sample, grid)  # (n, G)
+        # start from the moments of the pages' naive log rates, then polish
+        rates = (sample.n_changes + 0.5) / (sample.total_time + 1e-12)
+        if c.size:
+            loglik = np.concatenate([loglik, _exposure_loglik_on_grid(c, t, grid)])
+            rates = np.concatenate([rates, (c + 0.5) / t])
         peak = loglik.max(axis=1, keepdims=True)
         scaled = np.exp(loglik - peak)  # (n, G), each row's maximum is 1
         offset = float(peak.sum())
@@ -126,8 +179,6 @@ class LogNormalRatePrior:
             marginal = scaled @ weights
             return -float(np.sum(np.log(np.maximum(marginal, 1e-300)))) - offset
 
-        # start from the moments of the pages' naive log rates, then polish
-        rates = (sample.n_changes + 0.5) / (sample.total_time + 1e-12)
         start = np.array(
             [
                 float(np.clip(np.median(np.log(rates)), lo_mu, hi_mu)),
@@ -142,9 +193,35 @@ class LogNormalRatePrior:
         )
         self.mu_ = float(result.x[0])
         self.sigma_ = float(math.exp(result.x[1]))
-        self.n_pages_ = int(sample.n_pages)
+        self.n_pages_ = int(sample.n_pages + c.size)
+        self.n_exposure_pages_ = int(c.size)
         self.log_marginal_likelihood_ = -float(result.fun)
         return self
+
+    def _exposure_pages(
+        self,
+        intervals: ChangeIntervals,
+        n_interval_pages: int,
+        changes: ArrayLike | None,
+        exposure: ArrayLike | None,
+    ) -> tuple[NDArray[np.intp], FloatArray, FloatArray]:
+        """Pages (in ``intervals``' numbering) whose exposure evidence joins the fit, and their
+        C and T; empty unless given and fewer than ``min_interval_pages`` pages have intervals."""
+        if (changes is None) != (exposure is None):
+            raise ValueError("give changes and exposure together")
+        none = np.zeros(0, dtype=np.intp)
+        if changes is None or exposure is None or n_interval_pages >= self.min_interval_pages:
+            return none, np.zeros(0), np.zeros(0)
+        c = np.asarray(changes, dtype=np.float64)
+        t = np.asarray(exposure, dtype=np.float64)
+        n = intervals.n_pages
+        if c.shape != (n,) or t.shape != (n,):
+            raise ValueError(f"changes and exposure must cover the same {n} pages")
+        # NaN exposure compares False
+        usable = (t > 0) & np.isfinite(t) & (c >= 0) & np.isfinite(c)
+        usable &= intervals.n_intervals == 0
+        pages = np.flatnonzero(usable)
+        return pages, c[pages], t[pages]
 
     @property
     def median_rate_(self) -> float:
@@ -155,6 +232,14 @@ class LogNormalRatePrior:
         """Prior quantiles of the rate (per day) at the given probabilities, same shape."""
         p = np.asarray(probabilities, dtype=np.float64)
         return np.exp(self.mu_ + self.sigma_ * special.ndtri(p))
+
+
+def _exposure_loglik_on_grid(
+    changes: FloatArray, exposure: FloatArray, grid: FloatArray
+) -> FloatArray:
+    """``C theta - T e^theta`` (``lambda^C exp(-lambda T)``) of each page at each log rate
+    ``theta``, shape (n_pages, G)."""
+    return changes[:, None] * grid[None, :] - exposure[:, None] * np.exp(grid)[None, :]
 
 
 def _loglik_on_grid(intervals: ChangeIntervals, grid: FloatArray) -> FloatArray:

@@ -23,8 +23,10 @@ the clock tolerance of the fetch time, not after it: ``A > tolerance``; the inte
 need two fetches) and the page's host is not judged unreliable (the rate-consistency test needs
 intervals and does not apply). The page also needs ``A > tolerance`` in its evidence
 (:attr:`~estimators.evidence.LastModifiedEvidence.single_fetch_age`, NaN otherwise), no
-interval of either kind, a population prior (fitted here from other pages' intervals, or
-given), and ``shrink`` other than ``"never"`` (one change is too little for the unshrunk
+interval of either kind, a population prior (given, or fitted here: to the pages'
+intervals, and, while fewer than ``LogNormalRatePrior.min_interval_pages`` (100) pages have
+one, to the single fetches' ages too, so that a store in cold start gets a prior and
+estimates), and ``shrink`` other than ``"never"`` (one change is too little for the unshrunk
 estimator: Cho's returns 0 for one change in one interval); otherwise it stays ``none``.
 Pages with two or more fetches are estimated as if the single-fetch step did not exist.
 
@@ -83,7 +85,9 @@ class ChangeRateEstimator:
         Changes seen through Last-Modified for the unshrunk Last-Modified estimator.
     prior : LogNormalRatePrior, optional
         The population prior; fitted to these pages' change/no-change intervals when not
-        fitted yet. Pass a fitted one to give every chunk of a large population the same prior.
+        fitted yet (and to the single fetches' Last-Modified ages while few pages have
+        intervals: :class:`~estimators.prior.LogNormalRatePrior`). Pass a fitted one to
+        give every chunk of a large population the same prior.
     tol, max_iter
         Of the Newton solves.
 
@@ -98,7 +102,7 @@ class ChangeRateEstimator:
     estimator_code_ : ndarray of int8, shape (n_pages,)
         Its index in :data:`ESTIMATORS`.
     prior_ : LogNormalRatePrior or None
-        The prior (None when no page has any interval).
+        The prior (None when no page has any interval or reliable single-fetch age).
     n_changes_, n_intervals_ : ndarray of int, shape (n_pages,)
         Change/no-change evidence per page.
     """
@@ -204,10 +208,17 @@ class ChangeRateEstimator:
         needs_prior = (
             single.any() or np.isin(code, [_CODE["poisson_eb"], _CODE["last_modified_eb"]]).any()
         )
+        # pages fetched once join the prior's fit through one change in exposure A (the prior
+        # uses them only while few pages have intervals: LogNormalRatePrior.min_interval_pages)
+        exposure = None
+        if single.any():
+            assert last_modified is not None and last_modified.single_fetch_age is not None
+            exposure = np.where(single, last_modified.single_fetch_age, np.nan)
+        can_fit = has_intervals.any() or single.any()
         if prior is not None and not hasattr(prior, "mu_"):
-            prior = prior.fit(intervals) if has_intervals.any() else None
-        elif prior is None and has_intervals.any() and needs_prior:
-            prior = LogNormalRatePrior().fit(intervals)
+            prior = _fit_prior(prior, intervals, exposure) if can_fit else None
+        elif prior is None and can_fit and needs_prior:
+            prior = _fit_prior(LogNormalRatePrior(), intervals, exposure)
 
         if prior is not None:
             code[single] = _CODE["last_modified_eb"]
@@ -272,6 +283,16 @@ class ChangeRateEstimator:
         self.n_changes_ = changes
         self.n_intervals_ = counts
         return self
+
+
+def _fit_prior(
+    prior: LogNormalRatePrior, intervals: ChangeIntervals, exposure: FloatArray | None
+) -> LogNormalRatePrior:
+    """``prior`` fitted to ``intervals`` and, when given, one change in ``exposure`` days
+    (shape (n_pages,), NaN for none) of each page fetched once."""
+    if exposure is None:
+        return prior.fit(intervals)
+    return prior.fit(intervals, np.ones(exposure.shape[0]), exposure)
 
 
 def _add_single_fetches(evidence: LastModifiedEvidence, single: BoolArray, age: FloatArray) -> None:

@@ -27,7 +27,7 @@ from estimators import (
     change_intervals_from_fetches,
     last_modified_evidence_from_fetches,
 )
-from estimators.defaults import CLOCK_TOLERANCE_DAYS
+from estimators.defaults import CLOCK_TOLERANCE_DAYS, PRIOR_MIN_INTERVAL_PAGES
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 
 #: With mu = -1/2, sigma = 1 and A = 1/2 day, the posterior mode of ln(lambda) solves
@@ -99,14 +99,30 @@ def test_one_fetch_on_an_unreliable_host_gives_no_estimate() -> None:
 
 
 def test_no_prior_or_shrink_never_gives_no_estimate() -> None:
-    # no interval anywhere to fit a prior to, and none given
-    assert _one_fetch(0.5, prior=LogNormalRatePrior()).estimator.tolist() == ["none"]
     evidence = LastModifiedEvidence(
         np.array([0]), np.array([0]), np.zeros(1), np.zeros(1), np.array([0.5])
     )
     empty = ChangeIntervals.from_lists([[]], [[]])
+    # no interval anywhere and no single fetch (evidence summed by hand): nothing to fit a
+    # prior to, and none given
+    hand = replace(evidence, single_fetch_age=None)
+    fit = ChangeRateEstimator(prior=LogNormalRatePrior()).fit(empty, hand, np.array([True]))
+    assert fit.estimator_.tolist() == ["none"] and fit.prior_ is None
+    # the single fetch's date not judged reliable: neither estimated nor fitted to
+    fit = ChangeRateEstimator().fit(empty, evidence, np.array([False]))
+    assert fit.estimator_.tolist() == ["none"] and fit.prior_ is None
     fit = ChangeRateEstimator(prior=PRIOR, shrink="never").fit(empty, evidence, np.array([True]))
     assert fit.estimator_.tolist() == ["none"]
+
+
+def test_one_fetch_alone_fits_its_own_prior() -> None:
+    # no interval anywhere: the page's own age is the prior's evidence (as one page's
+    # intervals would be), so the page is estimated, near 1 / A
+    result = _one_fetch(0.5, prior=LogNormalRatePrior())
+    assert result.estimator.tolist() == ["last_modified_eb"]
+    prior = result.fitted.prior_
+    assert prior is not None and prior.n_pages_ == prior.n_exposure_pages_ == 1
+    assert 0.5 < result.rate[0] < 4.0
 
 
 @settings(max_examples=60, deadline=None)
@@ -177,6 +193,14 @@ def test_pages_fetched_twice_or_more_keep_their_estimates(
 
     with_step = fit(evidence)
     without = fit(replace(evidence, single_fetch_age=None))
+    # 2,400 pages with intervals: the prior is theirs alone, exactly
+    assert (with_step.n_intervals_ > 0).sum() >= PRIOR_MIN_INTERVAL_PAGES
+    assert with_step.prior_ is not None and without.prior_ is not None
+    assert (with_step.prior_.mu_, with_step.prior_.sigma_) == (
+        without.prior_.mu_,
+        without.prior_.sigma_,
+    )
+    assert with_step.prior_.n_exposure_pages_ == 0
     many = fetches >= 2
     for name in ("rate_", "rate_low_", "rate_high_", "estimator_code_"):
         np.testing.assert_array_equal(getattr(with_step, name)[many], getattr(without, name)[many])
@@ -199,3 +223,100 @@ def test_single_fetch_age_is_the_age_of_pages_fetched_once() -> None:
         evidence.single_fetch_age, [1.0, np.nan, np.nan, 2.5, np.nan, np.nan]
     )
     np.testing.assert_array_equal(evidence.intervals, [0, 1, 0, 0, 0, 0])
+
+
+def _cold_start_log(seed: int, mu: float, sigma: float, n: int = 5000) -> tuple[np.ndarray, ...]:
+    """Every page fetched once, at a random time, with an honest Last-Modified: the age
+    ``A = t - d`` is exponential with the page's rate, the rates log-normal(mu, sigma). Ages
+    start one clock tolerance (a minute) after the fetch time so that every date passes."""
+    rng = np.random.default_rng(seed)
+    rate = np.exp(rng.normal(mu, sigma, n))
+    at = rng.uniform(100.0, 130.0, n)
+    age = CLOCK_TOLERANCE_DAYS + rng.exponential(1.0 / rate)
+    return rate, at, at - age, age
+
+
+@pytest.mark.parametrize(
+    ("seed", "mu", "sigma"), [(3, math.log(0.05), 1.5), (4, math.log(0.2), 1.0)]
+)
+def test_cold_start_prior_is_fitted_to_single_fetch_ages(
+    seed: int, mu: float, sigma: float
+) -> None:
+    rate, at, modified, age = _cold_start_log(seed, mu, sigma)
+    n = rate.size
+    result = estimate_fetch_arrays(
+        np.arange(n), at, np.full(n, np.nan), modified, np.arange(n) // 20
+    )
+    prior = result.fitted.prior_
+    assert prior is not None
+    assert prior.n_pages_ == prior.n_exposure_pages_ == n
+    # measured over seeds 0-5: within 0.07 of mu, 0.04 of sigma; the naive moments of
+    # ln(1 / A) are off by Euler's 0.58 in mu and by 0.4-0.6 in sigma (ln A of an exponential
+    # has variance pi^2 / 6), so the tolerance tells the likelihood from a shortcut
+    assert prior.mu_ == pytest.approx(mu, abs=0.12)
+    assert prior.sigma_ == pytest.approx(sigma, abs=0.12)
+    naive = np.log(1.0 / age)
+    assert abs(naive.mean() - mu) > 0.4 and abs(naive.std() - sigma) > 0.3
+    # every page estimated, the estimate falling with the age
+    assert set(result.estimator.tolist()) == {"last_modified_eb"}
+    assert np.all(np.isfinite(result.rate) & (result.rate > 0)) and np.all(result.bucket > 0)
+    order = np.argsort(age[result.page])
+    assert np.all(np.diff(result.rate[order]) <= 0)
+
+
+def test_exposure_evidence_joins_the_prior_only_below_min_interval_pages() -> None:
+    rng = np.random.default_rng(5)
+    n = 3000
+    rate = np.exp(rng.normal(math.log(0.2), 1.0, n))
+    lengths = [list(rng.exponential(3.0, 4)) if p < 150 else [] for p in range(n)]
+    flags = [
+        list(rng.random(len(t)) < -np.expm1(-rate[p] * np.array(t))) for p, t in enumerate(lengths)
+    ]
+    intervals = ChangeIntervals.from_lists(lengths, flags)
+    age = np.where(np.arange(n) >= 150, rng.exponential(1.0 / rate), np.nan)
+    changes = np.ones(n)
+
+    # 150 pages with intervals: the exposure is ignored, the fit is exactly the one without
+    alone = LogNormalRatePrior().fit(intervals)
+    given_exposure = LogNormalRatePrior().fit(intervals, changes, age)
+    assert (given_exposure.mu_, given_exposure.sigma_, given_exposure.n_pages_) == (
+        alone.mu_,
+        alone.sigma_,
+        alone.n_pages_,
+    )
+    assert given_exposure.log_marginal_likelihood_ == alone.log_marginal_likelihood_
+    assert given_exposure.n_exposure_pages_ == 0
+
+    # below the threshold, all the interval pages and a sample of the others
+    both = LogNormalRatePrior(min_interval_pages=151).fit(intervals, changes, age)
+    assert both.n_pages_ == n and both.n_exposure_pages_ == n - 150
+    assert both.mu_ == pytest.approx(math.log(0.2), abs=0.12)
+    assert both.sigma_ == pytest.approx(1.0, abs=0.12)
+    sampled = LogNormalRatePrior(min_interval_pages=151, max_pages=1000)
+    sampled.fit(intervals, changes, age)
+    assert sampled.n_pages_ == 1000 and sampled.n_exposure_pages_ == 1000 - 150
+
+    # the same through the estimator: pages fetched once stay out of a fit of 150 pages
+    # with intervals, and join it below the threshold
+    evidence = LastModifiedEvidence(
+        np.zeros(n, np.intp), np.zeros(n, np.intp), np.zeros(n), np.zeros(n), age
+    )
+    reliable = np.ones(n, bool)
+    fit = ChangeRateEstimator().fit(intervals, evidence, reliable)
+    assert fit.prior_ is not None and fit.prior_.mu_ == alone.mu_
+    assert fit.prior_.n_exposure_pages_ == 0
+    assert set(fit.estimator_[150:]) == {"last_modified_eb"}
+    few = ChangeRateEstimator(prior=LogNormalRatePrior(min_interval_pages=151))
+    fit = few.fit(intervals, evidence, reliable)
+    assert fit.prior_ is not None and fit.prior_.n_exposure_pages_ == n - 150
+
+
+def test_prior_exposure_arguments_are_checked() -> None:
+    intervals = ChangeIntervals.from_lists([[], []], [[], []])
+    with pytest.raises(ValueError, match="together"):
+        LogNormalRatePrior().fit(intervals, np.ones(2))
+    with pytest.raises(ValueError, match="same 2 pages"):
+        LogNormalRatePrior().fit(intervals, np.ones(3), np.ones(3))
+    # NaN, 0 and negative exposures are no evidence
+    with pytest.raises(ValueError, match="no page has"):
+        LogNormalRatePrior().fit(intervals, np.ones(2), np.array([np.nan, 0.0]))
