@@ -768,7 +768,7 @@ def demo(
         Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
     hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 200,
-    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 50,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 100,
     period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 8.0,
     periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 3,
     cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 8,
@@ -776,7 +776,7 @@ def demo(
         int | None,
         typer.Option(
             min=1,
-            help="Crawls per period of each crawl (default: 30 % of the pages per cycle).",
+            help="Crawls per period of each crawl (default: 15 % of the pages per cycle).",
             show_default=False,
         ),
     ] = None,
