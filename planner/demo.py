@@ -123,6 +123,8 @@ class DemoReport:
     #: Per crawl, pages of its plans' quotas that releases could not choose, by reason.
     short: dict[str, dict[str, int]] = field(default_factory=dict)
     quotas: dict[int, float] = field(default_factory=dict)
+    #: The last plan's never-fetched pages per period (its new-page quota).
+    new_pages_quota: float = 0.0
     bucket_rates: dict[int, float] = field(default_factory=dict)
     smallest_gap: float = 0.0
     min_delay: float = 0.0
@@ -666,6 +668,7 @@ def _quotas(report: DemoReport, planned_db: Database) -> None:
     detail = plan_detail(planned_db, plan.version)
     for (_period, bucket), pages in detail.quotas.items():
         report.quotas[bucket] = report.quotas.get(bucket, 0.0) + pages / plan.periods
+    report.new_pages_quota = sum(detail.new_pages.values()) / plan.periods
     with planned_db.read() as conn:
         rows = conn.execute(
             select(PAGES.c.bucket, func.avg(PAGES.c.rate)).group_by(PAGES.c.bucket)
@@ -766,9 +769,10 @@ def _write(
     for bucket, per_period_quota in sorted(report.quotas.items()):
         rate = report.bucket_rates.get(bucket, float("nan"))
         lines.append(f"| {bucket} | {rate:.4f} | {per_period_quota:.1f} |")
+    lines.append(f"| new pages | - | {report.new_pages_quota:.1f} |")
     lines += ["", f"Change detection (crawlplan's store): {report.detection}.", ""]
     (directory / "report.md").write_text("\n".join(lines))
-    shown = [*lines[:table_at], *_merged_quota_rows(report), *lines[-3:]]
+    shown = [*lines[:table_at], *_merged_quota_rows(report), *lines[-4:]]
     for line in shown[2:]:
         if line.startswith(("|", "Fetches", "Kept", "Change")):
             say(line)
