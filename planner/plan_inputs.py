@@ -38,6 +38,7 @@ __all__ = [
     "cycle_from_trajectory",
     "explore",
     "fill_spare_capacity",
+    "mean_revisit_periods",
     "model_horizon",
     "plan_inputs",
     "planning_weights",
@@ -64,6 +65,13 @@ def model_horizon(periods: int, setting: int = 0) -> int:
     return max(int(setting), periods)
 
 
+def mean_revisit_periods(instance: CrawlInstance, capacity_crawls: float) -> float:
+    """R: periods between two crawls of a page on average, known pages (b0 + n0) / crawls a
+    period (0 without capacity)."""
+    pages = float(instance.b0.sum() + instance.n0)
+    return pages / capacity_crawls if capacity_crawls > 0 else 0.0
+
+
 def planning_weights(
     instance: CrawlInstance, strategy: Strategy | int, capacity_crawls: float
 ) -> ObjectiveWeights:
@@ -73,13 +81,11 @@ def planning_weights(
     pages left uncrawled are valued alike, with the change fraction of the buckets they join
     (the instance's p)."""
     weights = strategy_weights(strategy, instance.buckets, instance.periods)
-    pages = float(instance.b0.sum() + instance.n0)
-    revisit = pages / capacity_crawls if capacity_crawls > 0 else 0.0
     a = instance.a[:, -1]
     return with_terminal_value(
         weights,
         a,
-        revisit,
+        mean_revisit_periods(instance, capacity_crawls),
         new_page_change=float(np.dot(instance.p, a) / max(instance.p.sum(), 1e-300)),
     )
 
@@ -299,10 +305,10 @@ def explore(
     proportion to their excess, so a period's crawl time is unchanged. ``b_before`` [B, T]:
     pages of each bucket at each period's start.
     """
-    pages = float(instance.b0.sum() + instance.n0)
-    if not capacity_crawls > 0 or not pages > 0 or revisits <= 0:
+    revisit = mean_revisit_periods(instance, capacity_crawls)
+    if not revisit > 0 or revisits <= 0:
         return x
-    share = min(capacity_crawls / (revisits * pages), 1.0)
+    share = min(1.0 / (revisits * revisit), 1.0)
     out = x.copy()
     for t in range(instance.periods):
         cost = instance.crawl_cost[:, t]
