@@ -18,11 +18,13 @@ theta, so that a page has one maximum and each level is crossed once on either s
   log-normal prior on the rate), still concave: the log posterior up to a constant.
 
 Each object can be restricted to a subset of its pages, so that the solvers iterate only on
-pages that have not converged.
+pages that have not converged, and cut into blocks of consecutive pages on views of its arrays,
+so that the solvers work on arrays that stay in the CPU's cache.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Protocol, Self
 
 import numpy as np
@@ -50,8 +52,18 @@ class LogRateObjective(Protocol):
         """Number of pages."""
         ...
 
+    @property
+    def terms_per_page(self) -> IntArray:
+        """Array elements each page's evaluation touches, shape (n_pages,): what the solvers
+        split pages into cache-sized blocks by."""
+        ...
+
     def restrict(self, keep: BoolArray) -> Self:
         """The same function for the pages where ``keep`` (shape (n_pages,)) is true."""
+        ...
+
+    def block(self, start: int, stop: int) -> Self:
+        """The same function for pages ``start:stop``, on views of this one's arrays."""
         ...
 
     def value(self, theta: FloatArray) -> FloatArray:
@@ -91,7 +103,18 @@ class ChangeLogLikelihood:
         self.counts = counts
         self.changed_length = changed_length
         self.unchanged_time = unchanged_time
-        self._page = np.repeat(np.arange(counts.shape[0], dtype=np.intp), counts)
+
+    @cached_property
+    def _page(self) -> IntArray:
+        """Page of each change interval, shape (counts.sum(),)."""
+        return np.repeat(np.arange(self.counts.shape[0], dtype=np.intp), self.counts)
+
+    @cached_property
+    def _offsets(self) -> IntArray:
+        """Where each page's change intervals start, shape (n_pages + 1,)."""
+        offsets = np.zeros(self.counts.shape[0] + 1, dtype=np.intp)
+        np.cumsum(self.counts, out=offsets[1:])
+        return offsets
 
     @classmethod
     def from_intervals(
@@ -101,7 +124,7 @@ class ChangeLogLikelihood:
         (shape (n_pages,)) is true, renumbered in order: the same as ``restrict(keep)`` on
         the whole, without copying every page's intervals first."""
         counts, unchanged = intervals.n_changes, intervals.unchanged_time
-        length = intervals.change_intervals[1]
+        length = intervals.changed_lengths
         if keep is not None:
             length = np.compress(np.repeat(keep, counts), length)
             counts, unchanged = counts[keep], unchanged[keep]
@@ -112,11 +135,25 @@ class ChangeLogLikelihood:
         """Number of pages."""
         return int(self.unchanged_time.shape[0])
 
+    @property
+    def terms_per_page(self) -> IntArray:
+        """Change intervals per page, plus one for the page's own terms."""
+        return self.counts + 1
+
     def restrict(self, keep: BoolArray) -> ChangeLogLikelihood:
         """The log-likelihood of the pages where ``keep`` is true, renumbered in order."""
         kept = np.repeat(keep, self.counts)
         return ChangeLogLikelihood(
             self.counts[keep], np.compress(kept, self.changed_length), self.unchanged_time[keep]
+        )
+
+    def block(self, start: int, stop: int) -> ChangeLogLikelihood:
+        """The log-likelihood of pages ``start:stop``: views, no copy."""
+        first, last = self._offsets[start], self._offsets[stop]
+        return ChangeLogLikelihood(
+            self.counts[start:stop],
+            self.changed_length[first:last],
+            self.unchanged_time[start:stop],
         )
 
     def _sum(self, weights: FloatArray) -> FloatArray:
@@ -125,7 +162,7 @@ class ChangeLogLikelihood:
 
     def _x(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
         rate = np.exp(theta)
-        return rate, np.repeat(rate, self.counts) * self.changed_length
+        return rate, rate[self._page] * self.changed_length
 
     def value(self, theta: FloatArray) -> FloatArray:
         """``sum_c ln(1 - exp(-lambda t_c)) - lambda U`` per page."""
@@ -182,9 +219,18 @@ class ExposureLogLikelihood:
         """Number of pages."""
         return int(self.changes.shape[0])
 
+    @property
+    def terms_per_page(self) -> IntArray:
+        """One element per page."""
+        return np.ones(self.changes.shape[0], dtype=np.intp)
+
     def restrict(self, keep: BoolArray) -> ExposureLogLikelihood:
         """The log-likelihood of the pages where ``keep`` is true."""
         return ExposureLogLikelihood(self.changes[keep], self.exposure[keep])
+
+    def block(self, start: int, stop: int) -> ExposureLogLikelihood:
+        """The log-likelihood of pages ``start:stop``."""
+        return ExposureLogLikelihood(self.changes[start:stop], self.exposure[start:stop])
 
     def value(self, theta: FloatArray) -> FloatArray:
         """``C theta - lambda T`` per page."""
@@ -224,9 +270,18 @@ class PenalizedLogLikelihood:
         """Number of pages."""
         return self.loglik.n_pages
 
+    @property
+    def terms_per_page(self) -> IntArray:
+        """Those of the log-likelihood."""
+        return self.loglik.terms_per_page
+
     def restrict(self, keep: BoolArray) -> PenalizedLogLikelihood:
         """The penalized log-likelihood of the pages where ``keep`` is true."""
         return PenalizedLogLikelihood(self.loglik.restrict(keep), self.mu, self.sigma)
+
+    def block(self, start: int, stop: int) -> PenalizedLogLikelihood:
+        """The penalized log-likelihood of pages ``start:stop``."""
+        return PenalizedLogLikelihood(self.loglik.block(start, stop), self.mu, self.sigma)
 
     def _penalty(self, theta: FloatArray) -> FloatArray:
         z = (theta - self.mu) / self.sigma

@@ -13,8 +13,11 @@ from estimators import (
     EmpiricalBayesChangeRate,
     LogNormalRatePrior,
     PoissonChangeMLE,
+    solvers,
 )
+from estimators import evidence as evidence_module
 from estimators.defaults import CONFIDENCE
+from estimators.likelihood import ChangeLogLikelihood
 from estimators.solvers import chi2_level_drop
 
 SEED = 20260105
@@ -150,3 +153,53 @@ def test_prior_recovers_a_lognormal_population() -> None:
 def test_prior_needs_some_evidence() -> None:
     with pytest.raises(ValueError, match="no page has"):
         LogNormalRatePrior().fit(ChangeIntervals.from_lists([[]], [[]]))
+
+
+def _mixed_pages(seed: int, n_pages: int) -> ChangeIntervals:
+    """Pages of 0-12 intervals at rates over four decades: no change, only changes, both."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 13, n_pages)
+    rate = np.repeat(10 ** rng.uniform(-2, 2, n_pages), counts)
+    length = rng.exponential(1.0, counts.sum()) + 1e-3
+    changed = rng.random(counts.sum()) < -np.expm1(-rate * length)
+    return ChangeIntervals(np.repeat(np.arange(n_pages), counts), length, changed, n_pages)
+
+
+def test_block_by_block_solving_gives_the_same_estimates(monkeypatch: pytest.MonkeyPatch) -> None:
+    # blocks of a few pages (as 1,000,000 pages are cut into blocks of about 2**18 intervals)
+    # against one block of all pages: every page is solved on its own, so bit for bit the same
+    evidence = _mixed_pages(SEED, 400)
+    whole = [PoissonChangeMLE().fit(evidence), EmpiricalBayesChangeRate().fit(evidence)]
+    monkeypatch.setattr(solvers, "BLOCK_TERMS", 16)
+    assert len(solvers.page_blocks(ChangeLogLikelihood.from_intervals(evidence))) > 20
+    blocks = [PoissonChangeMLE().fit(evidence), EmpiricalBayesChangeRate().fit(evidence)]
+    for one, many in zip(whole, blocks, strict=True):
+        for name in ("rate_", "rate_low_", "rate_high_"):
+            np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+
+
+def test_block_sums_of_grouped_intervals_match_the_ungrouped_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    evidence = _mixed_pages(SEED, 500)
+    monkeypatch.setattr(evidence_module, "BLOCK_ROWS", 32)
+    grouped = ChangeIntervals(evidence.page, evidence.length, evidence.changed, 500)
+    order = np.random.default_rng(SEED).permutation(evidence.page.size)
+    shuffled = ChangeIntervals(
+        evidence.page[order], evidence.length[order], evidence.changed[order], 500
+    )
+    assert grouped.grouped and not shuffled.grouped
+    np.testing.assert_array_equal(grouped.n_changes, shuffled.n_changes)
+    for ivs in (grouped, shuffled):  # the same change intervals, page by page
+        page, length = ivs.change_intervals
+        assert np.array_equal(length, ivs.changed_lengths)
+        order = np.lexsort((length, page))
+        want_page, want_length = evidence.page[evidence.changed], evidence.length[evidence.changed]
+        want = np.lexsort((want_length, want_page))
+        np.testing.assert_array_equal(length[order], want_length[want])
+        np.testing.assert_array_equal(page[order], want_page[want])
+    for name in ("changed_time", "unchanged_time"):
+        np.testing.assert_allclose(
+            getattr(grouped, name), getattr(shuffled, name), rtol=1e-12, err_msg=name
+        )
+    assert np.array_equal(grouped.unchanged_time == 0, shuffled.unchanged_time == 0)

@@ -15,7 +15,8 @@ baseline measured in the same run:
 * speed: ``--speed-pages`` pages x ``--fetches`` fetches from the fetch log to rates, intervals,
   estimator names and buckets through ``estimate_fetch_arrays`` (the path of ``crawlplan
   estimate``), without and with Last-Modified; and the MLE alone, beside a per-page
-  ``scipy.optimize.brentq`` on the MLE's score equation timed on a sample.
+  ``scipy.optimize.brentq`` on the MLE's score equation timed on a sample of all pages
+  (pages with no change, or only changes, seen get their estimate in closed form there too).
 
 Writes ``bench-results/estimators.json`` and, when matplotlib is importable,
 ``bench-results/estimators.png``.
@@ -254,10 +255,12 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
     intervals = fresh()
     mle = PoissonChangeMLE().fit(intervals)
 
-    # baseline: one brentq per page on the score equation, pages with a finite MLE
+    # Baseline: the same estimates page by page, as a per-page implementation would compute
+    # them, on a sample of all pages: a page with no change seen gets 0 and one with only
+    # changes +inf (no root to find; the interval's ends in closed form or by one brentq),
+    # the others one brentq on the score equation (and one per end of the interval).
     rng = np.random.default_rng(seed)
-    finite = np.flatnonzero(np.isfinite(mle.rate_) & (mle.rate_ > 0))
-    chosen = rng.choice(finite, min(sample, finite.size), replace=False)
+    chosen = np.sort(rng.choice(n_pages, min(sample, n_pages), replace=False))
     lengths = intervals.length.reshape(n_pages, n_fetches - 1)
     flags = intervals.changed.reshape(n_pages, n_fetches - 1)
 
@@ -267,29 +270,42 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
             t, c = lengths[i], flags[i]
             t_c, unchanged = t[c], float(t[~c].sum())
             n_c = t_c.size
-            roots.append(
-                optimize.brentq(
-                    _score,
-                    n_c / (unchanged + 0.5 * t_c.sum()) * (1 - 1e-12),
-                    n_c / unchanged * (1 + 1e-12),
-                    args=(t_c, unchanged),
-                    xtol=1e-14,
+            if n_c == 0:
+                roots.append(0.0)
+            elif unchanged == 0:
+                roots.append(math.inf)
+            else:
+                roots.append(
+                    optimize.brentq(
+                        _score,
+                        n_c / (unchanged + 0.5 * t_c.sum()) * (1 - 1e-12),
+                        n_c / unchanged * (1 + 1e-12),
+                        args=(t_c, unchanged),
+                        xtol=1e-14,
+                    )
                 )
-            )
         return roots
 
     roots = brentq_mle()
-    agree = float(np.max(np.abs(np.array(roots) / mle.rate_[chosen] - 1)))
+    finite = np.isfinite(roots) & (np.array(roots) > 0)
+    agree = float(np.max(np.abs(np.array(roots)[finite] / mle.rate_[chosen[finite]] - 1)))
+    assert np.array_equal(np.array(roots)[~finite], mle.rate_[chosen[~finite]])
 
     def brentq_interval() -> None:
         # the rest of our work: both ends of the profile-likelihood interval
         for i, root in zip(chosen, roots, strict=True):
             t, c = lengths[i], flags[i]
             t_c, unchanged = t[c], float(t[~c].sum())
-            level = _loglik(root, t_c, unchanged) - 1.920729410347062
-            args = (t_c, unchanged, level)
-            optimize.brentq(_below_level, root * 1e-9, root, args=args)
-            optimize.brentq(_below_level, root, root * 1e9, args=args)
+            if root == 0:  # [0, drop / U]
+                _ = 1.920729410347062 / unchanged
+            elif math.isinf(root):  # [lambda where l = -drop, inf]
+                level = -1.920729410347062
+                optimize.brentq(_below_level, 1e-12, 1e12, args=(t_c, 0.0, level))
+            else:
+                level = _loglik(root, t_c, unchanged) - 1.920729410347062
+                args = (t_c, unchanged, level)
+                optimize.brentq(_below_level, root * 1e-9, root, args=args)
+                optimize.brentq(_below_level, root, root * 1e9, args=args)
 
     def timed(work: Callable[[], object]) -> float:
         t0 = time.perf_counter()
@@ -340,7 +356,8 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
     print(f"  PoissonChangeMLE, MLE and profile interval:          {mle_interval:7.2f} s")
     print(f"  PoissonChangeMLE, MLE only (confidence=None):        {mle_only:7.2f} s")
     print(
-        f"  scipy brentq per page on {chosen.size} pages: MLE {1e6 * per_page_baseline:6.1f} us, "
+        f"  scipy brentq per page on {chosen.size} pages "
+        f"({int(finite.sum())} with a finite MLE): MLE {1e6 * per_page_baseline:6.1f} us, "
         f"MLE + interval {1e6 * per_page_interval:6.1f} us"
     )
     print(
