@@ -446,7 +446,10 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
             metrics.leases.inc(len(leases))
             metrics.urls.inc(sum(len(x.pages) for x in leases))
             return {
-                "leases": [dataclasses.asdict(x) for x in leases],
+                "leases": [
+                    {**dataclasses.asdict(x), "pages": [p._asdict() for p in x.pages]}
+                    for x in leases
+                ],
                 "lease_seconds": settings.policy.lease_seconds,
             }
 

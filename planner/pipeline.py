@@ -429,6 +429,10 @@ def release_period(
     # first and finds the page's index entry by the others).
     order = np.argsort(ids, kind="stable")
     at = order[np.searchsorted(ids[order], chosen)]
+    # In the order read (bucket by bucket, each in index order): the release then looks the
+    # pages up in each bucket's index entries in order.
+    as_read = np.argsort(at, kind="stable")
+    at, chosen, release_at = at[as_read], chosen[as_read], selection.release_at[as_read]
     counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
     buckets = np.concatenate([np.asarray(c.bucket, dtype=np.int64) for c in read])
     keys = [k for c in read for k in c.key]
@@ -437,7 +441,7 @@ def release_period(
         work.plan_id,
         work.period,
         page_ids=chosen.tolist(),
-        due_epoch_s=selection.release_at.tolist(),
+        due_epoch_s=release_at.tolist(),
         fetches=counts[at].tolist(),
         buckets=buckets[at].tolist(),
         keys=[keys[i] for i in at.tolist()],

@@ -16,6 +16,7 @@ writers queue instead of failing. PostgreSQL: psycopg 3, READ COMMITTED, row loc
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import random
 import threading
@@ -252,6 +253,25 @@ def sqlite_bulk_cache(conn: Connection) -> Iterator[None]:
         yield
     finally:
         conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a bulk read builds many objects.
+
+    A lease batch or a release builds 100,000 row tuples and pages, none of them in a
+    reference cycle; each 700 new objects start a collection, and the older generations'
+    collections walk every object of the process: measured a third of a lease's time.
+    Reference counting still frees everything. Process-wide but safe across threads: the
+    caller that found the collector enabled enables it again, so it never stays paused.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:

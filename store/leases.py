@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import (
@@ -53,7 +53,7 @@ from sqlalchemy import (
     update,
 )
 
-from store.database import PG_BY_ID, Database, DriverStatement, sqlite_bulk_cache
+from store.database import PG_BY_ID, Database, DriverStatement, gc_paused, sqlite_bulk_cache
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
@@ -104,9 +104,12 @@ class LeasePolicy:
                 raise ValueError(f"{name} must be >= 1")
 
 
-@dataclass(frozen=True)
-class LeasedPage:
-    """A page handed to a worker, with the validators it needs for a conditional GET."""
+class LeasedPage(NamedTuple):
+    """A page handed to a worker, with the validators it needs for a conditional GET.
+
+    A named tuple, not a dataclass: a lease batch builds one per page (100,000 for a
+    period's release), and a tuple is built four times faster than a frozen dataclass.
+    """
 
     page_id: int
     url: str
@@ -521,8 +524,11 @@ class LeaseQueue:
         Returns an empty list when nothing is due on a host that is free and polite to fetch.
         """
         limit = min(max_urls or self.policy.max_urls, self.policy.max_urls)
-        leases = self.db.run_write(lambda conn: self._lease(conn, worker, limit, now or utcnow()))
-        self._page_ids.remember((p.url, p.page_id) for lease in leases for p in lease.pages)
+        with gc_paused():
+            leases = self.db.run_write(
+                lambda conn: self._lease(conn, worker, limit, now or utcnow())
+            )
+            self._page_ids.remember((p.url, p.page_id) for lease in leases for p in lease.pages)
         return leases
 
     def _lease(self, conn: Connection, worker: str, limit: int, now: datetime) -> list[Lease]:
