@@ -422,7 +422,9 @@ def sorted_change_intervals(
         return ChangeIntervals(np.empty(0, np.intp), np.empty(0), np.empty(0, np.bool_), n)
     same = pages[1:] == pages[:-1]
     keep = same & known[1:]
-    return ChangeIntervals(pages[1:][keep], np.diff(times)[keep], outcome[1:][keep] == 1, n)
+    out = ChangeIntervals(pages[1:][keep], np.diff(times)[keep], outcome[1:][keep] == 1, n)
+    out.__dict__["grouped"] = True  # from a log sorted by page: no need to check again
+    return out
 
 
 def last_modified_evidence_from_fetches(

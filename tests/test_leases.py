@@ -225,3 +225,28 @@ def test_finish_reports_and_releases_in_one_step(db: Database) -> None:
     assert queue.finish(lease.lease_id, done, now=T0)[0].duplicates == 2
     (again,) = queue.lease("w2", now=polite)
     assert [p.page_id for p in again.pages] == [lease.pages[2].page_id]
+
+
+def test_gc_paused_restores_the_collector_as_it_found_it() -> None:
+    """The lease and the release pause the cyclic collector; it comes back on when it was on
+    (even after an error), stays off when the caller had turned it off, and an inner pause
+    does not turn it back on early."""
+    import gc
+
+    from store.database import gc_paused
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
