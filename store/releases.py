@@ -433,13 +433,11 @@ _PG_WITHDRAW = text(
 # stores it (naive UTC text with microseconds; datetime() is strftime('%Y-%m-%d %H:%M:%S')
 # without a format to parse): no datetime object per page. The chosen pages, (bucket, index
 # key, id, whole seconds, microseconds, fetches), go through a temporary table filled by
-# executemany (cheaper than a JSON array's parsing), keyed (so sorted) by bucket and key: the
-# order of the indexes the candidates were read from. (An exact duplicate row would release
-# nothing more: it is stored once.) Bucket -1: a new page (key: its cash); -2: no key given
-# (key 0: a key column of a WITHOUT ROWID table is never NULL).
-# The chosen pages' rows, in the order given (the release passes them in candidate order:
-# by bucket, then index key, so the lookups below walk each bucket's index entries in order).
-# No key of its own: a repeated page is queued once by released_pages' primary key.
+# multi-row INSERTs (cheaper than executemany, or a JSON array's parsing), in the order the
+# release passes them: candidate order, by bucket then index key, so that the lookups below
+# walk each bucket's index entries in order. No key of its own: a page given twice is queued
+# once, by released_pages' primary key. Bucket -1: a new page (key: its cash); -2: no key
+# given (key 0).
 _SQLITE_CHOSEN_TABLE = (
     "CREATE TEMP TABLE release_chosen (bucket INTEGER NOT NULL, key NUMERIC, "
     "page_id INTEGER NOT NULL, secs INTEGER NOT NULL, micros INTEGER NOT NULL, "
@@ -590,7 +588,8 @@ def queue_release(
     ``buckets`` and ``keys``, one per page: the page's candidate bucket (-1: a new page) and
     index key (:attr:`Candidates.bucket`, :attr:`Candidates.key`). With them the release reads
     the pages from the index entries the candidate queries read, not from the table (pages
-    moved since are read by id); without them, by id.
+    moved since are read by id); without them, by id. Pages given in the order they were
+    read (bucket by bucket, each in index order) are looked up in that order, the fastest.
     """
     if not len(page_ids) == len(due_epoch_s) == len(fetches):
         raise ValueError("page_ids, due_epoch_s and fetches must have the same length")
