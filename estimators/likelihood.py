@@ -83,9 +83,10 @@ class ChangeLogLikelihood:
     """Log-likelihood of change/no-change intervals as a function of the log rate.
 
     Change intervals are held grouped by page (CSR-style: ``counts`` per page), so that the
-    rate of each interval's page is a ``np.repeat`` and restricting to a subset of pages is a
-    repeated mask; per-page sums are ``np.bincount`` (measured faster than ``np.add.reduceat``
-    on runs of about ten intervals).
+    rate of each interval's page is a gather by the interval's page index, restricting to a
+    subset of pages is a repeated mask, and a block of consecutive pages is a slice; per-page
+    sums are ``np.bincount`` (measured faster than ``np.add.reduceat`` on runs of about ten
+    intervals).
 
     Parameters
     ----------

@@ -49,9 +49,11 @@ BLOCK_TERMS = 1 << 18
 
 
 def page_blocks(objective: LogRateObjective, terms: int | None = None) -> list[tuple[int, int]]:
-    """Consecutive page ranges ``(start, stop)`` covering the objective's pages, each of about
-    ``terms`` array elements (default :data:`BLOCK_TERMS`; a page with more gets a block of
-    its own)."""
+    """Consecutive page ranges ``(start, stop)`` covering the objective's pages, each of
+    about ``terms`` array elements (default :data:`BLOCK_TERMS`): a block ends after the page
+    whose running total passes the next multiple of ``terms``, so a block holds up to about
+    twice that when a large page falls at its start. Only speed depends on the sizes: every
+    page is solved on its own."""
     terms = BLOCK_TERMS if terms is None else terms
     n = objective.n_pages
     if n == 0:
@@ -316,6 +318,8 @@ def mode_and_interval(
     n_iter : int
         Iterations of the slowest of the three solves.
     """
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    start = np.asarray(start, dtype=np.float64)
     blocks = page_blocks(objective)
     if len(blocks) <= 1:
         return _mode_and_interval_block(

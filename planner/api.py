@@ -62,6 +62,7 @@ from store import (
     Database,
     FetchResult,
     HostUpdate,
+    Lease,
     LeasePolicy,
     LeaseQueue,
     add_pages,
@@ -324,6 +325,14 @@ def _normalized(urls: list[str]) -> list[tuple[str, str]]:
     return good
 
 
+def _lease_json(lease: Lease) -> dict[str, Any]:
+    """A lease as the worker API sends it: its fields, and each page as an object (a shallow
+    read: ``dataclasses.asdict`` would deep-copy every page's fields first)."""
+    body = {f.name: getattr(lease, f.name) for f in dataclasses.fields(lease)}
+    body["pages"] = [page._asdict() for page in lease.pages]
+    return body
+
+
 def _report_body(out: ReportOutcome) -> dict[str, int]:
     """A report's answer: the API adds discovered URLs through ``/v1/pages``, not here."""
     return {"recorded": out.recorded, "duplicates": out.duplicates, "late": out.late}
@@ -446,10 +455,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
             metrics.leases.inc(len(leases))
             metrics.urls.inc(sum(len(x.pages) for x in leases))
             return {
-                "leases": [
-                    {**dataclasses.asdict(x), "pages": [p._asdict() for p in x.pages]}
-                    for x in leases
-                ],
+                "leases": [_lease_json(x) for x in leases],
                 "lease_seconds": settings.policy.lease_seconds,
             }
 

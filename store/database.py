@@ -255,6 +255,11 @@ def sqlite_bulk_cache(conn: Connection) -> Iterator[None]:
         conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
 
 
+_GC_PAUSE = threading.Lock()
+_gc_pauses = 0  # pauses under way (guarded by _GC_PAUSE)
+_gc_was_enabled = False  # the collector's state when the first of them began
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a bulk read builds many objects.
@@ -262,16 +267,23 @@ def gc_paused() -> Iterator[None]:
     A lease batch or a release builds 100,000 row tuples and pages, none of them in a
     reference cycle; each 700 new objects start a collection, and the older generations'
     collections walk every object of the process: measured a third of a lease's time.
-    Reference counting still frees everything. Process-wide but safe across threads: the
-    caller that found the collector enabled enables it again, so it never stays paused.
+    Reference counting still frees everything. Process-wide, so counted across threads (the
+    API server leases from several): the first pause records whether the collector was on,
+    the last to end restores that, even after an error.
     """
-    enabled = gc.isenabled()
-    gc.disable()
+    global _gc_pauses, _gc_was_enabled
+    with _GC_PAUSE:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _GC_PAUSE:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -248,6 +248,7 @@ def refresh_candidates(
         if limit <= 0:
             out[bucket].exhausted[bucket] = False
     with gc_paused(), db.read() as conn:
+        rows: Iterable[list[Any]]
         if db.dialect == "postgresql":
             rows = _pg_pipelined_rows(conn, sql, [(b, until, at, n) for b, n in asked])
         else:
@@ -259,11 +260,13 @@ def refresh_candidates(
 
 def _pg_pipelined_rows(
     conn: Connection, sql: str, arguments: Sequence[Sequence[Any]]
-) -> Iterator[list[Any]]:
+) -> list[list[Any]]:
     """The rows of ``sql`` for each of ``arguments``, the queries sent at once in psycopg's
     pipeline mode: the server runs the next bucket's query while this process converts the
-    rows of the one before (one round trip in all, the two cores working at once)."""
+    rows of the one before (one round trip in all, the two cores working at once). The
+    pipeline is closed before returning, so the connection goes back to the pool as usual."""
     raw = conn.connection.driver_connection
+    found: list[list[Any]] = []
     with raw.pipeline():  # type: ignore[union-attr]
         cursors = []
         for args in arguments:
@@ -272,9 +275,10 @@ def _pg_pipelined_rows(
             cursors.append(cursor)
         for cursor in cursors:
             try:
-                yield list(cursor.fetchall())
+                found.append(list(cursor.fetchall()))
             finally:
                 cursor.close()
+    return found
 
 
 def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidates:

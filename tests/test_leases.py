@@ -250,3 +250,31 @@ def test_gc_paused_restores_the_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_gc_paused_from_overlapping_threads_leaves_the_collector_on() -> None:
+    """Pauses that overlap in time, from several threads (the API server leases from a
+    pool), end with the collector on: the last pause to end restores it."""
+    import gc
+    import threading
+
+    from store.database import gc_paused
+
+    inside = threading.Barrier(4)
+    leave = [threading.Event() for _ in range(4)]
+
+    def pause(i: int) -> None:
+        with gc_paused():
+            inside.wait(timeout=10)
+            leave[i].wait(timeout=10)
+
+    threads = [threading.Thread(target=pause, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for i in (2, 0, 3):  # end in another order than they began; one still paused
+        leave[i].set()
+        threads[i].join(timeout=10)
+        assert not gc.isenabled()
+    leave[1].set()
+    threads[1].join(timeout=10)
+    assert gc.isenabled()
