@@ -505,3 +505,27 @@ def test_an_urgent_released_page_is_leased_once(db: Database) -> None:
         conn.execute(update(PAGES).where(PAGES.c.id == ids[2]).values(next_due_at=URGENT_DUE))
     (lease,) = LeaseQueue(db, BIG).lease("w", now=T0 + DAY - timedelta(seconds=1))
     assert [p.page_id for p in lease.pages] == [ids[2], ids[0], ids[1]]
+
+
+def test_a_failed_candidate_read_leaves_the_connection_usable(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate query that fails (here one on a table that does not exist) raises, and
+    the connection goes back to the pool as it was: on PostgreSQL, where the buckets' queries
+    go out in one pipeline, out of pipeline mode. The next read and a write then work."""
+    from store import releases
+
+    _plan(db, {3: 1})
+    (page,) = _fetched(db, "p", 3, [T0 - DAY])
+    monkeypatch.setattr(releases, "_PG_REFRESH", "SELECT %s, %s, %s, %s FROM no_such_table")
+    monkeypatch.setattr(releases, "_SQLITE_REFRESH", "SELECT ?, ?, ?, ? FROM no_such_table")
+    with pytest.raises(Exception, match="no_such_table"):
+        releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
+    monkeypatch.undo()
+    found = releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
+    assert (found[3].page_id, found[4].page_id) == ([page], [])
+    if db.dialect == "postgresql":
+        with db.read() as conn:
+            raw = conn.connection.driver_connection
+            assert raw._pipeline is None  # type: ignore[union-attr]
+    assert release_pages(db, 1, 1, page_ids=[page], due_epoch_s=[T0.timestamp()], fetches=[1]) == 1
