@@ -357,7 +357,8 @@ _PG_QUEUE_REPEATS = text(
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 # PostgreSQL, keys given: each chosen page read from the index entry its candidate query read
 # (index-only scans of ix_pages_bucket_scheduled by (bucket, scheduled_at), ix_pages_new_cash
-# by cash; ``p.id + 0`` keeps the primary key out of it), the chosen pages in index order, not
+# by cash; ``p.id + 0`` keeps the primary key out of it), the chosen pages in the order given
+# (release_period gives them as read, so each bucket's index entries in order), not
 # 100,000 scattered heap rows (read from disk when the OS has not kept them cached). Pages
 # whose entry moved since the read are read by id afterwards (_PG_QUEUE_MISSING).
 _PG_QUEUED_ROW = """
@@ -375,7 +376,6 @@ _PG_QUEUE_BY_INDEX_SQL = f"""
         SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]),
                              CAST(:fetches AS int[]), CAST(:buckets AS int[]),
                              CAST(:keys AS float8[])) AS t(i, s, f, b, k)
-        ORDER BY b, k
     )
     INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
                                 last_fetch_at, etag, last_modified, signature)
