@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import chain
 from queue import Empty, Queue
 from typing import Any, TypeVar
 
@@ -424,7 +425,7 @@ def release_period(
     ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
     waiting = ids[pending]
-    withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen)))
+    withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen))) if len(waiting) else 0
     # Each chosen page's fetch count, bucket and index key as read (the release checks the
     # first and finds the page's index entry by the others).
     order = np.argsort(ids, kind="stable")
@@ -435,7 +436,8 @@ def release_period(
     at, chosen, release_at = at[as_read], chosen[as_read], selection.release_at[as_read]
     counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
     buckets = np.concatenate([np.asarray(c.bucket, dtype=np.int64) for c in read])
-    keys = [k for c in read for k in c.key]
+    keys = np.empty(len(ids), dtype=object)  # SQLite's text, or floats: as read
+    keys[:] = list(chain.from_iterable(c.key for c in read))
     queued = queue_release(
         db,
         work.plan_id,
@@ -444,7 +446,7 @@ def release_period(
         due_epoch_s=release_at.tolist(),
         fetches=counts[at].tolist(),
         buckets=buckets[at].tolist(),
-        keys=[keys[i] for i in at.tolist()],
+        keys=keys[at].tolist(),
         withdraw_ids=waiting.tolist(),
         now=when,
     )

@@ -122,6 +122,12 @@ def _greedy(
 
     ``group`` (n,) indexes ``quota`` (g,); ``host`` (n,) indexes ``room`` (h,), which is
     decremented in place. Returns the taken mask (n,) and per-group host skips (g,).
+
+    The result is the sequential pass's: walk the candidates in order, take one when its
+    group has quota left and its host has room, count a skip when the group has quota left
+    but the host is full. Only candidates of hosts with more candidates than room (tight
+    hosts: the few hosts whose politeness binds) are walked one by one; every other
+    candidate is taken exactly when its group is still open, which is a prefix count.
     """
     n = len(group)
     taken = np.zeros(n, dtype=bool)
@@ -129,33 +135,52 @@ def _greedy(
     if n == 0:
         return taken, skipped
     # Fast path (exact): when the first `quota` candidates of every group fit their hosts,
-    # the greedy pass takes exactly those.
+    # the sequential pass takes exactly those.
     rank = _rank_within(group)
     first = rank < quota[group]
     use = np.bincount(host[first], minlength=len(room))
     if np.all(use <= room):
         room -= use
         return first, skipped
-    left = quota.copy()
-    groups, hosts = group.tolist(), host.tolist()
-    room_list, left_list, skip_list = room.tolist(), left.tolist(), [0] * len(quota)
-    remaining = int(left.sum())
-    for k in range(n):
-        if remaining == 0:
-            break
+    tight = (np.bincount(host, minlength=len(room)) > room)[host]
+    loose = ~tight
+    # A group is open at candidate k while the pages it took before k are under its quota.
+    # While open it has taken every loose candidate before k (their hosts never refuse), so
+    # its count at k is (loose candidates of the group before k) + (tight ones taken).
+    loose_before = _count_before_within(group, loose)
+    groups, hosts, before = group.tolist(), host.tolist(), loose_before.tolist()
+    quota_list, room_list = quota.tolist(), room.tolist()
+    tight_taken, skip_list = [0] * len(quota), [0] * len(quota)
+    for k in np.flatnonzero(tight).tolist():
         g = groups[k]
-        if left_list[g] == 0:
-            continue
+        if before[k] + tight_taken[g] >= quota_list[g]:
+            continue  # the group's quota is spent
         h = hosts[k]
         if room_list[h] == 0:
             skip_list[g] += 1
             continue
         room_list[h] -= 1
-        left_list[g] -= 1
-        remaining -= 1
+        tight_taken[g] += 1
         taken[k] = True
     room[:] = room_list
+    tight_before = _count_before_within(group, taken)
+    taken |= loose & (loose_before + tight_before < quota[group])
+    room -= np.bincount(host[taken & loose], minlength=len(room))
     return taken, np.asarray(skip_list, dtype=np.int64)
+
+
+def _count_before_within(group: IntArray, flag: npt.NDArray[np.bool_]) -> IntArray:
+    """For each element, how many earlier elements of its group (array order) have ``flag``,
+    (n,)."""
+    order = np.argsort(group, kind="stable")
+    sorted_groups = group[order]
+    flags = flag[order].astype(np.int64)
+    before = np.cumsum(flags) - flags
+    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    before -= np.repeat(before[starts], np.diff(np.r_[starts, len(group)]))
+    out = np.empty(len(group), dtype=np.int64)
+    out[order] = before
+    return out
 
 
 def _rank_within(group: IntArray) -> IntArray:

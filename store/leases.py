@@ -31,7 +31,7 @@ published (the page waits for the release of a plan period), else, before any pl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -262,6 +262,40 @@ def _pg_time(value: datetime | None) -> datetime | None:
     if zone in _UTC_ZONES:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def _leased_pages(
+    rows: Sequence[tuple[Any, ...]], to_utc: Callable[[Any], datetime | None]
+) -> tuple[LeasedPage, ...]:
+    """The :class:`LeasedPage` of each due row (``to_utc``: the dialect's time conversion).
+
+    Built by ``tuple.__new__`` (what ``LeasedPage._make`` does) with SQLite's times parsed
+    inline: no Python call per page but the time parsing (a lease of 100,000 pages spends
+    half as long here as through the named tuple's constructor).
+    """
+    new = tuple.__new__
+    if to_utc is _sqlite_time:
+        parse = datetime.fromisoformat
+        return tuple(
+            [
+                new(
+                    LeasedPage,
+                    (
+                        r[1],
+                        r[2],
+                        r[3],
+                        None if r[4] is None else parse(r[4] + "+00:00"),
+                        r[5],
+                        None if r[6] is None else parse(r[6] + "+00:00"),
+                        r[7],
+                    ),
+                )
+                for r in rows
+            ]
+        )
+    return tuple(
+        [new(LeasedPage, (r[1], r[2], r[3], to_utc(r[4]), r[5], to_utc(r[6]), r[7])) for r in rows]
+    )
 
 
 # PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement.
@@ -567,10 +601,7 @@ class LeaseQueue:
                 robots_status=host.robots_status,
                 robots_fetched_at=host.robots_fetched_at,
                 robots_expires_at=host.robots_expires_at,
-                pages=tuple(
-                    LeasedPage(r[1], r[2], r[3], to_utc(r[4]), r[5], to_utc(r[6]), r[7])
-                    for r in by_host[host.id]
-                ),
+                pages=_leased_pages(by_host[host.id], to_utc),
             )
             for host in hosts
             if host.id in by_host

@@ -31,10 +31,12 @@ epoch (arrays of them are what the planner computes with; no datetime object per
 from __future__ import annotations
 
 import math
+import operator
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain, repeat
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
@@ -534,16 +536,15 @@ def _chosen_values(
     fetches: list[int],
 ) -> list[Any]:
     """The rows ``(bucket, key, id, whole seconds, microseconds, fetches)``, flat:
-    :func:`store.types.seconds_micros` inline (no call per page)."""
-    out: list[Any] = []
-    floor = math.floor
-    for b, k, i, s, f in zip(buckets, keys, ids, secs, fetches, strict=True):
-        whole = floor(s)
-        micros = round((s - whole) * 1e6)
-        if micros == 1_000_000:
-            whole, micros = whole + 1, 0
-        out += (b, k, i, whole, micros, f)
-    return out
+    :func:`store.types.seconds_micros` column by column (C loops of ``map``, no Python
+    frame per page)."""
+    wholes = list(map(math.floor, secs))
+    micros = list(map(round, map(operator.mul, map(operator.sub, secs, wholes), repeat(1e6))))
+    if 1_000_000 in micros:  # a fraction that rounds up to the next second
+        for k, m in enumerate(micros):
+            if m == 1_000_000:
+                wholes[k], micros[k] = wholes[k] + 1, 0
+    return list(chain.from_iterable(zip(buckets, keys, ids, wholes, micros, fetches, strict=True)))
 
 
 def _sqlite_fill_chosen(conn: Connection, values: list[Any]) -> None:
@@ -602,10 +603,10 @@ def queue_release(
     if buckets is not None and keys is not None and not len(buckets) == len(keys) == len(page_ids):
         raise ValueError("buckets and keys must have one entry per page")
     when = now or utcnow()
-    ids = [int(i) for i in page_ids]
-    secs = [float(s) for s in due_epoch_s]
-    counts = [int(f) for f in fetches]
-    withdraw = [int(i) for i in withdraw_ids]
+    ids = list(map(int, page_ids))
+    secs = list(map(float, due_epoch_s))
+    counts = list(map(int, fetches))
+    withdraw = list(map(int, withdraw_ids))
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
 
@@ -639,7 +640,7 @@ def queue_release(
             if buckets is not None and keys is not None and None not in keys:
                 conn.exec_driver_sql(_PG_BY_INDEX_PLAN)
                 statement = _pg_statement(_PG_QUEUE_BY_INDEX_SQL, repeats)
-                keyed = {"buckets": _array([int(b) for b in buckets]), "keys": _array(keys)}
+                keyed = {"buckets": _array(list(map(int, buckets))), "keys": _array(keys)}
                 count = int(conn.execute(statement, params | keyed).rowcount or 0)
                 if count < len(ids):
                     # Pages not found by their key (moved since the read), and repeated ids.
@@ -689,7 +690,7 @@ def _sqlite_queue(
         conn.exec_driver_sql(_SQLITE_CHOSEN_TABLE)
         keyed = buckets is not None and keys is not None
         values = _chosen_values(
-            [int(b) for b in buckets] if buckets is not None else [-2] * len(ids),
+            list(map(int, buckets)) if buckets is not None else [-2] * len(ids),
             keys if keys is not None else [0] * len(ids),
             ids,
             secs,

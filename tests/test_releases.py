@@ -9,6 +9,8 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select, update
 
 from planner.pipeline import ReleaseSummary, release_period
@@ -529,3 +531,24 @@ def test_a_failed_candidate_read_leaves_the_connection_usable(
             raw = conn.connection.driver_connection
             assert raw._pipeline is None  # type: ignore[union-attr]
     assert release_pages(db, 1, 1, page_ids=[page], due_epoch_s=[T0.timestamp()], fetches=[1]) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=0, max_value=4e9, allow_nan=False),
+            # fractions a hair below the next second: the microseconds round up to it
+            st.integers(0, 4_000_000_000).map(lambda s: s + 0.9999996),
+        ),
+        max_size=40,
+    )
+)
+def test_chosen_rows_split_times_as_the_store_formats_them(secs: list[float]) -> None:
+    from store.releases import _chosen_values
+    from store.types import seconds_micros
+
+    n = len(secs)
+    flat = _chosen_values([3] * n, ["k"] * n, list(range(n)), secs, [7] * n)
+    rows = [tuple(flat[k : k + 6]) for k in range(0, len(flat), 6)]
+    assert rows == [(3, "k", i, *seconds_micros(s), 7) for i, s in enumerate(secs)]

@@ -249,3 +249,52 @@ def test_properties_on_random_instances(inst: dict[str, Any]) -> None:
     for pid, t in _release(sel).items():
         if pid in sched and now <= sched[pid] < end - 1e-3 and host_of[pid] in lonely:
             assert t == sched[pid]
+
+
+def _sequential_greedy(
+    group: list[int], host: list[int], quota: list[int], room: list[int]
+) -> tuple[list[bool], list[int], list[int]]:
+    """The rule _greedy implements, one candidate at a time: taken, skips, room left."""
+    left, room, skips = list(quota), list(room), [0] * len(quota)
+    taken = []
+    for g, h in zip(group, host, strict=True):
+        take = left[g] > 0 and room[h] > 0
+        skips[g] += left[g] > 0 and room[h] == 0
+        if take:
+            left[g] -= 1
+            room[h] -= 1
+        taken.append(take)
+    return taken, skips, room
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(1, 5).flatmap(
+        lambda groups: st.integers(1, 6).flatmap(
+            lambda hosts: st.tuples(
+                st.lists(st.tuples(st.integers(0, groups - 1), st.integers(0, hosts - 1))),
+                st.lists(st.integers(0, 12), min_size=groups, max_size=groups),
+                st.lists(st.integers(0, 12), min_size=hosts, max_size=hosts),
+            )
+        )
+    )
+)
+def test_greedy_is_the_sequential_pass(
+    inst: tuple[list[tuple[int, int]], list[int], list[int]],
+) -> None:
+    from planner.selection import _greedy
+
+    cands, quota, room = inst
+    group = [g for g, _ in cands]
+    host = [h for _, h in cands]
+    room_arr = np.array(room, dtype=np.int64)
+    taken, skips = _greedy(
+        np.array(group, dtype=np.int64),
+        np.array(host, dtype=np.int64),
+        np.array(quota, dtype=np.int64),
+        room_arr,
+    )
+    want_taken, want_skips, want_room = _sequential_greedy(group, host, quota, room)
+    assert taken.tolist() == want_taken
+    assert skips.tolist() == want_skips
+    assert room_arr.tolist() == want_room
