@@ -53,7 +53,14 @@ from sqlalchemy import (
     update,
 )
 
-from store.database import PG_BY_ID, Database, DriverStatement, gc_paused, sqlite_bulk_cache
+from store.database import (
+    PG_BY_ID,
+    Database,
+    DriverStatement,
+    driver_cursor,
+    gc_paused,
+    sqlite_bulk_cache,
+)
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.importance import CashSplit, move_cash, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
@@ -618,7 +625,7 @@ class LeaseQueue:
         PostgreSQL: one statement (LATERAL index scans per host, one round trip); SQLite:
         two indexed queries per host (in process, no round trips to save).
         """
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor = driver_cursor(conn)
         try:
             if self.db.dialect == "postgresql":
                 cursor.execute(_PG_PAGES_DUE, {"hosts": host_ids, "now": now, "limit": per_host})

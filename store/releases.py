@@ -41,7 +41,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
-from store.database import PG_BY_ID, Database, gc_paused, sqlite_bulk_cache
+from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
 from store.models import (
     HOSTS,
     NEW_PAGE_CONDITION,
@@ -213,7 +213,7 @@ _PG_NEW = (
 
 
 def _driver_rows(conn: Connection, sql: str, args: Sequence[Any]) -> list[Any]:
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = driver_cursor(conn)
     try:
         cursor.execute(sql, tuple(args))
         return list(cursor.fetchall())
@@ -272,7 +272,7 @@ def _pg_pipelined_rows(
     with raw.pipeline():  # type: ignore[union-attr]
         cursors = []
         for args in arguments:
-            cursor = raw.cursor()  # type: ignore[union-attr]
+            cursor = driver_cursor(conn)
             cursor.execute(sql, tuple(args))
             cursors.append(cursor)
         for cursor in cursors:
