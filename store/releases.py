@@ -95,10 +95,11 @@ class Candidates:
     when unknown; ``pending``: the page has a ``next_due_at`` (due outside the plan's
     releases: from before the first plan); ``fetches``: the page's fetch count when read (a
     release queues the page only if no fetch was reported since, so a page fetched meanwhile
-    is not released again); ``key``: the page's index key as the store gives it (``scheduled_at``:
-    SQLite's text, PostgreSQL's seconds since the epoch; ``cash`` for new pages), with which a
-    release finds the page's entry in the index the candidate query read; ``exhausted``: per bucket
-    (``-1`` for new pages), True when the query returned fewer rows than asked, i.e. every
+    is not released again); ``key``: the page's index key as the store gives it
+    (``scheduled_at``: SQLite's text, PostgreSQL's whole microseconds since the epoch;
+    ``cash`` for new pages), with which a release finds the page's entry in the index the
+    candidate query read; ``exhausted``: per bucket (``-1`` for new pages), True when the
+    query returned fewer rows than asked, i.e. every
     candidate was read.
     """
 
@@ -189,6 +190,13 @@ _PG_CANDIDATE = (
     "AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)"
 )
 # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds plus the fraction.
+# PostgreSQL's key: the scheduled time in whole microseconds since the epoch, exactly
+# (extract's numeric, not date_part's float8, which is off by one microsecond for some
+# times after 2106), sent back as integers (text of integers is three times cheaper to
+# write and to parse than text of floats).
+_PG_KEY_US = "(extract(epoch FROM scheduled_at) * 1000000)::int8"
+#: A bigint of microseconds since the epoch as a timestamptz, exactly (no float on the way).
+_PG_FROM_US = "(timestamptz 'epoch' + {} * interval '1 microsecond')"
 _SQLITE_REFRESH = (
     "SELECT id, host_id, CAST(strftime('%s', scheduled_at) AS REAL) "
     "+ CAST(substr(scheduled_at, 20) AS REAL), importance, next_due_at IS NOT NULL, fetches, "
@@ -197,7 +205,7 @@ _SQLITE_REFRESH = (
 )
 _PG_REFRESH = (
     "SELECT id, host_id, date_part('epoch', scheduled_at)::float8, importance, "
-    "next_due_at IS NOT NULL, fetches, date_part('epoch', scheduled_at)::float8 "
+    f"next_due_at IS NOT NULL, fetches, {_PG_KEY_US} "
     f"FROM pages WHERE bucket = %s AND scheduled_at < %s AND status IN ({_STATUSES}) "
     f"AND {_PG_CANDIDATE} ORDER BY scheduled_at, id LIMIT %s"
 )
@@ -321,21 +329,21 @@ def host_delays(db: Database, host_ids: Sequence[int]) -> dict[int, float | None
 # PostgreSQL reads the chosen pages' rows with a bitmap heap scan (_PG_QUEUE_PLAN): table
 # blocks in file order, prefetched (effective_io_concurrency) instead of read one at a time
 # by a nested loop of index lookups (two to three times faster from disk).
-_PG_QUEUE_SQL = """
+_PG_QUEUE_SQL = f"""
     INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
                                 last_fetch_at, etag, last_modified, signature)
-    SELECT p.id, :plan, :period, p.host_id, to_timestamp(t.s), p.url, p.status,
+    SELECT p.id, :plan, :period, p.host_id, {_PG_FROM_US.format("t.s")}, p.url, p.status,
            p.last_fetch_at, p.etag, p.last_modified, p.signature
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]), CAST(:fetches AS int[]))
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:due_us AS bigint[]), CAST(:fetches AS int[]))
          AS t(i, s, f)
     JOIN pages p ON p.id = t.i
     WHERE p.id = ANY(CAST(:ids AS bigint[]))
       AND p.fetches = t.f
       AND (p.leased_until IS NULL OR p.leased_until < :now)
       AND (p.next_due_at IS NULL OR p.next_due_at > to_timestamp(0))
-    {queued}
+    {{queued}}
     ORDER BY p.host_id, t.s, p.id
-    {conflict}
+    {{conflict}}
 """
 #: The plan of _PG_QUEUE (the rest of the transaction): pages by a prefetching bitmap heap
 #: scan hash-joined with the chosen ids, never a scan of a whole table (queued pages looked
@@ -375,33 +383,35 @@ _PG_UNCHANGED = """
 """
 _PG_QUEUE_BY_INDEX_SQL = f"""
     WITH t AS MATERIALIZED (
-        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]),
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:due_us AS bigint[]),
                              CAST(:fetches AS int[]), CAST(:buckets AS int[]),
-                             CAST(:keys AS float8[])) AS t(i, s, f, b, k)
+                             CAST(:keys AS bigint[]), CAST(:cash AS float8[]))
+                      AS t(i, s, f, b, k, c)
     )
     INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
                                 last_fetch_at, etag, last_modified, signature)
-    SELECT q.id, :plan, :period, q.host_id, to_timestamp(q.s), q.url, q.status,
+    SELECT q.id, :plan, :period, q.host_id, {_PG_FROM_US.format("q.s")}, q.url, q.status,
            q.last_fetch_at, q.etag, q.last_modified, q.signature
     FROM ({_PG_QUEUED_ROW}
           FROM t JOIN pages p
-            ON p.bucket = t.b AND p.scheduled_at = to_timestamp(t.k) AND p.id + 0 = t.i
+            ON p.bucket = t.b AND p.scheduled_at = {_PG_FROM_US.format("t.k")}
+               AND p.id + 0 = t.i
           WHERE t.b >= 0 {_PG_UNCHANGED}
           UNION ALL {_PG_QUEUED_ROW}
-          FROM t JOIN pages p ON p.cash = t.k AND p.id + 0 = t.i
+          FROM t JOIN pages p ON p.cash = t.c AND p.id + 0 = t.i
           WHERE t.b = -1 AND p.{NEW_PAGE_CONDITION} {_PG_UNCHANGED}) AS q
     ORDER BY q.host_id, q.s, q.id
     {{conflict}}
 """
 _PG_QUEUE_MISSING_SQL = f"""
     WITH t AS MATERIALIZED (
-        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:secs AS float8[]),
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:due_us AS bigint[]),
                              CAST(:fetches AS int[])) AS t(i, s, f)
         WHERE NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = t.i)
     )
     INSERT INTO released_pages (page_id, plan_id, period, host_id, due_at, url, status,
                                 last_fetch_at, etag, last_modified, signature)
-    SELECT p.id, :plan, :period, p.host_id, to_timestamp(t.s), p.url, p.status,
+    SELECT p.id, :plan, :period, p.host_id, {_PG_FROM_US.format("t.s")}, p.url, p.status,
            p.last_fetch_at, p.etag, p.last_modified, p.signature
     FROM t JOIN pages p ON p.id = t.i
     WHERE TRUE {_PG_UNCHANGED}
@@ -538,13 +548,25 @@ def _chosen_values(
     """The rows ``(bucket, key, id, whole seconds, microseconds, fetches)``, flat:
     :func:`store.types.seconds_micros` column by column (C loops of ``map``, no Python
     frame per page)."""
+    wholes, micros = _whole_micros(secs)
+    return list(chain.from_iterable(zip(buckets, keys, ids, wholes, micros, fetches, strict=True)))
+
+
+def _whole_micros(secs: list[float]) -> tuple[list[int], list[int]]:
+    """:func:`store.types.seconds_micros` of each of ``secs``, as two columns."""
     wholes = list(map(math.floor, secs))
     micros = list(map(round, map(operator.mul, map(operator.sub, secs, wholes), repeat(1e6))))
     if 1_000_000 in micros:  # a fraction that rounds up to the next second
         for k, m in enumerate(micros):
             if m == 1_000_000:
                 wholes[k], micros[k] = wholes[k] + 1, 0
-    return list(chain.from_iterable(zip(buckets, keys, ids, wholes, micros, fetches, strict=True)))
+    return wholes, micros
+
+
+def _micros_since_epoch(secs: list[float]) -> list[int]:
+    """Each of ``secs`` in whole microseconds, rounded as SQLite's release stores them."""
+    wholes, micros = _whole_micros(secs)
+    return list(map(operator.add, map(operator.mul, wholes, repeat(1_000_000)), micros))
 
 
 def _sqlite_fill_chosen(conn: Connection, values: list[Any]) -> None:
@@ -631,7 +653,7 @@ def queue_release(
             # adapting 100,000 Python numbers one by one.
             params = {
                 "ids": _array(ids),
-                "secs": _array(secs),
+                "due_us": _array(_micros_since_epoch(secs)),
                 "fetches": _array(counts),
                 "now": when,
             }
@@ -640,7 +662,18 @@ def queue_release(
             if buckets is not None and keys is not None and None not in keys:
                 conn.exec_driver_sql(_PG_BY_INDEX_PLAN)
                 statement = _pg_statement(_PG_QUEUE_BY_INDEX_SQL, repeats)
-                keyed = {"buckets": _array(list(map(int, buckets))), "keys": _array(keys)}
+                bucket_list = list(map(int, buckets))
+                keyed = {
+                    "buckets": _array(bucket_list),
+                    # A refresh candidate's key (microseconds), a new page's cash: 0 for the
+                    # other kind.
+                    "keys": _array(
+                        [0 if b < 0 else int(k) for b, k in zip(bucket_list, keys, strict=True)]
+                    ),
+                    "cash": _array(
+                        [float(k) if b < 0 else 0.0 for b, k in zip(bucket_list, keys, strict=True)]
+                    ),
+                }
                 count = int(conn.execute(statement, params | keyed).rowcount or 0)
                 if count < len(ids):
                     # Pages not found by their key (moved since the read), and repeated ids.

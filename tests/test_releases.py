@@ -552,3 +552,55 @@ def test_chosen_rows_split_times_as_the_store_formats_them(secs: list[float]) ->
     flat = _chosen_values([3] * n, ["k"] * n, list(range(n)), secs, [7] * n)
     rows = [tuple(flat[k : k + 6]) for k in range(0, len(flat), 6)]
     assert rows == [(3, "k", i, *seconds_micros(s), 7) for i, s in enumerate(secs)]
+
+
+def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release stores each due time as ``seconds_micros`` splits it (microseconds rounded
+    half to even, a fraction that rounds to the next second carried), whether a page is found
+    by its candidate index key or by id, and on either backend."""
+    from store import releases
+    from store.types import seconds_micros
+
+    _plan(db, {3: 10}, new_pages=5)
+    scheduled = [T0 - DAY + timedelta(microseconds=k * 123_457) for k in range(4)]
+    # far ahead, where float seconds no longer hold every microsecond exactly
+    scheduled.append(datetime(2242, 12, 20, 7, 39, 32, 42_132, tzinfo=T0.tzinfo))
+    refresh = _fetched(db, "micro", 3, scheduled)
+    new = _pages(db, "fresh", 2, status="new", cash=0.25)
+    found = releases.refresh_candidates(db, {3: 10}, before=None, now=T0)[3]
+    fresh = releases.new_page_candidates(db, 5, now=T0)
+    assert sorted(found.page_id) == refresh and sorted(fresh.page_id) == new
+    t = T0.timestamp()
+    fractions = [0.1234565, 0.9999996, 0.0000004, 0.5, 0.75, 0.25]
+    ids = [*found.page_id, *fresh.page_id]
+    due = [t + f for f in [*fractions, 0.0]][: len(ids)]
+    with monkeypatch.context() as patch:  # every page found by its key: no read by id
+        patch.setattr(releases, "_PG_QUEUE_MISSING_SQL", "not run {conflict}")
+        patch.setattr(releases, "_SQLITE_QUEUE_BY_ID", "not run {queued}")
+        done = releases.queue_release(
+            db,
+            1,
+            1,
+            page_ids=ids,
+            due_epoch_s=due,
+            fetches=[*found.fetches, *fresh.fetches],
+            buckets=[*found.bucket, *fresh.bucket],
+            keys=[*found.key, *fresh.key],
+            now=T0,
+        )
+    assert done is not None and done.released == len(ids)
+
+    def stored(secs: float) -> datetime:
+        whole, micros = seconds_micros(secs)
+        return datetime.fromtimestamp(whole, T0.tzinfo) + timedelta(microseconds=micros)
+
+    assert _due(db) == {i: stored(s) for i, s in zip(ids, due, strict=True)}
+    # By id (no keys): the same rounding.
+    with db.write() as conn:
+        conn.execute(RELEASED_PAGES.delete())
+    assert release_pages(
+        db, 1, 2, page_ids=ids, due_epoch_s=due, fetches=[*found.fetches, *fresh.fetches]
+    ) == len(ids)
+    assert _due(db) == {i: stored(s) for i, s in zip(ids, due, strict=True)}
