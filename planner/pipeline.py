@@ -436,8 +436,9 @@ def release_period(
     at, chosen, release_at = at[as_read], chosen[as_read], selection.release_at[as_read]
     counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
     buckets = np.concatenate([np.asarray(c.bucket, dtype=np.int64) for c in read])
-    keys = np.empty(len(ids), dtype=object)  # SQLite's text, or floats: as read
-    keys[:] = list(chain.from_iterable(c.key for c in read))
+    # The keys as the store gave them (SQLite's text, PostgreSQL's integers, new pages'
+    # cash: scalars), gathered by index without a Python step per page.
+    keys = np.fromiter(chain.from_iterable(c.key for c in read), dtype=object, count=len(ids))
     queued = queue_release(
         db,
         work.plan_id,

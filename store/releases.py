@@ -99,8 +99,7 @@ class Candidates:
     (``scheduled_at``: SQLite's text, PostgreSQL's whole microseconds since the epoch;
     ``cash`` for new pages), with which a release finds the page's entry in the index the
     candidate query read; ``exhausted``: per bucket (``-1`` for new pages), True when the
-    query returned fewer rows than asked, i.e. every
-    candidate was read.
+    query returned fewer rows than asked, i.e. every candidate was read.
     """
 
     page_id: list[int] = field(default_factory=list)
