@@ -274,7 +274,12 @@ def _sequential_greedy(
             lambda hosts: st.tuples(
                 st.lists(st.tuples(st.integers(0, groups - 1), st.integers(0, hosts - 1))),
                 st.lists(st.integers(0, 12), min_size=groups, max_size=groups),
-                st.lists(st.integers(0, 12), min_size=hosts, max_size=hosts),
+                # a host's room: small, or no limit (host_capacity's value for no delay)
+                st.lists(
+                    st.one_of(st.integers(0, 12), st.just(np.iinfo(np.int64).max // 4)),
+                    min_size=hosts,
+                    max_size=hosts,
+                ),
             )
         )
     )
