@@ -43,6 +43,7 @@ bench: setup
 	$(BIN)/python tests/benchmarks/bench_estimators.py
 	$(BIN)/python tests/benchmarks/bench_schedules.py
 	$(BIN)/python tests/benchmarks/bench_selection.py
+	$(BIN)/python tests/benchmarks/bench_lease_hosts.py
 	$(BIN)/python tests/benchmarks/bench_opic.py
 	$(BIN)/python tests/benchmarks/bench_simulator.py
 	$(BIN)/python tests/benchmarks/bench_nightly.py

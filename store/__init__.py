@@ -23,6 +23,7 @@ from store.errors import (
     SchemaOutdatedError,
     StoreError,
 )
+from store.host_ready import recompute_ready
 from store.leases import (
     FetchResult,
     HostUpdate,
@@ -81,6 +82,7 @@ __all__ = [
     "plan_quotas",
     "publish_plan",
     "read_status",
+    "recompute_ready",
     "upgrade_schema",
     "work_remaining",
 ]

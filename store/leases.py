@@ -7,7 +7,9 @@ backoff). When a worker dies, its leases expire and their pages, which were neve
 are due again: nothing is lost. A report is recorded once per (lease, page), so a worker that
 retries a report, or reports after its lease expired, never creates a second observation.
 
-Leasing is one transaction per batch. On PostgreSQL the hosts are picked with
+Leasing is one transaction per batch. Hosts are taken in the order their work became ready
+(``hosts.ready_at``, kept by :mod:`store.host_ready`): a lease reads the hosts it takes, not
+every host whose politeness delay has passed. On PostgreSQL the hosts are picked with
 ``SELECT ... FOR UPDATE SKIP LOCKED``: concurrent workers skip each other's candidate hosts
 instead of queueing on them. On SQLite the transaction takes the write lock up front
 (``BEGIN IMMEDIATE``), which serializes leasing between processes sharing the file.
@@ -62,6 +64,13 @@ from store.database import (
     sqlite_bulk_cache,
 )
 from store.errors import InvalidReportError, LeaseNotFoundError
+from store.host_ready import (
+    earliest_due,
+    lower_ready,
+    ready_from,
+    refresh_first_ready,
+    refresh_ready,
+)
 from store.importance import CashSplit, move_cash, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
@@ -211,7 +220,6 @@ _NOW = bindparam("now", type_=UTCDateTime())
 _UNTIL = bindparam("until", type_=UTCDateTime())
 _LEASE: BindParameter[Any] = bindparam("lease")
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
-_PAGE_DUE = and_(PAGES.c.next_due_at <= _NOW, _free(PAGES.c.leased_until))
 _QUEUE_DUE = RELEASED_PAGES.c.due_at <= _NOW
 
 # PostgreSQL: the first due pages of each picked host from pages and from the release queue,
@@ -342,6 +350,10 @@ _SQLITE_QUEUED_DUE = (
     f"SELECT {_DUE_COLUMNS.format(id='page_id')}, due_at, 1 FROM released_pages "
     "WHERE host_id = ? AND due_at <= ? ORDER BY due_at, page_id LIMIT ?"
 )
+#: Rounds a lease call takes when the hosts it picked turned out stale (nothing due; see
+#: :mod:`store.host_ready`), and hosts set right in ready order after such a round.
+_STALE_ROUNDS = 4
+_STALE_REPAIR = 1_000
 #: Columns of a due row: ``(host_id, id, url, status, last_fetch_at, etag, last_modified,
 #: signature, due, queued)``.
 _HOST, _ID, _DUE, _QUEUED = 0, 1, 8, 9
@@ -401,13 +413,9 @@ class _Statements:
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
         postgres = dialect == "postgresql"
         r = RELEASED_PAGES
-        page_due = select(p.c.id).where(p.c.host_id == h.c.id, _PAGE_DUE)
-        queue_due = select(r.c.page_id).where(r.c.host_id == h.c.id, _QUEUE_DUE)
-        if postgres:
-            # Probed per host by index (OFFSET 0: PostgreSQL does not turn the EXISTS into a
-            # hashed subplan, which reads every due row of the queue on each lease).
-            page_due, queue_due = page_due.offset(0), queue_due.offset(0)
-        due_exists = or_(page_due.exists(), queue_due.exists())
+        # Hosts in the order their work became ready, through ix_hosts_ready: the scan
+        # stops after the batch's hosts (plus hosts leased or stale, which it skips or
+        # returns for the lease to set right), whatever the number of idle hosts.
         self.hosts_due = (
             select(
                 h.c.id,
@@ -419,12 +427,12 @@ class _Statements:
                 h.c.robots_expires_at,
             )
             .where(
+                h.c.ready_at <= _NOW,
                 _free(h.c.leased_until),
                 h.c.next_fetch_at <= _NOW,
                 or_(h.c.backoff_until.is_(None), h.c.backoff_until <= _NOW),
-                due_exists,
             )
-            .order_by(h.c.next_fetch_at, h.c.id)
+            .order_by(h.c.ready_at, h.c.id)
             .limit(bindparam("limit"))
         )
         if postgres:
@@ -489,20 +497,30 @@ class _Statements:
         )
         ours = h.c.lease_id == _LEASE
         next_fetch = bindparam("next_fetch_at", type_=UTCDateTime())
+        fields = {
+            name: func.coalesce(bindparam(name, type_=h.c[name].type), h.c[name])
+            for name in _HOST_FIELDS
+        }
+        next_fetch_at = case(
+            (and_(next_fetch.is_not(None), next_fetch > h.c.next_fetch_at), next_fetch),
+            else_=h.c.next_fetch_at,
+        )
         self.release_host = (
             update(h)
             .where(h.c.id == bindparam("host"))
             .values(
                 lease_id=case((ours, None), else_=h.c.lease_id),
                 leased_until=case((ours, None), else_=h.c.leased_until),
-                next_fetch_at=case(
-                    (and_(next_fetch.is_not(None), next_fetch > h.c.next_fetch_at), next_fetch),
-                    else_=h.c.next_fetch_at,
+                next_fetch_at=next_fetch_at,
+                # What the host has left, from its new politeness state (SET expressions
+                # read the row as it was).
+                ready_at=ready_from(
+                    dialect,
+                    earliest_due(dialect, h.c.id),
+                    next_fetch_at,
+                    fields["backoff_until"],
                 ),
-                **{
-                    name: func.coalesce(bindparam(name, type_=h.c[name].type), h.c[name])
-                    for name in _HOST_FIELDS
-                },
+                **fields,
             )
         )
         self.return_pages = (
@@ -577,21 +595,29 @@ class LeaseQueue:
         if self.db.dialect == "postgresql":
             conn.exec_driver_sql(_PG_UTC_SESSION)
         expires = now + timedelta(seconds=self.policy.lease_seconds)
-        hosts = conn.execute(
-            q.hosts_due, {"now": now, "limit": min(self.policy.max_hosts, limit)}
-        ).all()
-        if not hosts:
-            return []
         per_host = min(self.policy.max_urls_per_host, limit)
-        # Each host's first due pages, hosts in the order picked; the batch's first ``limit``
-        # of them (a host gets min(per_host, what is left), as a loop over the hosts would).
-        batch = _take_rows(
-            self._due_pages(conn, [h.id for h in hosts], per_host, now), per_host, limit
-        )
+        params = {"now": now, "limit": min(self.policy.max_hosts, limit)}
+        for _ in range(_STALE_ROUNDS):
+            hosts = conn.execute(q.hosts_due, params).all()
+            if not hosts:
+                return []
+            # Each host's first due pages, hosts in the order picked; the batch's first
+            # ``limit`` of them (a host gets min(per_host, what is left), as a loop over the
+            # hosts would).
+            rows = self._due_pages(conn, [h.id for h in hosts], per_host, now)
+            batch = _take_rows(rows, per_host, limit)
+            with_work = {row[_HOST] for row in rows}
+            stale = [h.id for h in hosts if h.id not in with_work]
+            if batch.by_host:
+                if stale:  # their ready_at had passed, their work had gone: set it right
+                    refresh_ready(conn, self.db.dialect, stale)
+                break
+            # Nothing but stale hosts: set right the next hosts in ready order too.
+            refresh_first_ready(conn, self.db.dialect, now, _STALE_REPAIR)
+        else:
+            return []
         by_host = batch.by_host
         to_utc = _sqlite_time if self.db.dialect == "sqlite" else _pg_time
-        if not by_host:
-            return []
         if self.db.dialect == "postgresql":
             lease_ids = self._take_postgresql(conn, worker, batch, now, expires)
         else:
@@ -849,6 +875,10 @@ class LeaseQueue:
             q.update_older.execute(conn, older_updates)
         if fresh:
             conn.execute(q.unqueue, {"ids": fresh})
+        dues = [u["p_next_due_at"] for u in newer_updates]
+        due = min((d for d in dues if isinstance(d, datetime)), default=None)
+        if due is not None:  # the host's next work may come earlier (once this lease ends)
+            lower_ready(conn, self.db.dialect, {int(lease.host_id): due})
         if cash_split is not None:
             read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
             # the givers' cash as read above (rows locked on PostgreSQL, the write lock held

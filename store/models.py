@@ -87,6 +87,8 @@ NEW_PAGE_CONDITION = "status = 'new'"
 #: due time, pages held by a lease (queries compare the column, which implies the condition).
 DUE_PAGE_CONDITION = "next_due_at IS NOT NULL"
 LEASED_PAGE_CONDITION = "lease_id IS NOT NULL"
+#: The rows of the partial index ``ix_hosts_ready``: hosts that may have work.
+READY_HOST_CONDITION = "ready_at IS NOT NULL"
 
 
 #: The columns due-URL selection reads and filters on, besides ``bucket`` and
@@ -126,7 +128,11 @@ class Host(Base):
 
     ``origin`` is ``scheme://host[:port]`` with default ports removed, as RFC 9309 scopes
     robots.txt. A host is leased to at most one worker at a time (``lease_id``/``leased_until``);
-    ``next_fetch_at`` is the earliest time its next request is polite.
+    ``next_fetch_at`` is the earliest time its next request is polite. ``ready_at`` is the
+    earliest time a lease may find one of its pages to fetch (its earliest due page, not
+    before ``next_fetch_at`` nor ``backoff_until``; NULL: nothing due), never later than that:
+    leases pick hosts in ``(ready_at, id)`` order through the partial index ``ix_hosts_ready``
+    (:mod:`store.host_ready` keeps it).
     """
 
     __tablename__ = "hosts"
@@ -144,8 +150,17 @@ class Host(Base):
     consecutive_errors: Mapped[int] = mapped_column(Integer, default=0)
     lease_id: Mapped[int | None] = mapped_column(BigId)
     leased_until: Mapped[datetime | None]
+    ready_at: Mapped[datetime | None] = mapped_column(doc="earliest time it may have work")
 
-    __table_args__ = (Index("ix_hosts_next_fetch_at", "next_fetch_at"),)
+    __table_args__ = (
+        Index(
+            "ix_hosts_ready",
+            "ready_at",
+            "id",
+            postgresql_where=text(READY_HOST_CONDITION),
+            sqlite_where=text(READY_HOST_CONDITION),
+        ),
+    )
 
 
 class Page(Base):

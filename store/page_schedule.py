@@ -31,6 +31,7 @@ from datetime import datetime
 from sqlalchemy import Connection, bindparam, exists, select, text, update
 
 from store.database import Database, driver_rows, sqlite_bulk_cache
+from store.host_ready import refresh_ready_everywhere
 from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
 from store.pages import insert_ignoring_conflicts
 from store.releases import REFRESH_STATUSES
@@ -152,7 +153,14 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
         .values(next_due_at=None)
     )
     when = now or utcnow()
-    return db.run_write(lambda conn: int(conn.execute(stmt, {"now": when}).rowcount or 0))
+
+    def work(conn: Connection) -> int:
+        withdrawn = int(conn.execute(stmt, {"now": when}).rowcount or 0)
+        if withdrawn:  # hosts whose work this took away are ready later, or never
+            refresh_ready_everywhere(conn, db.dialect, only_set=True)
+        return withdrawn
+
+    return db.run_write(work)
 
 
 def finish_page_schedule(

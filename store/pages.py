@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Insert, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from store.database import Database, DriverStatement
+from store.host_ready import lower_ready_to
 from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
@@ -138,6 +139,8 @@ def _add_chunk(
             for u, h in zip(urls, hosts, strict=True)
         ]
         added = _SQLITE_INSERT_PAGES_DRIVER.execute(conn, rows).rowcount
+    if due_at is not None and added:
+        lower_ready_to(conn, db.dialect, hosts, due_at)
     return added, len(chunk) - added, hosts_added
 
 

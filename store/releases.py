@@ -42,6 +42,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
+from store.host_ready import lower_ready_from_queue
 from store.models import (
     HOSTS,
     NEW_PAGE_CONDITION,
@@ -686,6 +687,8 @@ def queue_release(
             count = _sqlite_queue(
                 conn, plan_id, period, when, ids, secs, counts, withdraw, buckets, keys
             )
+        if count:
+            lower_ready_from_queue(conn, db.dialect, plan_id, period)
         conn.execute(
             update(PERIOD_RELEASES)
             .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)

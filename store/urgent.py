@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, and_, func, or_, select, update
 
 from store.database import Database
+from store.host_ready import lower_ready_to
 from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
 from store.pages import add_pages
 from store.types import utcnow
@@ -68,16 +69,18 @@ def request_urgent(
             ids = conn.execute(select(p.id).where(p.url.in_(chunk))).scalars().all()
             free = or_(p.leased_until.is_(None), p.leased_until < when)
             waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
-            moved = (
+            found = (
                 conn.execute(
                     update(PAGES)
                     .where(and_(p.id.in_(ids), free, waiting))
                     .values(next_due_at=URGENT_DUE)
-                    .returning(p.id)
+                    .returning(p.id, p.host_id)
                 )
-                .scalars()
+                .tuples()
                 .all()
             )
+            moved = [i for i, _ in found]
+            lower_ready_to(conn, db.dialect, [h for _, h in found], URGENT_DUE)
             if moved:  # only pages that joined the lane now: these crawls are extra work
                 conn.execute(
                     URGENT_REQUESTS.insert(),

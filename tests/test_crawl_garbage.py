@@ -33,7 +33,15 @@ from scenarios.synthetic_web import (
     WebConfig,
 )
 from scenarios.web_server import LoggedRequest, WebServer
-from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+from store import (
+    Database,
+    LeasePolicy,
+    LeaseQueue,
+    add_pages,
+    open_database,
+    recompute_ready,
+    upgrade_schema,
+)
 from store.models import Observation, Page
 from store.types import utcnow
 from tests.conftest import fresh_pg_database, orm_all
@@ -134,6 +142,7 @@ def crawl(database_url: str) -> Iterator[Crawl]:
             threading.Event().wait(1.0)
             with db.write() as conn:
                 conn.execute(update(Page).where(Page.status == "ok").values(next_due_at=utcnow()))
+            recompute_ready(db)  # due times written by hand
             _crawl(db, stats)
     finally:
         threading.excepthook = previous_hook

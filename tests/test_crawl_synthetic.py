@@ -22,7 +22,15 @@ from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import WebServer
-from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+from store import (
+    Database,
+    LeasePolicy,
+    LeaseQueue,
+    add_pages,
+    open_database,
+    recompute_ready,
+    upgrade_schema,
+)
 from store.models import Observation, Page
 from store.types import utcnow
 from tests.conftest import orm_all
@@ -93,6 +101,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
         threading.Event().wait(1.5)
         with db.write() as conn:
             conn.execute(update(Page).where(Page.status == "ok").values(next_due_at=utcnow()))
+        recompute_ready(db)  # due times written by hand
         stats2 = _crawl(db)
         stats.add(fetched=stats2.fetched, changed=stats2.changed)
         yield Crawl(web, server, db, stats)

@@ -24,6 +24,7 @@ from store import (
     LeaseQueue,
     add_pages,
     open_database,
+    recompute_ready,
     upgrade_schema,
 )
 from store.database import DriverStatement
@@ -164,6 +165,7 @@ def test_crawling_the_synthetic_web_conserves_cash_and_stores_importance(tmp_pat
             # A restart: every page due again; the cash and history carry on from the store.
             with db.write() as conn:
                 conn.execute(update(Page).where(Page.status == "ok").values(next_due_at=utcnow()))
+            recompute_ready(db)  # due times written by hand
             _crawl(db)
             second = _cash(db)
         n = len(second)

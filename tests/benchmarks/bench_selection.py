@@ -333,7 +333,7 @@ def _undo_release(db: Database) -> None:
             "DELETE FROM period_releases",
             "DELETE FROM released_pages",
             "UPDATE pages SET lease_id = NULL, leased_until = NULL WHERE lease_id IS NOT NULL",
-            "UPDATE hosts SET lease_id = NULL, leased_until = NULL",
+            "UPDATE hosts SET lease_id = NULL, leased_until = NULL, ready_at = NULL",
             "DELETE FROM leases",
         ):
             conn.exec_driver_sql(stmt)
@@ -464,7 +464,7 @@ def _undo_pg(db: Database) -> None:
             "DELETE FROM released_pages",
             "UPDATE pages SET next_due_at = NULL, lease_id = NULL, leased_until = NULL "
             "WHERE next_due_at IS NOT NULL OR lease_id IS NOT NULL",
-            "UPDATE hosts SET lease_id = NULL, leased_until = NULL",
+            "UPDATE hosts SET lease_id = NULL, leased_until = NULL, ready_at = NULL",
             "DELETE FROM leases",
         ):
             conn.exec_driver_sql(stmt)
@@ -565,7 +565,7 @@ def main() -> None:
                     "DELETE FROM released_pages",
                     "UPDATE pages SET next_due_at = NULL, lease_id = NULL, leased_until = NULL "
                     "WHERE id IN (SELECT id FROM pages WHERE next_due_at IS NOT NULL)",
-                    "UPDATE hosts SET lease_id = NULL, leased_until = NULL",
+                    "UPDATE hosts SET lease_id = NULL, leased_until = NULL, ready_at = NULL",
                     "DELETE FROM leases",
                 ):
                     conn.exec_driver_sql(stmt)
