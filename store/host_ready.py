@@ -1,12 +1,14 @@
 """When a host next has work for a lease: ``hosts.ready_at``, the key leases pick hosts by.
 
-A host's ``ready_at`` is the earliest time a lease could find one of its pages to fetch:
-its earliest due time (a page's ``next_due_at``, a queued page's ``due_at``), but not before
-the host's ``next_fetch_at`` (politeness) nor its ``backoff_until``; NULL when nothing of the
-host is due. The lease queue walks hosts by ``(ready_at, id)`` through the partial index
-``ix_hosts_ready`` and stops after the batch's hosts: a lease reads the hosts it takes, not
-every host whose politeness delay has passed (200,000 hosts, most with nothing due, made one
-lease call 0.8 s when it probed each of them for due work).
+A host's ``ready_at`` is the earliest time a lease could take one of its pages: its earliest
+due time (a page's ``next_due_at``, a queued page's ``due_at``), but not before the host's
+``next_fetch_at`` (politeness), its ``backoff_until``, nor the end of its live lease
+(``leased_until``: a lease sets ``ready_at`` to its expiry, so that leased hosts do not stand
+first in ready order); NULL when nothing of the host is due. The lease queue walks hosts by
+``(ready_at, id)`` through the partial index ``ix_hosts_ready`` and stops after the batch's
+hosts: a lease reads the hosts it takes, not every host whose politeness delay has passed
+(200,000 hosts, most with nothing due, made one lease call 0.4 to 0.8 s on PostgreSQL when
+it probed each of them for due work).
 
 The stored value is a lower bound, never later than the true one:
 
@@ -19,6 +21,17 @@ The stored value is a lower bound, never later than the true one:
   recomputes its own; withdrawing the pre-plan due times recomputes every host that had one.
 
 A stale host costs one look and one recomputation; a host with due work is never missed.
+
+Concurrency (PostgreSQL, READ COMMITTED). A recomputation reads the host's due times in a
+snapshot that cannot see another transaction's uncommitted page; if it could then overwrite
+that transaction's lowering (or run before it, and the lowering, finding the old early value,
+wrote nothing) the page would wait for a host that never comes up. So both sides lock the
+host rows: a writer of due times locks its hosts (``FOR NO KEY UPDATE``, in id order) before
+it lowers them, and a recomputation locks its hosts in one statement and reads their due
+times in the next (a statement that waited for a lock would still read with the snapshot it
+started with). Whichever locks first, the other sees its committed work: the lowering reads
+the recomputed value, or the recomputation the new page. SQLite runs one writer at a time.
+
 Times compare as the store holds them (SQLite: fixed-width UTC text), so ``max``/``min``
 of SQLite and ``GREATEST``/``LEAST`` of PostgreSQL compute the same values.
 """
@@ -47,6 +60,7 @@ from store.types import UTCDateTime
 
 __all__ = [
     "earliest_due",
+    "lock_hosts",
     "lower_ready",
     "lower_ready_from_queue",
     "lower_ready_to",
@@ -74,26 +88,42 @@ def _least(dialect: str, a: ColumnElement[Any], b: ColumnElement[Any]) -> Column
     return func.min(func.coalesce(a, b), func.coalesce(b, a))
 
 
+def _not_before(
+    dialect: str,
+    due: ColumnElement[Any],
+    next_fetch_at: ColumnElement[Any],
+    backoff_until: ColumnElement[Any],
+    leased_until: ColumnElement[Any],
+) -> ColumnElement[Any]:
+    """``due``, but not before ``next_fetch_at``, ``backoff_until`` or ``leased_until``
+    (``due`` not NULL; ``next_fetch_at`` never is; NULL backoff or lease: none)."""
+    return _greatest(
+        dialect,
+        due,
+        next_fetch_at,
+        func.coalesce(backoff_until, due),
+        func.coalesce(leased_until, due),
+    )
+
+
 def ready_from(
     dialect: str,
     due: ColumnElement[Any],
     next_fetch_at: ColumnElement[Any],
     backoff_until: ColumnElement[Any],
+    leased_until: ColumnElement[Any],
 ) -> ColumnElement[Any]:
-    """``ready_at`` of a host whose earliest due time is ``due`` (NULL: nothing due).
-
-    ``next_fetch_at`` is never NULL; a NULL ``backoff_until`` is no backoff.
-    """
+    """``ready_at`` of a host whose earliest due time is ``due`` (NULL: nothing due)."""
     return case(
         (due.is_(None), None),
-        else_=_greatest(dialect, due, next_fetch_at, func.coalesce(backoff_until, due)),
+        else_=_not_before(dialect, due, next_fetch_at, backoff_until, leased_until),
     )
 
 
 def earliest_due(dialect: str, host_id: ColumnElement[int]) -> ColumnElement[Any]:
     """The earliest due time of host ``host_id``'s pages and queued pages (NULL: none).
 
-    Leased pages count: their host is leased too, and a lease ends before they are free.
+    Leased pages count: their host is leased too, and is not ready before its lease ends.
     Two index lookups: ``ix_pages_host_due`` and the queue's primary key.
     """
     p, r = PAGES.c, RELEASED_PAGES.c
@@ -106,24 +136,50 @@ def earliest_due(dialect: str, host_id: ColumnElement[int]) -> ColumnElement[Any
     return _least(dialect, planned, queued)
 
 
+def _lowered(dialect: str, due: ColumnElement[Any]) -> tuple[ColumnElement[Any], Any]:
+    """The ready time a due time ``due`` gives the host row, and when it lowers ``ready_at``."""
+    h = HOSTS.c
+    ready = _not_before(dialect, due, h.next_fetch_at, h.backoff_until, h.leased_until)
+    return ready, or_(h.ready_at.is_(None), h.ready_at > ready)
+
+
 @cache
 def _statements(dialect: str) -> dict[str, Any]:
     """This dialect's statements, built once (reports lower ``ready_at`` on every call)."""
-    h, r = HOSTS.c, RELEASED_PAGES.c
-    value = ready_from(dialect, earliest_due(dialect, h.id), h.next_fetch_at, h.backoff_until)
+    h, r, p = HOSTS.c, RELEASED_PAGES.c, PAGES.c
+    now = bindparam("now", type_=UTCDateTime())
+    ids: Any = bindparam("ids", expanding=True)
+    value = ready_from(
+        dialect, earliest_due(dialect, h.id), h.next_fetch_at, h.backoff_until, h.leased_until
+    )
     # Only rows whose value changes are written.
     recompute = update(HOSTS).where(h.ready_at.is_distinct_from(value)).values(ready_at=value)
+    # The first hosts a lease would pick (free, polite), in ready order.
     first = (
         select(h.id)
-        .where(h.ready_at <= bindparam("now", type_=UTCDateTime()))
+        .where(
+            h.ready_at <= now,
+            or_(h.leased_until.is_(None), h.leased_until < now),
+            h.next_fetch_at <= now,
+            or_(h.backoff_until.is_(None), h.backoff_until <= now),
+        )
         .order_by(h.ready_at, h.id)
         .limit(bindparam("count"))
     )
+    lock_by_id = select(h.id).where(h.id.in_(ids)).order_by(h.id)
+    lock_all = select(h.id).order_by(h.id)
+    lock_set = lock_all.where(h.ready_at.is_not(None))
+    queued_hosts = select(r.host_id).where(
+        r.plan_id == bindparam("plan"), r.period == bindparam("period")
+    )
+    lock_queued = select(h.id).where(h.id.in_(queued_hosts)).order_by(h.id)
     if dialect == "postgresql":
         first = first.with_for_update(skip_locked=True)  # hosts other leases are taking
+        lock_by_id, lock_all, lock_set, lock_queued = (
+            stmt.with_for_update(key_share=True, of=HOSTS)  # FOR NO KEY UPDATE
+            for stmt in (lock_by_id, lock_all, lock_set, lock_queued)
+        )
     ready, lowers = _lowered(dialect, bindparam("due", type_=UTCDateTime()))
-    lower_by_id = update(HOSTS).where(h.id == bindparam("host"), lowers).values(ready_at=ready)
-    p = PAGES.c
     due_there = select(p.id).where(p.host_id == h.id, p.next_due_at == bindparam("due")).exists()
     queued = (
         select(r.host_id, func.min(r.due_at).label("due"))
@@ -135,11 +191,17 @@ def _statements(dialect: str) -> dict[str, Any]:
     return {
         "everywhere": recompute,
         "set": recompute.where(h.ready_at.is_not(None)),
-        "by_id": recompute.where(h.id.in_(bindparam("ids", expanding=True))),
-        "first": recompute.where(h.id.in_(first.scalar_subquery())),
-        "lower_by_id": lower_by_id,
+        "by_id": recompute.where(h.id.in_(ids)),
+        "first": first,
+        "lock_by_id": lock_by_id,
+        "lock_all": lock_all,
+        "lock_set": lock_set,
+        "lock_queued": lock_queued,
+        "lower_by_id": update(HOSTS)
+        .where(h.id == bindparam("host"), lowers)
+        .values(ready_at=ready),
         "lower_due_at": update(HOSTS)
-        .where(h.id.in_(bindparam("ids", expanding=True)), lowers, due_there)
+        .where(h.id.in_(ids), lowers, due_there)
         .values(ready_at=ready),
         "lower_from_queue": update(HOSTS)
         .where(h.id == queued.c.host_id, lowers_q)
@@ -147,41 +209,54 @@ def _statements(dialect: str) -> dict[str, Any]:
     }
 
 
-def _lowered(dialect: str, due: ColumnElement[Any]) -> tuple[ColumnElement[Any], Any]:
-    """The ready time a due time ``due`` gives the host row, and when it lowers ``ready_at``."""
-    h = HOSTS.c
-    ready = _greatest(dialect, due, h.next_fetch_at, func.coalesce(h.backoff_until, due))
-    return ready, or_(h.ready_at.is_(None), h.ready_at > ready)
+def lock_hosts(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
+    """PostgreSQL: lock hosts ``host_ids`` (``FOR NO KEY UPDATE``, in id order) until the
+    transaction ends, before lowering or recomputing their ``ready_at`` (module docstring).
+    SQLite: nothing (one writer at a time)."""
+    if dialect != "postgresql":
+        return
+    ids = sorted(set(host_ids))
+    stmt = _statements(dialect)["lock_by_id"]
+    for start in range(0, len(ids), _CHUNK):
+        conn.execute(stmt, {"ids": ids[start : start + _CHUNK]}).all()
 
 
 def refresh_ready(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
-    """Recompute ``ready_at`` of hosts ``host_ids`` from their pages and queued pages."""
+    """Recompute ``ready_at`` of hosts ``host_ids`` from their pages and queued pages (the
+    hosts locked first, then read in a statement of its own)."""
     ids = sorted(set(host_ids))
+    lock_hosts(conn, dialect, ids)
     stmt = _statements(dialect)["by_id"]
     for start in range(0, len(ids), _CHUNK):
         conn.execute(stmt, {"ids": ids[start : start + _CHUNK]})
 
 
 def refresh_first_ready(conn: Connection, dialect: str, now: datetime, count: int) -> None:
-    """Recompute ``ready_at`` of the first ``count`` hosts whose ``ready_at`` has passed at
-    ``now``, in ready order (the stale hosts a lease met, and those behind them)."""
-    conn.execute(_statements(dialect)["first"], {"now": now, "count": count})
+    """Recompute ``ready_at`` of the first ``count`` hosts a lease at ``now`` would pick (free,
+    polite, ``ready_at`` passed), in ready order: the stale hosts a lease met, and those
+    behind them (on PostgreSQL hosts other transactions hold are skipped)."""
+    ids = list(conn.execute(_statements(dialect)["first"], {"now": now, "count": count}).scalars())
+    refresh_ready(conn, dialect, ids)
 
 
 def refresh_ready_everywhere(conn: Connection, dialect: str, *, only_set: bool = False) -> int:
     """Recompute ``ready_at`` of every host (``only_set``: of hosts that have one).
 
-    One statement, two index lookups per host: for a store built by other means than
-    :mod:`store` (benchmarks), and after withdrawing many due times. Returns the number of
-    hosts whose value changed (only those are written).
+    Two index lookups per host: for a store built by other means than :mod:`store`
+    (benchmarks), and after withdrawing many due times. The hosts are locked first on
+    PostgreSQL. Returns the number of hosts whose value changed (only those are written).
     """
-    stmt = _statements(dialect)["set" if only_set else "everywhere"]
-    return int(conn.execute(stmt).rowcount or 0)
+    statements = _statements(dialect)
+    if dialect == "postgresql":
+        conn.execute(statements["lock_set" if only_set else "lock_all"]).all()
+    return int(conn.execute(statements["set" if only_set else "everywhere"]).rowcount or 0)
 
 
 def lower_ready(conn: Connection, dialect: str, due_by_host: dict[int, datetime]) -> None:
-    """Make ``ready_at`` of each host no later than its page due at ``due_by_host[host]``."""
+    """Make ``ready_at`` of each host no later than its page due at ``due_by_host[host]``
+    (the hosts locked first, unless the caller holds them already)."""
     if due_by_host:
+        lock_hosts(conn, dialect, list(due_by_host))
         rows = [{"host": h, "due": d} for h, d in sorted(due_by_host.items())]
         conn.execute(_statements(dialect)["lower_by_id"], rows)
 
@@ -191,6 +266,7 @@ def lower_ready_to(conn: Connection, dialect: str, host_ids: Sequence[int], due:
     (pages just made due at that time: added, or moved to the urgent lane); one index probe
     per host, so that hosts whose pages were known already are left as they are."""
     ids = sorted(set(host_ids))
+    lock_hosts(conn, dialect, ids)
     stmt = _statements(dialect)["lower_due_at"]
     for start in range(0, len(ids), _CHUNK):
         conn.execute(stmt, {"ids": ids[start : start + _CHUNK], "due": due})
@@ -198,8 +274,12 @@ def lower_ready_to(conn: Connection, dialect: str, host_ids: Sequence[int], due:
 
 def lower_ready_from_queue(conn: Connection, dialect: str, plan_id: int, period: int) -> None:
     """Lower ``ready_at`` of the hosts of the pages period ``period`` of plan ``plan_id``
-    queued (each to its host's earliest queued due time): one statement."""
-    conn.execute(_statements(dialect)["lower_from_queue"], {"plan": plan_id, "period": period})
+    queued (each to its host's earliest queued due time), the hosts locked first."""
+    params = {"plan": plan_id, "period": period}
+    statements = _statements(dialect)
+    if dialect == "postgresql":
+        conn.execute(statements["lock_queued"], params).all()
+    conn.execute(statements["lower_from_queue"], params)
 
 
 def recompute_ready(db: Database) -> int:

@@ -66,6 +66,7 @@ from store.database import (
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
     earliest_due,
+    lock_hosts,
     lower_ready,
     ready_from,
     refresh_first_ready,
@@ -313,7 +314,8 @@ def _leased_pages(
     )
 
 
-# PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement.
+# PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement. A
+# leased host is not ready before its lease ends (its ``ready_at`` had passed: it was picked).
 _PG_TAKE_BATCH = text(
     """
     WITH leased AS (
@@ -322,7 +324,7 @@ _PG_TAKE_BATCH = text(
         FROM unnest(CAST(:hosts AS bigint[]), CAST(:counts AS integer[])) AS t(h, n)
         RETURNING id, host_id
     ), hosts_taken AS (
-        UPDATE hosts SET lease_id = leased.id, leased_until = :until
+        UPDATE hosts SET lease_id = leased.id, leased_until = :until, ready_at = :until
         FROM leased WHERE hosts.id = leased.host_id
     ), pages_taken AS (
         UPDATE pages SET lease_id = leased.id, leased_until = :until
@@ -334,7 +336,7 @@ _PG_TAKE_BATCH = text(
     """
 ).bindparams(_NOW, _UNTIL)
 # SQLite: hosts and pages marked by id through the driver (times as UTCDateTime stores them).
-_SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ? WHERE id = ?"
+_SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ?, ready_at = ? WHERE id = ?"
 _SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
 
 
@@ -480,7 +482,11 @@ class _Statements:
         self.extend_host = (
             update(h)
             .where(h.c.id == bindparam("host"), h.c.lease_id == _LEASE)
-            .values(leased_until=_UNTIL)
+            .values(
+                leased_until=_UNTIL,
+                # Not ready before the lease ends (as the lease set it).
+                ready_at=case((h.c.ready_at < _UNTIL, _UNTIL), else_=h.c.ready_at),
+            )
         )
         self.extend_pages = update(p).where(p.c.lease_id == _LEASE).values(leased_until=_UNTIL)
         # A fetched page leaves the queue (a late report too: the page was fetched; a newer
@@ -505,12 +511,13 @@ class _Statements:
             (and_(next_fetch.is_not(None), next_fetch > h.c.next_fetch_at), next_fetch),
             else_=h.c.next_fetch_at,
         )
+        leased_until = case((ours, None), else_=h.c.leased_until)
         self.release_host = (
             update(h)
             .where(h.c.id == bindparam("host"))
             .values(
                 lease_id=case((ours, None), else_=h.c.lease_id),
-                leased_until=case((ours, None), else_=h.c.leased_until),
+                leased_until=leased_until,
                 next_fetch_at=next_fetch_at,
                 # What the host has left, from its new politeness state (SET expressions
                 # read the row as it was).
@@ -519,6 +526,7 @@ class _Statements:
                     earliest_due(dialect, h.c.id),
                     next_fetch_at,
                     fields["backoff_until"],
+                    leased_until,
                 ),
                 **fields,
             )
@@ -608,9 +616,9 @@ class LeaseQueue:
             batch = _take_rows(rows, per_host, limit)
             with_work = {row[_HOST] for row in rows}
             stale = [h.id for h in hosts if h.id not in with_work]
+            if stale:  # their ready_at had passed, their work had gone: set it right
+                refresh_ready(conn, self.db.dialect, stale)
             if batch.by_host:
-                if stale:  # their ready_at had passed, their work had gone: set it right
-                    refresh_ready(conn, self.db.dialect, stale)
                 break
             # Nothing but stale hosts: set right the next hosts in ready order too.
             refresh_first_ready(conn, self.db.dialect, now, _STALE_REPAIR)
@@ -717,7 +725,7 @@ class LeaseQueue:
         lease_ids = {host: lease for lease, host in conn.execute(q.insert_leases, rows).all()}
         until = sqlite_text(expires)
         conn.exec_driver_sql(
-            _SQLITE_TAKE_HOST, [(lease_ids[h], until, h) for h in sorted(lease_ids)]
+            _SQLITE_TAKE_HOST, [(lease_ids[h], until, until, h) for h in sorted(lease_ids)]
         )
         # By id (neighbouring rows share B-tree pages), straight through the driver.
         marks = sorted((pid, lease_ids[h]) for pid, h in batch.pages)
@@ -824,6 +832,9 @@ class LeaseQueue:
         ids = sorted(unique)
         if not ids:
             return ReportOutcome(0, len(results), 0)
+        # The host before its pages (the lease's lock order), and before a due time of its
+        # pages changes (store.host_ready).
+        lock_hosts(conn, self.db.dialect, [lease.host_id])
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:
@@ -1001,7 +1012,9 @@ class LeaseQueue:
             "next_fetch_at": update_.next_fetch_at,
         }
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
-        # Host first, then pages: the same lock order as leasing.
+        # Host first, then pages: the same lock order as leasing. The host is locked before
+        # the statement that reads its due times (store.host_ready).
+        lock_hosts(conn, self.db.dialect, [lease.host_id])
         conn.execute(q.release_host, params)
         conn.execute(q.return_pages, {"lease": lease.id})
         conn.execute(q.close_lease, {"lease": lease.id, "at": now})

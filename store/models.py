@@ -130,7 +130,8 @@ class Host(Base):
     robots.txt. A host is leased to at most one worker at a time (``lease_id``/``leased_until``);
     ``next_fetch_at`` is the earliest time its next request is polite. ``ready_at`` is the
     earliest time a lease may find one of its pages to fetch (its earliest due page, not
-    before ``next_fetch_at`` nor ``backoff_until``; NULL: nothing due), never later than that:
+    before ``next_fetch_at``, ``backoff_until`` nor the end of its live lease; NULL: nothing
+    due), never later than that:
     leases pick hosts in ``(ready_at, id)`` order through the partial index ``ix_hosts_ready``
     (:mod:`store.host_ready` keeps it).
     """

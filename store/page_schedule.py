@@ -154,13 +154,13 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
     )
     when = now or utcnow()
 
-    def work(conn: Connection) -> int:
-        withdrawn = int(conn.execute(stmt, {"now": when}).rowcount or 0)
-        if withdrawn:  # hosts whose work this took away are ready later, or never
-            refresh_ready_everywhere(conn, db.dialect, only_set=True)
-        return withdrawn
-
-    return db.run_write(work)
+    withdrawn = db.run_write(lambda conn: int(conn.execute(stmt, {"now": when}).rowcount or 0))
+    if withdrawn:
+        # Hosts whose work this took away are ready later, or never. A transaction of its own,
+        # which locks hosts before it reads pages (a lease's order; early values in between
+        # are only stale, see store.host_ready).
+        db.run_write(lambda conn: refresh_ready_everywhere(conn, db.dialect, only_set=True))
+    return withdrawn
 
 
 def finish_page_schedule(

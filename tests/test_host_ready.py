@@ -9,6 +9,8 @@ idle host.
 from __future__ import annotations
 
 import random
+import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
@@ -22,12 +24,15 @@ from store import (
     LeasePolicy,
     LeaseQueue,
     add_pages,
+    open_database,
     recompute_ready,
+    upgrade_schema,
 )
-from store.host_ready import refresh_ready_everywhere
+from store.host_ready import lower_ready_to, refresh_ready_everywhere
 from store.models import HOSTS, PAGES, RELEASED_PAGES
 from store.page_schedule import withdraw_due_pages
-from store.urgent import request_urgent
+from store.pages import add_pages_in
+from store.urgent import URGENT_DUE, request_urgent
 from tests.conftest import T0
 from tests.test_releases import BIG, DAY, _fetched, _lease_all, _plan
 
@@ -44,7 +49,9 @@ def _seed(db: Database, hosts: int, per_host: int, *, due: bool = True, name: st
 def _exact(db: Database) -> dict[int, datetime | None]:
     """Each host's true ready time, from its pages and queued pages (computed here)."""
     with db.read() as conn:
-        hosts = conn.execute(select(HOSTS.c.id, HOSTS.c.next_fetch_at, HOSTS.c.backoff_until)).all()
+        hosts = conn.execute(
+            select(HOSTS.c.id, HOSTS.c.next_fetch_at, HOSTS.c.backoff_until, HOSTS.c.leased_until)
+        ).all()
         dues = conn.execute(
             select(PAGES.c.host_id, PAGES.c.next_due_at).where(PAGES.c.next_due_at.is_not(None))
         ).all()
@@ -53,9 +60,9 @@ def _exact(db: Database) -> dict[int, datetime | None]:
     for host, due in [*dues, *queued]:
         first[host] = min(first.get(host, due), due)
     out: dict[int, datetime | None] = {}
-    for host, next_fetch, backoff in hosts:
+    for host, next_fetch, backoff, leased in hosts:
         due = first.get(host)
-        out[host] = None if due is None else max(due, next_fetch, backoff or due)
+        out[host] = None if due is None else max(due, next_fetch, backoff or due, leased or due)
     return out
 
 
@@ -258,3 +265,96 @@ def test_the_migration_computes_every_hosts_ready_time(db: Database) -> None:
     upgrade_schema(db)
     assert _stored(db) == expected
     assert _lease_all(db, T0 + timedelta(hours=1)) >= set(ids)
+
+
+def test_leased_hosts_step_aside_and_a_stale_host_in_front_is_set_right(db: Database) -> None:
+    """A lease moves its hosts to their lease's end in ready order (so that 1,000 leased hosts
+    do not stand first); a stale host in front is set right and the host behind it leased in
+    the same call."""
+    pairs = [(f"http://{n}.test/p", f"http://{n}.test") for n in ("l1", "l2", "s")]
+    add_pages(db, pairs, now=T0)
+    add_pages(db, [("http://w.test/p", "http://w.test")], now=T0 + timedelta(minutes=2))
+    held = LeaseQueue(db, LeasePolicy(lease_seconds=3600, max_hosts=2))
+    leased = held.lease("a", now=T0)
+    assert {lease.origin for lease in leased} == {"http://l1.test", "http://l2.test"}
+    assert {_stored(db)[lease.host_id] for lease in leased} == {T0 + timedelta(hours=1)}
+    short = LeaseQueue(db, LeasePolicy(lease_seconds=60, max_hosts=1))
+    (s,) = short.lease("b", now=T0)
+    assert s.origin == "http://s.test"
+    short.report(s.lease_id, [_ok(s.pages[0].page_id, T0)], now=T0)  # then worker b dies
+    # Ready order at 12:05: s (its lease's end, 12:01; nothing due), w (12:02), l1, l2.
+    (w,) = short.lease("c", now=T0 + timedelta(minutes=5))
+    assert w.origin == "http://w.test"
+    assert _stored(db)[s.host_id] == T0 + DAY  # its next due time, set right on the way
+
+
+def _in_thread(target: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(target()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_new_page_and_a_give_back_at_once_lose_no_work(pg_url: str) -> None:
+    """PostgreSQL, READ COMMITTED: another worker's report adds a page of a host (its
+    transaction still open) while the host's lease is finished, which recomputes the host's
+    ready time. The give-back waits for the host's lock and then sees the new page."""
+    db = open_database(pg_url, create=True)
+    upgrade_schema(db)
+    try:
+        queue = LeaseQueue(db, LeasePolicy())
+        add_pages(db, [("http://a.test/p0", "http://a.test")], now=T0)
+        (lease,) = queue.lease("w", now=T0)
+        t1 = T0 + timedelta(seconds=1)
+        with db.engine.connect() as other:
+            tx = other.begin()
+            add_pages_in(db, other, [("http://a.test/p1", "http://a.test")], now=t1)
+            finish, _ = _in_thread(
+                lambda: queue.finish(lease.lease_id, [_ok(lease.pages[0].page_id, t1)], now=t1)
+            )
+            finish.join(0.5)
+            assert finish.is_alive()  # waiting for the host's lock
+            tx.commit()
+        finish.join(10)
+        assert not finish.is_alive()
+        assert _stored(db) == _exact(db) == {lease.host_id: t1}
+        (again,) = queue.lease("w", now=t1)
+        assert [p.url for p in again.pages] == ["http://a.test/p1"]
+    finally:
+        db.dispose()
+
+
+def test_an_urgent_page_and_a_lease_at_once_lose_no_work(pg_url: str) -> None:
+    """PostgreSQL: a stale host (its lease expired after its page was reported) while a page of
+    it joins the urgent lane (transaction still open): a lease skips the locked host instead of
+    setting it right from a snapshot without the urgent page; the page is leased next."""
+    db = open_database(pg_url, create=True)
+    upgrade_schema(db)
+    try:
+        queue = LeaseQueue(db, LeasePolicy(lease_seconds=300))
+        add_pages(db, [("http://a.test/p0", "http://a.test")], now=T0)
+        (lease,) = queue.lease("w", now=T0)
+        pid = lease.pages[0].page_id
+        queue.report(lease.lease_id, [_ok(pid, T0)], now=T0)
+        now = T0 + timedelta(minutes=10)  # the lease expired: the host is stale
+        with db.engine.connect() as other:
+            tx = other.begin()
+            moved = (
+                other.execute(
+                    update(PAGES)
+                    .where(PAGES.c.id == pid)
+                    .values(next_due_at=URGENT_DUE)
+                    .returning(PAGES.c.host_id)
+                )
+                .scalars()
+                .all()
+            )
+            lower_ready_to(other, db.dialect, moved, URGENT_DUE)
+            leasing, leased = _in_thread(lambda: queue.lease("w", now=now))
+            leasing.join(10)
+            assert leased == [[]]  # the host is locked: skipped, not set right
+            tx.commit()
+        (urgent,) = queue.lease("w", now=now)
+        assert [p.page_id for p in urgent.pages] == [pid]
+    finally:
+        db.dispose()

@@ -9,10 +9,10 @@ A lease picked its hosts in ``next_fetch_at`` order and probed each for a due pa
 of that order, so every lease probed every host whose politeness delay had passed: with
 200,000 hosts, most with nothing due, one lease call took 0.8 s on PostgreSQL. Now
 ``hosts.ready_at`` holds when the host may next have work (its earliest due page, not
-before ``next_fetch_at`` nor ``backoff_until``; NULL: nothing due; a lower bound the writers
-of due times keep, :mod:`store.host_ready`) and leases walk the partial index
-``ix_hosts_ready (ready_at, id)``. ``ix_hosts_next_fetch_at`` served only that query and is
-dropped. The backfill computes every host's value: two index lookups per host.
+before ``next_fetch_at``, ``backoff_until`` nor the end of its lease; NULL: nothing due; a
+lower bound the writers of due times keep, :mod:`store.host_ready`) and leases walk the
+partial index ``ix_hosts_ready (ready_at, id)``. ``ix_hosts_next_fetch_at`` served only that
+query and is dropped. The backfill computes every host's value: two index lookups per host.
 """
 
 from __future__ import annotations
@@ -37,14 +37,16 @@ _DUE = """
 _QUEUED = "(SELECT min(due_at) FROM released_pages WHERE released_pages.host_id = hosts.id)"
 _PG_BACKFILL = f"""
     UPDATE hosts SET ready_at = CASE WHEN d.due IS NULL THEN NULL
-        ELSE greatest(d.due, next_fetch_at, coalesce(backoff_until, d.due)) END
+        ELSE greatest(d.due, next_fetch_at, coalesce(backoff_until, d.due),
+                      coalesce(leased_until, d.due)) END
     FROM (SELECT id, least({_DUE}, {_QUEUED}) AS due FROM hosts) AS d
     WHERE hosts.id = d.id
 """
 _SQLITE_BACKFILL = f"""
     UPDATE hosts SET ready_at = (
         SELECT CASE WHEN due IS NULL THEN NULL
-               ELSE max(due, next_fetch_at, coalesce(backoff_until, due)) END
+               ELSE max(due, next_fetch_at, coalesce(backoff_until, due),
+                        coalesce(leased_until, due)) END
         FROM (SELECT min(coalesce(a, b), coalesce(b, a)) AS due
               FROM (SELECT {_DUE} AS a, {_QUEUED} AS b)))
 """
