@@ -247,9 +247,16 @@ def refresh_ready_everywhere(conn: Connection, dialect: str, *, only_set: bool =
     PostgreSQL. Returns the number of hosts whose value changed (only those are written).
     """
     statements = _statements(dialect)
-    if dialect == "postgresql":
-        conn.execute(statements["lock_set" if only_set else "lock_all"]).all()
-    return int(conn.execute(statements["set" if only_set else "everywhere"]).rowcount or 0)
+    if dialect != "postgresql":
+        return int(conn.execute(statements["set" if only_set else "everywhere"]).rowcount or 0)
+    # Exactly the hosts locked (a host added, or given a ready time, while the lock waited
+    # was not locked: its writer's value stands).
+    ids = list(conn.execute(statements["lock_set" if only_set else "lock_all"]).scalars())
+    changed = 0
+    for start in range(0, len(ids), _CHUNK):
+        chunk = {"ids": ids[start : start + _CHUNK]}
+        changed += int(conn.execute(statements["by_id"], chunk).rowcount or 0)
+    return changed
 
 
 def lower_ready(conn: Connection, dialect: str, due_by_host: dict[int, datetime]) -> None:

@@ -760,8 +760,11 @@ class LeaseQueue:
 
         def work(conn: Connection) -> ReportOutcome:
             found.clear()  # a retried transaction looks its outlinks up again
-            added = self._add_discovered(conn, discovered, when)
             lease = self._lease_row(conn, lease_id)
+            # The lease's host first, then the hosts of new pages, then pages (a lease's
+            # order: host, then its pages; store.host_ready).
+            lock_hosts(conn, self.db.dialect, [lease.host_id])
+            added = self._add_discovered(conn, discovered, when)
             outcome = self._report(conn, lease, results, when, cash_split, found)
             return replace(outcome, discovered=added)
 
@@ -788,8 +791,11 @@ class LeaseQueue:
 
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
             found.clear()  # a retried transaction looks its outlinks up again
-            added = self._add_discovered(conn, discovered, when)
             lease = self._lease_row(conn, lease_id)
+            # The lease's host first, then the hosts of new pages, then pages (a lease's
+            # order: host, then its pages; store.host_ready).
+            lock_hosts(conn, self.db.dialect, [lease.host_id])
+            added = self._add_discovered(conn, discovered, when)
             outcome = self._report(conn, lease, results, when, cash_split, found)
             return replace(outcome, discovered=added), self._release(conn, lease, host, when)
 

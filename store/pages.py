@@ -41,6 +41,7 @@ _PG_INSERT_PAGES = text(
     SELECT u, h, 'new', :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
     FROM unnest(CAST(:urls AS varchar[]), CAST(:hosts AS bigint[])) AS t(u, h)
     ON CONFLICT (url) DO NOTHING
+    RETURNING host_id
     """
 ).bindparams(bindparam("now", type_=UTCDateTime()), bindparam("due", type_=UTCDateTime()))
 _SQLITE_INSERT_PAGES = (
@@ -120,12 +121,14 @@ def _add_chunk(
     planned = due and conn.execute(PLAN_PUBLISHED).first() is not None
     due_at = now if due and not planned else None
     if db.dialect == "postgresql":
-        # One statement with two array parameters: one round trip per chunk, and the exact
-        # number of rows inserted (conflicts insert none).
-        added = conn.execute(
+        # One statement with two array parameters: one round trip per chunk, and the hosts
+        # of the rows inserted (conflicts insert none): only those have new work.
+        inserted = conn.execute(
             _PG_INSERT_PAGES,
             {"urls": urls, "hosts": hosts, "now": now, "due": due_at, "discovered": discovered},
-        ).rowcount
+        ).scalars()
+        hosts = list(inserted)
+        added = len(hosts)
     else:
         # SQLite sums executemany's rowcount over the rows; conflicts add none.
         rows = [

@@ -42,7 +42,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
-from store.host_ready import lower_ready_from_queue
+from store.host_ready import lock_hosts, lower_ready_from_queue
 from store.models import (
     HOSTS,
     NEW_PAGE_CONDITION,
@@ -437,6 +437,7 @@ _PG_BY_INDEX_PLAN = (
 #: The PostgreSQL advisory lock that serializes releases (any constant of our own): no two
 #: releases insert into ``released_pages`` at once.
 _PG_RELEASE_LOCK = "SELECT pg_advisory_xact_lock(7165897122648319340)"  # "crawlrel"
+_PG_OWNERS = text("SELECT DISTINCT host_id FROM pages WHERE id = ANY(CAST(:ids AS bigint[]))")
 _PG_WITHDRAW = text(
     """
     UPDATE pages SET next_due_at = NULL
@@ -648,6 +649,9 @@ def queue_release(
             conn.exec_driver_sql(PG_BY_ID)
             conn.exec_driver_sql(_PG_SORT_MEMORY)
             if withdraw:
+                # Their hosts before the pages, as a lease locks them (store.host_ready).
+                owners = conn.execute(_PG_OWNERS, {"ids": sorted(withdraw)}).scalars().all()
+                lock_hosts(conn, db.dialect, owners)
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
             # Arrays sent as text literals (repr of a float is exact): much faster than
             # adapting 100,000 Python numbers one by one.
