@@ -23,14 +23,19 @@ The stored value is a lower bound, never later than the true one:
 A stale host costs one look and one recomputation; a host with due work is never missed.
 
 Concurrency (PostgreSQL, READ COMMITTED). A recomputation reads the host's due times in a
-snapshot that cannot see another transaction's uncommitted page; if it could then overwrite
-that transaction's lowering (or run before it, and the lowering, finding the old early value,
-wrote nothing) the page would wait for a host that never comes up. So both sides lock the
-host rows: a writer of due times locks its hosts (``FOR NO KEY UPDATE``, in id order) before
-it lowers them, and a recomputation locks its hosts in one statement and reads their due
-times in the next (a statement that waited for a lock would still read with the snapshot it
-started with). Whichever locks first, the other sees its committed work: the lowering reads
-the recomputed value, or the recomputation the new page. SQLite runs one writer at a time.
+snapshot that cannot see another transaction's uncommitted page; if it then overwrote that
+transaction's lowering (or ran before it, and the lowering, finding the old early value,
+wrote nothing) the page would wait for a host that never comes up. So:
+
+- a writer of due times holds its hosts with ``FOR KEY SHARE`` (:func:`hold_hosts`) before
+  it lowers them, in a statement of its own; a page insert holds its host that way already
+  (the foreign key's check). Writers never block each other;
+- a recomputation locks its hosts ``FOR UPDATE SKIP LOCKED`` and reads their due times in
+  the next statement: a host a writer holds is skipped, and keeps its (lower) value; a host
+  locked first makes the writer wait, whose lowering then reads the recomputed value.
+
+Recomputations never wait for a lock, so they take part in no deadlock. SQLite runs one
+writer at a time.
 
 Times compare as the store holds them (SQLite: fixed-width UTC text), so ``max``/``min``
 of SQLite and ``GREATEST``/``LEAST`` of PostgreSQL compute the same values.
@@ -60,7 +65,7 @@ from store.types import UTCDateTime
 
 __all__ = [
     "earliest_due",
-    "lock_hosts",
+    "hold_hosts",
     "lower_ready",
     "lower_ready_from_queue",
     "lower_ready_to",
@@ -69,6 +74,7 @@ __all__ = [
     "refresh_first_ready",
     "refresh_ready",
     "refresh_ready_everywhere",
+    "take_hosts",
 ]
 
 #: Hosts per statement when recomputing or lowering by id.
@@ -166,18 +172,23 @@ def _statements(dialect: str) -> dict[str, Any]:
         .order_by(h.ready_at, h.id)
         .limit(bindparam("count"))
     )
-    lock_by_id = select(h.id).where(h.id.in_(ids)).order_by(h.id)
-    lock_all = select(h.id).order_by(h.id)
-    lock_set = lock_all.where(h.ready_at.is_not(None))
+    hold_by_id = select(h.id).where(h.id.in_(ids)).order_by(h.id)
     queued_hosts = select(r.host_id).where(
         r.plan_id == bindparam("plan"), r.period == bindparam("period")
     )
-    lock_queued = select(h.id).where(h.id.in_(queued_hosts)).order_by(h.id)
+    hold_queued = select(h.id).where(h.id.in_(queued_hosts)).order_by(h.id)
+    take_by_id = select(h.id).where(h.id.in_(ids)).order_by(h.id)
+    take_all = select(h.id).order_by(h.id)
+    take_set = take_all.where(h.ready_at.is_not(None))
     if dialect == "postgresql":
-        first = first.with_for_update(skip_locked=True)  # hosts other leases are taking
-        lock_by_id, lock_all, lock_set, lock_queued = (
-            stmt.with_for_update(key_share=True, of=HOSTS)  # FOR NO KEY UPDATE
-            for stmt in (lock_by_id, lock_all, lock_set, lock_queued)
+        # Writers: FOR KEY SHARE. Recomputations: FOR UPDATE SKIP LOCKED (module docstring).
+        hold_by_id, hold_queued = (
+            stmt.with_for_update(read=True, key_share=True, of=HOSTS)
+            for stmt in (hold_by_id, hold_queued)
+        )
+        first, take_by_id, take_all, take_set = (
+            stmt.with_for_update(skip_locked=True, of=HOSTS)
+            for stmt in (first, take_by_id, take_all, take_set)
         )
     ready, lowers = _lowered(dialect, bindparam("due", type_=UTCDateTime()))
     due_there = select(p.id).where(p.host_id == h.id, p.next_due_at == bindparam("due")).exists()
@@ -193,10 +204,11 @@ def _statements(dialect: str) -> dict[str, Any]:
         "set": recompute.where(h.ready_at.is_not(None)),
         "by_id": recompute.where(h.id.in_(ids)),
         "first": first,
-        "lock_by_id": lock_by_id,
-        "lock_all": lock_all,
-        "lock_set": lock_set,
-        "lock_queued": lock_queued,
+        "hold_by_id": hold_by_id,
+        "hold_queued": hold_queued,
+        "take_by_id": take_by_id,
+        "take_all": take_all,
+        "take_set": take_set,
         "lower_by_id": update(HOSTS)
         .where(h.id == bindparam("host"), lowers)
         .values(ready_at=ready),
@@ -209,71 +221,91 @@ def _statements(dialect: str) -> dict[str, Any]:
     }
 
 
-def lock_hosts(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
-    """PostgreSQL: lock hosts ``host_ids`` (``FOR NO KEY UPDATE``, in id order) until the
-    transaction ends, before lowering or recomputing their ``ready_at`` (module docstring).
-    SQLite: nothing (one writer at a time)."""
+def hold_hosts(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
+    """PostgreSQL: hold hosts ``host_ids`` (``FOR KEY SHARE``, in id order) against
+    recomputation until the transaction ends, before lowering their ``ready_at`` or making
+    their pages due (module docstring). SQLite: nothing (one writer at a time)."""
     if dialect != "postgresql":
         return
     ids = sorted(set(host_ids))
-    stmt = _statements(dialect)["lock_by_id"]
+    stmt = _statements(dialect)["hold_by_id"]
     for start in range(0, len(ids), _CHUNK):
         conn.execute(stmt, {"ids": ids[start : start + _CHUNK]}).all()
 
 
-def refresh_ready(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
-    """Recompute ``ready_at`` of hosts ``host_ids`` from their pages and queued pages (the
-    hosts locked first, then read in a statement of its own)."""
+def take_hosts(conn: Connection, dialect: str, host_ids: Sequence[int]) -> list[int]:
+    """Those of hosts ``host_ids`` this transaction may recompute: on PostgreSQL the ones it
+    could lock ``FOR UPDATE SKIP LOCKED`` (none a writer holds), in id order; SQLite: all."""
     ids = sorted(set(host_ids))
-    lock_hosts(conn, dialect, ids)
-    stmt = _statements(dialect)["by_id"]
+    if dialect != "postgresql":
+        return ids
+    stmt = _statements(dialect)["take_by_id"]
+    taken: list[int] = []
     for start in range(0, len(ids), _CHUNK):
-        conn.execute(stmt, {"ids": ids[start : start + _CHUNK]})
+        taken += conn.execute(stmt, {"ids": ids[start : start + _CHUNK]}).scalars()
+    return taken
+
+
+def _recompute(conn: Connection, dialect: str, ids: list[int]) -> int:
+    """Recompute ``ready_at`` of hosts ``ids`` (taken already); hosts whose value changed."""
+    stmt = _statements(dialect)["by_id"]
+    changed = 0
+    for start in range(0, len(ids), _CHUNK):
+        changed += int(conn.execute(stmt, {"ids": ids[start : start + _CHUNK]}).rowcount or 0)
+    return changed
+
+
+def refresh_ready(conn: Connection, dialect: str, host_ids: Sequence[int]) -> None:
+    """Recompute ``ready_at`` of those of hosts ``host_ids`` no writer holds, from their pages
+    and queued pages (locked first, then read in a statement of their own)."""
+    _recompute(conn, dialect, take_hosts(conn, dialect, host_ids))
 
 
 def refresh_first_ready(conn: Connection, dialect: str, now: datetime, count: int) -> None:
     """Recompute ``ready_at`` of the first ``count`` hosts a lease at ``now`` would pick (free,
-    polite, ``ready_at`` passed), in ready order: the stale hosts a lease met, and those
-    behind them (on PostgreSQL hosts other transactions hold are skipped)."""
-    ids = list(conn.execute(_statements(dialect)["first"], {"now": now, "count": count}).scalars())
-    refresh_ready(conn, dialect, ids)
+    polite, ``ready_at`` passed, no writer holding them), in ready order: the stale hosts a
+    lease met, and those behind them."""
+    first = conn.execute(_statements(dialect)["first"], {"now": now, "count": count})
+    _recompute(conn, dialect, sorted(first.scalars()))
 
 
 def refresh_ready_everywhere(conn: Connection, dialect: str, *, only_set: bool = False) -> int:
-    """Recompute ``ready_at`` of every host (``only_set``: of hosts that have one).
+    """Recompute ``ready_at`` of every host (``only_set``: of hosts that have one) no writer
+    holds.
 
     Two index lookups per host: for a store built by other means than :mod:`store`
-    (benchmarks), and after withdrawing many due times. The hosts are locked first on
-    PostgreSQL. Returns the number of hosts whose value changed (only those are written).
+    (benchmarks), and after withdrawing many due times. Returns the number of hosts whose
+    value changed (only those are written).
     """
     statements = _statements(dialect)
     if dialect != "postgresql":
         return int(conn.execute(statements["set" if only_set else "everywhere"]).rowcount or 0)
-    # Exactly the hosts locked (a host added, or given a ready time, while the lock waited
-    # was not locked: its writer's value stands).
-    ids = list(conn.execute(statements["lock_set" if only_set else "lock_all"]).scalars())
-    changed = 0
-    for start in range(0, len(ids), _CHUNK):
-        chunk = {"ids": ids[start : start + _CHUNK]}
-        changed += int(conn.execute(statements["by_id"], chunk).rowcount or 0)
-    return changed
+    # Exactly the hosts locked (a host added, given a ready time or held by a writer while
+    # the lock ran was not locked: its value stands).
+    ids = list(conn.execute(statements["take_set" if only_set else "take_all"]).scalars())
+    return _recompute(conn, dialect, ids)
 
 
 def lower_ready(conn: Connection, dialect: str, due_by_host: dict[int, datetime]) -> None:
     """Make ``ready_at`` of each host no later than its page due at ``due_by_host[host]``
-    (the hosts locked first, unless the caller holds them already)."""
+    (the hosts held first)."""
     if due_by_host:
-        lock_hosts(conn, dialect, list(due_by_host))
+        hold_hosts(conn, dialect, list(due_by_host))
         rows = [{"host": h, "due": d} for h, d in sorted(due_by_host.items())]
         conn.execute(_statements(dialect)["lower_by_id"], rows)
 
 
-def lower_ready_to(conn: Connection, dialect: str, host_ids: Sequence[int], due: datetime) -> None:
+def lower_ready_to(
+    conn: Connection, dialect: str, host_ids: Sequence[int], due: datetime, *, held: bool = False
+) -> None:
     """Lower ``ready_at`` of those of hosts ``host_ids`` that have a page due at ``due``
     (pages just made due at that time: added, or moved to the urgent lane); one index probe
-    per host, so that hosts whose pages were known already are left as they are."""
+    per host, so that hosts whose pages were known already are left as they are. The hosts
+    are held first unless ``held`` (pages inserted in this transaction hold theirs: the
+    foreign key's check locks them ``FOR KEY SHARE``)."""
     ids = sorted(set(host_ids))
-    lock_hosts(conn, dialect, ids)
+    if not held:
+        hold_hosts(conn, dialect, ids)
     stmt = _statements(dialect)["lower_due_at"]
     for start in range(0, len(ids), _CHUNK):
         conn.execute(stmt, {"ids": ids[start : start + _CHUNK], "due": due})
@@ -281,11 +313,12 @@ def lower_ready_to(conn: Connection, dialect: str, host_ids: Sequence[int], due:
 
 def lower_ready_from_queue(conn: Connection, dialect: str, plan_id: int, period: int) -> None:
     """Lower ``ready_at`` of the hosts of the pages period ``period`` of plan ``plan_id``
-    queued (each to its host's earliest queued due time), the hosts locked first."""
+    queued (each to its host's earliest queued due time), the hosts held first (the queue
+    has no foreign key to hold them)."""
     params = {"plan": plan_id, "period": period}
     statements = _statements(dialect)
     if dialect == "postgresql":
-        conn.execute(statements["lock_queued"], params).all()
+        conn.execute(statements["hold_queued"], params).all()
     conn.execute(statements["lower_from_queue"], params)
 
 

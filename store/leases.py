@@ -66,11 +66,12 @@ from store.database import (
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
     earliest_due,
-    lock_hosts,
+    hold_hosts,
     lower_ready,
     ready_from,
     refresh_first_ready,
     refresh_ready,
+    take_hosts,
 )
 from store.importance import CashSplit, move_cash, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
@@ -512,24 +513,30 @@ class _Statements:
             else_=h.c.next_fetch_at,
         )
         leased_until = case((ours, None), else_=h.c.leased_until)
-        self.release_host = (
-            update(h)
-            .where(h.c.id == bindparam("host"))
-            .values(
-                lease_id=case((ours, None), else_=h.c.lease_id),
-                leased_until=leased_until,
-                next_fetch_at=next_fetch_at,
-                # What the host has left, from its new politeness state (SET expressions
-                # read the row as it was).
-                ready_at=ready_from(
-                    dialect,
-                    earliest_due(dialect, h.c.id),
-                    next_fetch_at,
-                    fields["backoff_until"],
-                    leased_until,
-                ),
-                **fields,
-            )
+        give_back = update(h).where(h.c.id == bindparam("host"))
+        values = {
+            "lease_id": case((ours, None), else_=h.c.lease_id),
+            "leased_until": leased_until,
+            "next_fetch_at": next_fetch_at,
+            **fields,
+        }
+        # What the host has left, from its new politeness state (SET expressions read the
+        # row as it was); or, when a writer holds the host, the bound politeness gives.
+        self.release_host = give_back.values(
+            ready_at=ready_from(
+                dialect,
+                earliest_due(dialect, h.c.id),
+                next_fetch_at,
+                fields["backoff_until"],
+                leased_until,
+            ),
+            **values,
+        )
+        self.release_host_bound = give_back.values(
+            ready_at=ready_from(
+                dialect, next_fetch_at, next_fetch_at, fields["backoff_until"], leased_until
+            ),
+            **values,
         )
         self.return_pages = (
             update(p).where(p.c.lease_id == _LEASE).values(lease_id=None, leased_until=None)
@@ -761,9 +768,9 @@ class LeaseQueue:
         def work(conn: Connection) -> ReportOutcome:
             found.clear()  # a retried transaction looks its outlinks up again
             lease = self._lease_row(conn, lease_id)
-            # The lease's host first, then the hosts of new pages, then pages (a lease's
-            # order: host, then its pages; store.host_ready).
-            lock_hosts(conn, self.db.dialect, [lease.host_id])
+            # The lease's host first (held against recomputation, store.host_ready), then
+            # the hosts of new pages, then pages: a lease's order, host before pages.
+            hold_hosts(conn, self.db.dialect, [lease.host_id])
             added = self._add_discovered(conn, discovered, when)
             outcome = self._report(conn, lease, results, when, cash_split, found)
             return replace(outcome, discovered=added)
@@ -792,9 +799,9 @@ class LeaseQueue:
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
             found.clear()  # a retried transaction looks its outlinks up again
             lease = self._lease_row(conn, lease_id)
-            # The lease's host first, then the hosts of new pages, then pages (a lease's
-            # order: host, then its pages; store.host_ready).
-            lock_hosts(conn, self.db.dialect, [lease.host_id])
+            # The lease's host first (held against recomputation, store.host_ready), then
+            # the hosts of new pages, then pages: a lease's order, host before pages.
+            hold_hosts(conn, self.db.dialect, [lease.host_id])
             added = self._add_discovered(conn, discovered, when)
             outcome = self._report(conn, lease, results, when, cash_split, found)
             return replace(outcome, discovered=added), self._release(conn, lease, host, when)
@@ -838,9 +845,6 @@ class LeaseQueue:
         ids = sorted(unique)
         if not ids:
             return ReportOutcome(0, len(results), 0)
-        # The host before its pages (the lease's lock order), and before a due time of its
-        # pages changes (store.host_ready).
-        lock_hosts(conn, self.db.dialect, [lease.host_id])
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:
@@ -1018,10 +1022,11 @@ class LeaseQueue:
             "next_fetch_at": update_.next_fetch_at,
         }
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
-        # Host first, then pages: the same lock order as leasing. The host is locked before
-        # the statement that reads its due times (store.host_ready).
-        lock_hosts(conn, self.db.dialect, [lease.host_id])
-        conn.execute(q.release_host, params)
+        # Host first, then pages: the same lock order as leasing. Its ready time is
+        # recomputed from its due times when no writer holds it, else set to the lower bound
+        # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
+        exact = bool(take_hosts(conn, self.db.dialect, [lease.host_id]))
+        conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})
         conn.execute(q.close_lease, {"lease": lease.id, "at": now})
         # Returned unfetched: the lease's pages not reported (queued ones are still queued).

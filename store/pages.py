@@ -143,7 +143,8 @@ def _add_chunk(
         ]
         added = _SQLITE_INSERT_PAGES_DRIVER.execute(conn, rows).rowcount
     if due_at is not None and added:
-        lower_ready_to(conn, db.dialect, hosts, due_at)
+        # Inserted pages hold their hosts (the foreign key's check): no lock of our own.
+        lower_ready_to(conn, db.dialect, hosts, due_at, held=True)
     return added, len(chunk) - added, hosts_added
 
 

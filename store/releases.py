@@ -42,7 +42,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
-from store.host_ready import lock_hosts, lower_ready_from_queue
+from store.host_ready import hold_hosts, lower_ready_from_queue
 from store.models import (
     HOSTS,
     NEW_PAGE_CONDITION,
@@ -651,7 +651,7 @@ def queue_release(
             if withdraw:
                 # Their hosts before the pages, as a lease locks them (store.host_ready).
                 owners = conn.execute(_PG_OWNERS, {"ids": sorted(withdraw)}).scalars().all()
-                lock_hosts(conn, db.dialect, owners)
+                hold_hosts(conn, db.dialect, owners)
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
             # Arrays sent as text literals (repr of a float is exact): much faster than
             # adapting 100,000 Python numbers one by one.

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, and_, func, or_, select, update
 
 from store.database import Database
-from store.host_ready import lock_hosts, lower_ready_to
+from store.host_ready import hold_hosts, lower_ready_to
 from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
 from store.pages import add_pages
 from store.types import utcnow
@@ -68,8 +68,8 @@ def request_urgent(
             p = PAGES.c
             found = conn.execute(select(p.id, p.host_id).where(p.url.in_(chunk))).all()
             ids = [i for i, _ in found]
-            # Hosts before pages, as a lease locks them (store.host_ready).
-            lock_hosts(conn, db.dialect, [h for _, h in found])
+            # Hosts held before pages (a lease's order; store.host_ready).
+            hold_hosts(conn, db.dialect, [h for _, h in found])
             free = or_(p.leased_until.is_(None), p.leased_until < when)
             waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
             joined = (
@@ -83,7 +83,7 @@ def request_urgent(
                 .all()
             )
             moved = [i for i, _ in joined]
-            lower_ready_to(conn, db.dialect, [h for _, h in joined], URGENT_DUE)
+            lower_ready_to(conn, db.dialect, [h for _, h in joined], URGENT_DUE, held=True)
             if moved:  # only pages that joined the lane now: these crawls are extra work
                 conn.execute(
                     URGENT_REQUESTS.insert(),
