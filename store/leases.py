@@ -65,7 +65,7 @@ from store.database import (
 )
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
-    earliest_due,
+    due_once,
     hold_hosts,
     lower_ready,
     ready_from,
@@ -522,13 +522,10 @@ class _Statements:
         }
         # What the host has left, from its new politeness state (SET expressions read the
         # row as it was); or, when a writer holds the host, the bound politeness gives.
-        self.release_host = give_back.values(
+        left = due_once(dialect, bindparam("host"))
+        self.release_host = give_back.where(h.c.id == left.c.host).values(
             ready_at=ready_from(
-                dialect,
-                earliest_due(dialect, h.c.id),
-                next_fetch_at,
-                fields["backoff_until"],
-                leased_until,
+                dialect, left.c.due, next_fetch_at, fields["backoff_until"], leased_until
             ),
             **values,
         )
