@@ -328,11 +328,14 @@ def refresh_ready_everywhere(conn: Connection, dialect: str, *, only_set: bool =
     return _recompute(conn, dialect, ids)
 
 
-def lower_ready(conn: Connection, dialect: str, due_by_host: dict[int, datetime]) -> None:
+def lower_ready(
+    conn: Connection, dialect: str, due_by_host: dict[int, datetime], *, held: bool = False
+) -> None:
     """Make ``ready_at`` of each host no later than its page due at ``due_by_host[host]``
-    (the hosts held first)."""
+    (the hosts held first, unless ``held``: the caller holds them already)."""
     if due_by_host:
-        hold_hosts(conn, dialect, list(due_by_host))
+        if not held:
+            hold_hosts(conn, dialect, list(due_by_host))
         rows = [{"host": h, "due": d} for h, d in sorted(due_by_host.items())]
         conn.execute(_statements(dialect)["lower_by_id"], rows)
 

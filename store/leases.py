@@ -896,7 +896,8 @@ class LeaseQueue:
         dues = [u["p_next_due_at"] for u in newer_updates]
         due = min((d for d in dues if isinstance(d, datetime)), default=None)
         if due is not None:  # the host's next work may come earlier (once this lease ends)
-            lower_ready(conn, self.db.dialect, {int(lease.host_id): due})
+            # (report and finish hold the lease's host from their start)
+            lower_ready(conn, self.db.dialect, {int(lease.host_id): due}, held=True)
         if cash_split is not None:
             read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
             # the givers' cash as read above (rows locked on PostgreSQL, the write lock held
