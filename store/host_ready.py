@@ -18,7 +18,8 @@ The stored value is a lower bound, never later than the true one:
 - writers that make work disappear (a report, a withdrawal of due times) may leave it early:
   a host whose ``ready_at`` has passed but that has nothing to lease is *stale*. The lease
   queue recomputes the stale hosts it meets (:func:`refresh_ready`); a host given back
-  recomputes its own; withdrawing the pre-plan due times recomputes every host that had one.
+  recomputes its own; withdrawing the pre-plan due times recomputes every host that had one,
+  and a period release recomputes the hosts of the due times it withdrew.
 
 A stale host costs one look and one recomputation; a host with due work is never missed.
 

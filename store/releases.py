@@ -42,10 +42,11 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
-from store.host_ready import hold_hosts, lower_ready_from_queue
+from store.host_ready import hold_hosts, lower_ready_from_queue, refresh_ready
 from store.models import (
     HOSTS,
     NEW_PAGE_CONDITION,
+    PAGES,
     PERIOD_RELEASES,
     PLAN_PERIODS,
     QUOTAS,
@@ -606,7 +607,8 @@ def queue_release(
     """Release period ``period`` of plan ``plan_id``: one transaction, once.
 
     Queues ``page_ids`` in ``released_pages`` with due times ``due_epoch_s`` (seconds since
-    the epoch, one per page), clears ``next_due_at`` of ``withdraw_ids``, and records the
+    the epoch, one per page), clears ``next_due_at`` of ``withdraw_ids`` (and recomputes their
+    hosts' ``ready_at``: :mod:`store.host_ready`), and records the
     release (``period_releases``, with the number of pages queued). A page is left out when a
     live lease holds it at ``now``, when it is urgent or queued already, or when its fetch
     count is no longer the ``fetches`` it had when read (a worker fetched and reported it in
@@ -648,9 +650,9 @@ def queue_release(
             # the whole table.
             conn.exec_driver_sql(PG_BY_ID)
             conn.exec_driver_sql(_PG_SORT_MEMORY)
+            owners = _owners(conn, db.dialect, withdraw)
             if withdraw:
                 # Their hosts before the pages, as a lease locks them (store.host_ready).
-                owners = conn.execute(_PG_OWNERS, {"ids": sorted(withdraw)}).scalars().all()
                 hold_hosts(conn, db.dialect, owners)
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
             # Arrays sent as text literals (repr of a float is exact): much faster than
@@ -688,11 +690,16 @@ def queue_release(
                 conn.exec_driver_sql(_PG_QUEUE_PLAN)
                 count = int(conn.execute(statement, params).rowcount or 0)
         else:
+            owners = _owners(conn, db.dialect, withdraw)
             count = _sqlite_queue(
                 conn, plan_id, period, when, ids, secs, counts, withdraw, buckets, keys
             )
         if count:
             lower_ready_from_queue(conn, db.dialect, plan_id, period)
+        # Hosts whose due times were withdrawn may have nothing due now: set right here, not
+        # left to the leases that would meet them (the first release under a plan withdraws
+        # the backlog of every host, and leases repair a few thousand hosts per call).
+        refresh_ready(conn, db.dialect, owners)
         conn.execute(
             update(PERIOD_RELEASES)
             .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
@@ -702,6 +709,26 @@ def queue_release(
 
     with gc_paused():
         return db.run_write(work)
+
+
+_SQLITE_OWNERS = (
+    select(PAGES.c.host_id).distinct().where(PAGES.c.id.in_(bindparam("ids", expanding=True)))
+)
+
+
+def _owners(conn: Connection, dialect: str, page_ids: Sequence[int]) -> list[int]:
+    """The hosts of pages ``page_ids``, in id order."""
+    ids = sorted(page_ids)
+    if not ids:
+        return []
+    if dialect == "postgresql":
+        return sorted(conn.execute(_PG_OWNERS, {"ids": ids}).scalars())
+    found: set[int] = set()
+    for start in range(0, len(ids), _HOST_CHUNK):
+        found.update(
+            conn.execute(_SQLITE_OWNERS, {"ids": ids[start : start + _HOST_CHUNK]}).scalars()
+        )
+    return sorted(found)
 
 
 def _sqlite_queue(

@@ -162,6 +162,30 @@ def test_a_release_makes_its_hosts_ready_and_a_withdrawal_sets_them_right(db: Da
     assert _lease_all(db, T0 + DAY - timedelta(seconds=1)) == set(ids)
 
 
+def test_a_release_that_withdraws_a_backlog_sets_its_hosts_right(db: Database) -> None:
+    """The first release under a plan withdraws the never-fetched backlog it read and did not
+    choose (no page schedule ran to withdraw it first): those hosts are set right by the
+    release itself, none left stale for the leases to find."""
+    _seed(db, hosts=30, per_host=2)  # pre-plan backlog: 60 new pages due at T0
+    fetched = _fetched(db, "q", 3, [T0 - timedelta(hours=3 - i) for i in range(3)])
+    _plan(db, {3: 3}, new_pages=4)
+    summary = release_period(db, now=T0 + timedelta(hours=1))
+    assert summary.released == 7 and summary.withdrawn == 56
+    _check(db)
+    with db.read() as conn:
+        backlog = set(
+            conn.execute(select(HOSTS.c.id).where(HOSTS.c.origin.like("http://h%"))).scalars()
+        )
+    stored, exact = _stored(db), _exact(db)
+    assert len(backlog) == 30 and {h: stored[h] for h in backlog} == {h: exact[h] for h in backlog}
+    with db.read() as conn:
+        queued = set(conn.execute(select(RELEASED_PAGES.c.host_id)).scalars())
+    # Only the hosts of the chosen new pages have a ready time: no stale one left.
+    assert {h for h in backlog if stored[h] is not None} == backlog & queued != set()
+    leased = _lease_all(db, T0 + DAY - timedelta(seconds=1))
+    assert len(leased) == 7 and set(fetched) <= leased
+
+
 def test_give_back_waits_for_politeness_and_backoff(db: Database) -> None:
     _seed(db, hosts=1, per_host=3)
     queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1))
