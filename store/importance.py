@@ -31,6 +31,7 @@ __all__ = [
     "PageIds",
     "VirtualGift",
     "move_cash",
+    "outlink_ids",
     "page_ids_of",
     "spread_virtual_cash",
 ]
@@ -103,6 +104,34 @@ def page_ids_of(db: Database) -> PageIds:
         return found
 
 
+def outlink_ids(
+    conn: Connection,
+    urls: Iterable[str],
+    known: PageIds | None = None,
+    found: list[tuple[str, int]] | None = None,
+) -> dict[str, int]:
+    """Page ids of those of ``urls`` the store knows: from ``known``, else looked up (in
+    chunks of 5,000), the looked-up pairs appended to ``found``."""
+    ids: dict[str, int] = {}
+    missing: set[str] = set()
+    for u in urls:
+        if u not in ids:
+            pid = known.get(u) if known is not None else None
+            if pid is None:
+                missing.add(u)
+            else:
+                ids[u] = pid
+    if missing:
+        ordered = sorted(missing)
+        for start in range(0, len(ordered), 5_000):
+            chunk = ordered[start : start + 5_000]
+            rows = conn.execute(_URL_IDS, {"urls": chunk}).tuples().all()
+            ids.update(rows)
+            if found is not None:
+                found.extend(rows)
+    return ids
+
+
 def move_cash(
     conn: Connection,
     givers: Sequence[tuple[int, Sequence[str]]],
@@ -111,6 +140,7 @@ def move_cash(
     known: PageIds | None = None,
     found: list[tuple[str, int]] | None = None,
     cash: Mapping[int, float | None] | None = None,
+    ids: Mapping[str, int] | None = None,
 ) -> int:
     """Move each fetched page's cash to its outlinks, in the caller's transaction.
 
@@ -123,28 +153,14 @@ def move_cash(
     ``known``: ids remembered from earlier transactions; the other URLs are looked up, and
     appended as ``(url, id)`` to ``found`` (for the caller to remember once it commits).
     ``cash``: the givers' cash, read in this transaction (with their rows locked on
-    PostgreSQL); else it is read here.
+    PostgreSQL); else it is read here. ``ids``: the outlinks' page ids, as
+    :func:`outlink_ids` gives them (a report that locked the pages it writes beforehand);
+    else they are looked up here.
     """
     if not givers:
         return 0
-    ids: dict[str, int] = {}
-    missing: set[str] = set()
-    for _, links in givers:
-        for u in links:
-            if u not in ids:
-                pid = known.get(u) if known is not None else None
-                if pid is None:
-                    missing.add(u)
-                else:
-                    ids[u] = pid
-    if missing:
-        urls = sorted(missing)
-        for start in range(0, len(urls), 5_000):
-            chunk = urls[start : start + 5_000]
-            rows = conn.execute(_URL_IDS, {"urls": chunk}).tuples().all()
-            ids.update(rows)
-            if found is not None:
-                found.extend(rows)
+    if ids is None:
+        ids = outlink_ids(conn, (u for _, links in givers for u in links), known, found)
     if cash is None:
         giver_ids = sorted({pid for pid, _ in givers})
         cash = dict(conn.execute(_CASH, {"ids": giver_ids}).tuples().all())

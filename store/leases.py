@@ -73,7 +73,7 @@ from store.host_ready import (
     refresh_ready,
     take_hosts,
 )
-from store.importance import CashSplit, move_cash, page_ids_of
+from store.importance import CashSplit, move_cash, outlink_ids, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
 from store.pages import CHUNK as PAGES_CHUNK
@@ -336,6 +336,11 @@ _PG_TAKE_BATCH = text(
     SELECT host_id, id FROM leased
     """
 ).bindparams(_NOW, _UNTIL)
+#: PostgreSQL: the pages a report writes, locked in id order (the LockRows step runs after
+#: the sort). NO KEY UPDATE, as an UPDATE of them takes: foreign-key checks still pass.
+_PG_LOCK_PAGES = text(
+    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE"
+)
 # SQLite: hosts and pages marked by id through the driver (times as UTCDateTime stores them).
 _SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ?, ready_at = ? WHERE id = ?"
 _SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
@@ -464,8 +469,8 @@ class _Statements:
         # Once a plan is published, fetched pages wait for a period release (one probe).
         self.plan_published = PLAN_PUBLISHED
         if postgres:
-            # Lock in id order: concurrent reports on the same pages serialize, never deadlock.
-            self.pages_reported = self.pages_reported.with_for_update(of=p)
+            # Locked (held already by the report's lock_pages: no wait, no upgrade).
+            self.pages_reported = self.pages_reported.with_for_update(of=p, key_share=True)
         self.recorded = select(o.c.page_id).where(o.c.lease_id == _LEASE, o.c.page_id.in_(_IDS))
         self.previous_fetch = select(func.max(o.c.fetched_at)).where(
             o.c.page_id == bindparam("page"),
@@ -692,12 +697,14 @@ class LeaseQueue:
         """Insert the batch's leases and mark their hosts and pages: one statement."""
         by_host = batch.by_host
         hosts = list(by_host)
+        marks = sorted(batch.pages)
         params = {
             "worker": worker,
             "hosts": hosts,
             "counts": [len(by_host[h]) for h in hosts],
-            "ids": [i for i, _ in batch.pages],
-            "page_hosts": [h for _, h in batch.pages],
+            # In id order, as every writer of pages locks them (reports, cash moves).
+            "ids": [i for i, _ in marks],
+            "page_hosts": [h for _, h in marks],
             "now": now,
             "until": expires,
         }
@@ -812,6 +819,9 @@ class LeaseQueue:
     ) -> int:
         """Add discovered pages in the caller's transaction; returns how many were new."""
         added = 0
+        # In URL order (and so each chunk): concurrent reports that discover the same new
+        # URLs insert them in the same order, and wait for one another instead of deadlocking.
+        pages = sorted(pages)
         for start in range(0, len(pages), PAGES_CHUNK):
             chunk = pages[start : start + PAGES_CHUNK]
             added += add_pages_in(self.db, conn, chunk, now=now, discovered=True)
@@ -842,6 +852,16 @@ class LeaseQueue:
         ids = sorted(unique)
         if not ids:
             return ReportOutcome(0, len(results), 0)
+        link_ids: dict[str, int] | None = None
+        if cash_split is not None:
+            links = (u for r in unique.values() if r.status in _READ for u in r.outlinks)
+            link_ids = outlink_ids(conn, links, self._page_ids, found)
+        if self.db.dialect == "postgresql":
+            # Every page this report writes (its own and the pages its cash goes to), locked
+            # in id order before any is written: two reports whose pages link to each other's
+            # wait for one another instead of deadlocking.
+            to_lock = sorted(set(ids).union(link_ids.values() if link_ids else ()))
+            conn.execute(_PG_LOCK_PAGES, {"ids": to_lock}).all()
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:
@@ -909,6 +929,7 @@ class LeaseQueue:
                 known=self._page_ids,
                 found=found,
                 cash={pid: pages[pid].cash for pid, _ in read},
+                ids=link_ids,
             )
         return ReportOutcome(
             recorded=len(fresh),

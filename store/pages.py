@@ -111,7 +111,9 @@ def _add_chunk(
     seen: set[str] = set()
     urls: list[str] = []
     hosts: list[int] = []
-    for url, origin in chunk:
+    # In URL order: concurrent writers of the same new URLs insert (and wait on the unique
+    # index) in the same order, never in a cycle.
+    for url, origin in sorted(chunk):
         if url not in seen:
             seen.add(url)
             urls.append(url)
