@@ -77,7 +77,7 @@ from store.importance import CashSplit, move_cash, outlink_ids, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
 from store.pages import CHUNK as PAGES_CHUNK
-from store.pages import add_pages, add_pages_in, insert_ignoring_conflicts
+from store.pages import add_pages, add_pages_in, insert_ignoring_conflicts, lock_pages
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
 from store.types import UTCDateTime, sqlite_text, utcnow
@@ -336,11 +336,6 @@ _PG_TAKE_BATCH = text(
     SELECT host_id, id FROM leased
     """
 ).bindparams(_NOW, _UNTIL)
-#: PostgreSQL: the pages a report writes, locked in id order (the LockRows step runs after
-#: the sort). NO KEY UPDATE, as an UPDATE of them takes: foreign-key checks still pass.
-_PG_LOCK_PAGES = text(
-    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE"
-)
 # SQLite: hosts and pages marked by id through the driver (times as UTCDateTime stores them).
 _SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ?, ready_at = ? WHERE id = ?"
 _SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
@@ -856,12 +851,10 @@ class LeaseQueue:
         if cash_split is not None:
             links = (u for r in unique.values() if r.status in _READ for u in r.outlinks)
             link_ids = outlink_ids(conn, links, self._page_ids, found)
-        if self.db.dialect == "postgresql":
-            # Every page this report writes (its own and the pages its cash goes to), locked
-            # in id order before any is written: two reports whose pages link to each other's
-            # wait for one another instead of deadlocking.
-            to_lock = sorted(set(ids).union(link_ids.values() if link_ids else ()))
-            conn.execute(_PG_LOCK_PAGES, {"ids": to_lock}).all()
+        # Every page this report writes (its own and the pages its cash goes to), locked in id
+        # order before any is written: two reports whose pages link to each other's wait for
+        # one another instead of deadlocking.
+        lock_pages(conn, self.db.dialect, set(ids).union(link_ids.values() if link_ids else ()))
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:

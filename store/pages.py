@@ -20,7 +20,14 @@ from store.models import HOSTS, PAGES, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import UTCDateTime, utcnow
 
-__all__ = ["CHUNK", "SeedOutcome", "add_pages", "add_pages_in", "insert_ignoring_conflicts"]
+__all__ = [
+    "CHUNK",
+    "SeedOutcome",
+    "add_pages",
+    "add_pages_in",
+    "insert_ignoring_conflicts",
+    "lock_pages",
+]
 
 CHUNK = 5_000
 
@@ -62,6 +69,26 @@ _SQLITE_INSERT_PAGES_DRIVER = DriverStatement(
 _HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id).where(
     HOSTS.c.origin.in_(bindparam("origins", expanding=True))
 )
+
+
+#: PostgreSQL: pages locked in id order (the LockRows step runs after the sort). NO KEY
+#: UPDATE, as an UPDATE of them takes: foreign-key checks (an observation's) still pass.
+_PG_LOCK_PAGES = text(
+    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE"
+)
+
+
+def lock_pages(conn: Connection, dialect: str, page_ids: Iterable[int]) -> None:
+    """PostgreSQL: lock pages ``page_ids`` for update, in id order, until the transaction ends.
+
+    Every transaction that writes pages of more than one host (a report and its OPIC cash
+    moves, the urgent lane) locks them this way before writing any, so two of them wait for
+    one another instead of deadlocking. SQLite: nothing (one writer at a time).
+    """
+    if dialect == "postgresql":
+        ids = sorted(set(page_ids))
+        if ids:
+            conn.execute(_PG_LOCK_PAGES, {"ids": ids}).all()
 
 
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:

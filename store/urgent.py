@@ -24,7 +24,7 @@ from sqlalchemy import Connection, and_, func, or_, select, update
 from store.database import Database
 from store.host_ready import hold_hosts, lower_ready_to
 from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
-from store.pages import add_pages
+from store.pages import add_pages, lock_pages
 from store.types import utcnow
 
 __all__ = ["URGENT_DUE", "UrgentOutcome", "request_urgent", "urgent_requests_between"]
@@ -70,6 +70,7 @@ def request_urgent(
             ids = [i for i, _ in found]
             # Hosts held before pages (a lease's order; store.host_ready).
             hold_hosts(conn, db.dialect, [h for _, h in found])
+            lock_pages(conn, db.dialect, ids)  # in id order, as a report does
             free = or_(p.leased_until.is_(None), p.leased_until < when)
             waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
             joined = (
