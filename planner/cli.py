@@ -516,23 +516,6 @@ def crawl(
     out.print(progress_line(stats).replace(", hosts active 0", ""))
 
 
-def _nightly_settings(settings: Settings) -> NightlySettings:
-    v = settings.values
-    return NightlySettings(
-        period_days=float(v["plan.period_days"]),
-        periods=int(v["plan.periods"]),
-        horizon=int(v["plan.horizon"]),
-        crawl_cost=str(v["plan.crawl_cost"]),
-        explore=float(v["plan.explore"]),
-        strategy=int(v["plan.strategy"]),
-        capacity=float(v["plan.capacity"]),
-        window_days=float(v["plan.window_days"]),
-        objective=str(v["plan.objective"]),
-        scale=settings.bucket_scale,
-        last_modified=settings.last_modified_policy,
-    )
-
-
 def _count(value: float, noun: str) -> str:
     """``3 periods``, ``1 day``, ``0.5 days``."""
     return f"{value:g} {noun}" + ("" if value == 1 else "s")
@@ -589,7 +572,7 @@ def nightly(
     objective (`crawlplan config` lists them).
     """
     settings = _settings(db, config)
-    nightly_settings = _nightly_settings(settings)
+    nightly_settings = NightlySettings.from_config(settings)
     database = _open_checked(settings)
     try:
         report = run_nightly(

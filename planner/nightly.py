@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,6 +73,9 @@ from store.measurements import measure_crawl
 from store.nightly_runs import finish_run, heartbeat, start_run
 from store.page_schedule import page_schedule_finished
 from store.plans import PlanSummary, plan_detail
+
+if TYPE_CHECKING:
+    from planner.config import Settings
 
 __all__ = ["NightlyReport", "NightlySettings", "cycle_start", "run_nightly"]
 
@@ -108,6 +111,24 @@ class NightlySettings:
     #: the uniform crawl (every known page equally often, filling capacity) and a round robin
     #: inside each bucket; for comparisons on the same machinery and budget.
     optimize: bool = True
+
+    @classmethod
+    def from_config(cls, settings: Settings) -> NightlySettings:
+        """The ``plan.*`` values of a loaded configuration."""
+        v = settings.values
+        return cls(
+            period_days=float(v["plan.period_days"]),
+            periods=int(v["plan.periods"]),
+            horizon=int(v["plan.horizon"]),
+            crawl_cost=str(v["plan.crawl_cost"]),
+            explore=float(v["plan.explore"]),
+            strategy=int(v["plan.strategy"]),
+            capacity=float(v["plan.capacity"]),
+            window_days=float(v["plan.window_days"]),
+            objective=str(v["plan.objective"]),
+            scale=settings.bucket_scale,
+            last_modified=settings.last_modified_policy,
+        )
 
     def __post_init__(self) -> None:
         if self.strategy not in (1, 2, 3):
@@ -240,6 +261,11 @@ def _solve(
         "weights": solution.weights,
         "buckets": int(inputs.instance.buckets),
     }
+    if solution.status.ok:
+        # What the cycle leaves behind (comparable across strategies, unlike the objective).
+        last = min(settings.periods, inputs.instance.periods) - 1
+        record["obsolete_at_cycle_end"] = float(solution.trajectory.y[:, last].sum())
+        record["new_left_at_cycle_end"] = max(float(solution.trajectory.n[last]), 0.0)
     if not solution.status.ok:
         return None, record, solution.message
     cycle = cycle_from_trajectory(

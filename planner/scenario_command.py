@@ -3,33 +3,33 @@
 * ``crawlplan scenario list`` shows the shipped scenarios.
 * ``crawlplan scenario run NAME|FILE --out DIR [--quick]`` runs a shipped scenario or a
   scenario file and writes its report (:mod:`scenarios.reports`).
-* ``crawlplan scenario whatif --capacity ... --strategy ... --periods ...`` re-solves the
-  plan from the live store's current bucket aggregates with changed parameters and prints the
-  difference against the published plan's inputs, without writing anything.
+* ``crawlplan scenario whatif --capacity ... --strategy ... --periods ...`` plans the next
+  cycle as the nightly run would, with changed parameters, and prints the difference against
+  the published plan, without writing anything.
 
-Wiring only: the simulation is :mod:`scenarios`, the solve :mod:`planner.plan_solver`.
+Wiring only: the simulation is :mod:`scenarios`, the plan :mod:`planner.nightly`'s dry run.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 
 from planner.cli_support import err, fail, out, user_errors
-from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import model_horizon, planning_weights
-from planner.plan_solver import solve_plan
-from planner.quotas import integer_quotas
+from planner.nightly import NightlyReport, NightlySettings, run_nightly
 from scenarios.policies import PolicyError
 from scenarios.reports import key_table, write_report
 from scenarios.runner import run_scenario
 from scenarios.scenario_files import ScenarioError, load_scenario, shipped_scenarios
 from scenarios.simulator import SimulationError
 
-__all__ = ["scenario_app", "whatif_instance"]
+if TYPE_CHECKING:
+    from store import Database
+
+__all__ = ["scenario_app"]
 
 scenario_app = typer.Typer(
     help="What-if scenarios: simulate policies on synthetic webs with known ground truth.",
@@ -80,69 +80,40 @@ def run(
     out.print(f"report: {paths[0]} ({result.seconds:.1f} s)", markup=False)
 
 
-def whatif_instance(
-    pages: np.ndarray,
-    change_fraction: np.ndarray,
-    obsolete: np.ndarray,
-    new_pages: int,
-    *,
-    periods: int,
-    capacity: float,
-) -> CrawlInstance:
-    """A planning instance from bucket aggregates (index 0 = no estimate, as in
-    :class:`estimators.buckets.BucketAggregates`), over the populated buckets only, one second
-    per crawl. Pages without an estimate count as new uncrawled pages."""
-    populated = np.flatnonzero(pages[1:] > 0) + 1
-    if populated.size == 0:
-        raise ValueError("no page has a change-rate bucket yet: run `crawlplan estimate` first")
-    b0 = pages[populated].astype(float)
-    a = np.clip(np.nan_to_num(change_fraction[populated]), 0.0, 1.0)
-    return CrawlInstance.from_mapping(
-        {
-            "periods": periods,
-            "buckets": int(populated.size),
-            "b0": b0,
-            "y0": np.minimum(np.nan_to_num(obsolete[populated]), b0),
-            "n0": float(new_pages + int(pages[0])),
-            "a": np.repeat(a[:, None], periods, axis=1),
-            "capacity": float(capacity),
-            "crawl_cost": 1.0,
-            "new_crawl_cost": 1.0,
-            "oldnwt": 0.0,
-            "newnwt": 0.0,
-            "nconst": 0.0,
-        }
-    )
-
-
 def _strategy_number(label: str) -> int | None:
     digits = [c for c in label if c.isdigit()]
     return int(digits[-1]) if digits and digits[-1] in "123" else None
 
 
-def _cycle_quotas(
-    instance: CrawlInstance, strategy: int, periods: int, capacity: float
-) -> tuple[np.ndarray, int, str]:
-    """Crawls per bucket over the first ``periods`` periods (the cycle) of the instance's
-    horizon (B,), new pages over the cycle, and a status line; weighted as the nightly run
-    weighs (:func:`planner.plan_inputs.planning_weights`)."""
-    solution = solve_plan(instance, planning_weights(instance, strategy, capacity))
-    before, _ = solution.trajectory.before(instance)
-    quotas = integer_quotas(
-        solution.trajectory.x,
-        solution.trajectory.z,
-        instance.crawl_cost,
-        instance.new_crawl_cost,
-        instance.capacity,
-        available=before,
-    )
-    line = (
-        f"{solution.status.name}, objective {solution.objective:,.1f}, obsolete pages at the "
-        f"cycle's end {float(solution.trajectory.y[:, periods - 1].sum()):,.0f}, new pages left "
-        f"{max(float(solution.trajectory.n[periods - 1]), 0.0):,.0f} (objectives of different "
-        "strategies are not comparable; obsolete pages are)"
-    )
-    return quotas.old[:, :periods].sum(axis=1), int(quotas.new[:periods].sum()), line
+def _outcome(report: NightlyReport) -> str:
+    """The solve's status line: what the cycle leaves behind, and its crawls."""
+    solver, cycle = report.solver, report.cycle
+    assert cycle is not None
+    parts = [str(solver.get("status", "?"))]
+    if "objective" in solver:
+        parts.append(f"objective {solver['objective']:,.1f}")
+    if "obsolete_at_cycle_end" in solver:
+        parts.append(
+            f"obsolete pages at the cycle's end {solver['obsolete_at_cycle_end']:,.0f}, new pages "
+            f"left {solver['new_left_at_cycle_end']:,.0f}"
+        )
+    recrawls = sum(sum(q.values()) for q in cycle.quotas)
+    parts.append(f"{recrawls:,} re-crawls and {sum(cycle.new_pages):,} new pages over the cycle")
+    return ", ".join(parts)
+
+
+def _dry_run(db: Database, settings: NightlySettings) -> NightlyReport:
+    """The nightly run's plan for ``settings``, on the store as it is (estimates, importance
+    and aggregates as the last nightly run left them); nothing written."""
+    report = run_nightly(db, settings, dry_run=True)
+    if report.status == "failed":
+        raise fail(report.message, code=1)  # as `crawlplan nightly` exits when the solve fails
+    if report.inputs is None or report.inputs.instance is None:
+        raise fail(
+            "no page has a change-rate bucket yet: run `crawlplan estimate` (or a nightly "
+            "run) first"
+        )
+    return report
 
 
 @scenario_app.command("whatif")
@@ -154,70 +125,65 @@ def whatif(
     strategy: Annotated[int, typer.Option("--strategy", help="1, 2 or 3.", min=1, max=3)] = 3,
     periods: Annotated[int, typer.Option("--periods", help="Periods T.", min=1, max=56)] = 14,
 ) -> None:
-    """Re-solve the plan from the live store's bucket aggregates with changed parameters and
-    print what changes against the published plan; nothing is written."""
+    """Plan the next cycle as the nightly run would (same inputs, solver, spare-capacity fill
+    and exploration), with changed capacity, strategy or periods, and print what changes
+    against the published plan; nothing is written."""
     from planner.config import load_settings
-    from planner.pipeline import aggregates_from_store
     from store import open_database
     from store.plans import latest_plan, plan_detail
 
     settings = load_settings()
+    base = NightlySettings.from_config(settings)
     db = open_database(settings.db_url)
     published = latest_plan(db)
-    period_days = published.period_days if published else float(settings.values["plan.period_days"])
-    aggregates = aggregates_from_store(db, period_days=period_days)
-    agg = aggregates.buckets
-    try:
-        instance = whatif_instance(
-            agg.pages,
-            agg.change_fraction,
-            agg.obsolete,
-            aggregates.new_pages,
-            periods=model_horizon(periods, int(settings.values["plan.horizon"])),
-            capacity=capacity,
-        )
-    except ValueError as error:
-        raise fail(str(error)) from None
-    populated = np.flatnonzero(agg.pages[1:] > 0) + 1
-    old, new, line = _cycle_quotas(instance, strategy, periods, capacity)
+    if published is not None:
+        base = replace(base, period_days=published.period_days)
+    asked = replace(base, capacity=capacity, strategy=strategy, periods=periods)
+    report = _dry_run(db, asked)
+    assert report.inputs is not None and report.inputs.instance is not None
+    instance = report.inputs.instance
     out.print(
         f"what-if (capacity {capacity:g}/period, strategy {strategy}, {periods} periods of "
-        f"{period_days:g} days; {int(instance.b0.sum()):,} pages in {instance.buckets} "
-        f"buckets, {instance.n0:,.0f} new): {line}",
+        f"{asked.period_days:g} days; {int(instance.b0.sum()):,} pages in {instance.buckets} "
+        f"buckets, {report.inputs.new_pages:,} new): {_outcome(report)}",
         markup=False,
     )
     if published is None:
         out.print("no published plan to compare with", markup=False)
         return
     detail = plan_detail(db, published.version)
-    by_bucket: dict[int, int] = {}
+    was: dict[int, int] = {}
     for (_, bucket), pages in detail.quotas.items():
-        by_bucket[bucket] = by_bucket.get(bucket, 0) + pages
-    published_capacity = (published.total_quota + published.total_new_pages) / published.periods
-    number = _strategy_number(published.strategy) or 3
-    same = whatif_instance(
-        agg.pages,
-        agg.change_fraction,
-        agg.obsolete,
-        aggregates.new_pages,
-        periods=model_horizon(published.periods, int(settings.values["plan.horizon"])),
-        capacity=max(published_capacity, 1.0),
+        was[bucket] = was.get(bucket, 0) + pages
+    published_capacity = max(
+        (published.total_quota + published.total_new_pages) / published.periods, 1.0
     )
-    _, _, same_line = _cycle_quotas(same, number, published.periods, max(published_capacity, 1.0))
+    same = _dry_run(
+        db,
+        replace(
+            base,
+            capacity=published_capacity,
+            strategy=_strategy_number(published.strategy) or base.strategy,
+            periods=published.periods,
+        ),
+    )
     out.print(
         f"published plan v{published.version} (capacity {published_capacity:,.0f}/period, "
-        f"{published.strategy}, {published.periods} periods), re-solved on today's "
-        f"aggregates: {same_line}",
+        f"{published.strategy}, {published.periods} periods), planned again on today's "
+        f"store: {_outcome(same)}",
         markup=False,
     )
+    assert report.cycle is not None
+    now: dict[int, int] = {}
+    for quotas in report.cycle.quotas:
+        for bucket, pages in quotas.items():
+            now[bucket] = now.get(bucket, 0) + pages
+    agg = report.inputs
     out.print("bucket  pages  published crawls/cycle  what-if crawls/cycle  change", markup=False)
-    for k, bucket_id in enumerate(populated.tolist()):
-        was = by_bucket.get(bucket_id, 0)
-        now = int(old[k])
-        out.print(
-            f"{bucket_id:>6} {int(agg.pages[bucket_id]):>6} {was:>23} {now:>21} {now - was:>+7}",
-            markup=False,
-        )
+    for k, bucket in enumerate(agg.bucket_ids.tolist()):
+        a, b = was.get(bucket, 0), now.get(bucket, 0)
+        out.print(f"{bucket:>6} {int(instance.b0[k]):>6} {a:>23} {b:>21} {b - a:>+7}", markup=False)
+    new = sum(report.cycle.new_pages)
     out.print(
         f"{'new':>6} {'':>6} {published.total_new_pages:>23} {new:>21} "
         f"{new - published.total_new_pages:>+7}",

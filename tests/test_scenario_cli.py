@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner.scenario_command import scenario_app, whatif_instance
+from planner.scenario_command import scenario_app
 from scenarios.scenario_files import ScenarioError, parse_scenario, shipped_scenarios
 from store import (
     PlanDraft,
@@ -177,22 +178,6 @@ def test_missing_keys() -> None:
         parse_scenario('name = "x"\nperiods = 3\n[[policies]]\nkind = "uniform"\n')
 
 
-def test_whatif_instance_from_bucket_aggregates() -> None:
-    pages = np.array([5, 100, 0, 50], dtype=np.int64)
-    change = np.array([np.nan, 0.5, np.nan, 0.1])
-    obsolete = np.array([np.nan, 40.0, 0.0, 3.0])
-    instance = whatif_instance(pages, change, obsolete, 7, periods=4, capacity=30)
-    assert instance.buckets == 2 and instance.periods == 4
-    np.testing.assert_allclose(instance.b0, [100, 50])
-    np.testing.assert_allclose(instance.y0, [40, 3])
-    assert instance.n0 == 12  # never fetched plus the pages without an estimate
-    np.testing.assert_allclose(instance.a[:, 0], [0.5, 0.1])
-    with pytest.raises(ValueError, match="estimate"):
-        whatif_instance(
-            np.array([5, 0]), np.array([np.nan, np.nan]), np.zeros(2), 0, periods=2, capacity=1
-        )
-
-
 def test_whatif_on_a_store_without_estimates_says_what_to_do(sqlite_url: str) -> None:
     db = open_database(sqlite_url, create=True)
     upgrade_schema(db)
@@ -261,5 +246,15 @@ def test_whatif_compares_with_the_published_plan_without_writing(sqlite_url: str
     rows = [r for r in rows if r and r[0].isdigit()]
     assert [int(r[0]) for r in rows] == [10, 200]
     assert [int(r[2]) for r in rows] == [9, 15]  # the published crawls per cycle
+    # Planned as the nightly run plans: capacity left idle by the model is spent, so the
+    # cycle's crawls are 20 a period (re-crawls by bucket, then new pages), and every bucket
+    # is crawled (exploration).
+    (new,) = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["new"]]
+    assert sum(int(r[3]) for r in rows) + int(new[2]) == 3 * 20
+    assert all(int(r[3]) > 0 for r in rows)
+    (again,) = [line for line in result.stdout.splitlines() if "planned again" in line]
+    spent = re.search(r"([\d,]+) re-crawls and ([\d,]+) new pages over the cycle", again)
+    assert spent is not None and int(spent[1]) + int(spent[2]) == 3 * 10  # its capacity
+    assert "obsolete pages at the cycle's end" in again
     latest = latest_plan(db)
     assert latest is not None and latest.version == version  # nothing published
