@@ -9,6 +9,7 @@ errors on the engine.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -69,10 +70,8 @@ def _meet_at(db: Database, when: Callable[[str], bool], before: bool) -> None:
     def meet(statement: str) -> None:
         if when(statement) and not getattr(local, "met", False):
             local.met = True
-            try:
+            with contextlib.suppress(threading.BrokenBarrierError):
                 barrier.wait(timeout=3)
-            except threading.BrokenBarrierError:
-                pass
 
     @event.listens_for(db.engine, "before_cursor_execute" if before else "after_cursor_execute")
     def _on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
