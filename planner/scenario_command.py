@@ -12,6 +12,7 @@ Wiring only: the simulation is :mod:`scenarios`, the plan :mod:`planner.nightly`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -152,13 +153,16 @@ def whatif(
         out.print("no published plan to compare with", markup=False)
         return
     detail = plan_detail(db, published.version)
-    was: dict[int, int] = {}
-    for (_, bucket), pages in detail.quotas.items():
-        was[bucket] = was.get(bucket, 0) + pages
-    published_capacity = max(
-        (published.total_quota + published.total_new_pages) / published.periods, 1.0
+    capacities = [c for c in detail.capacity.values() if c > 0]
+    published_capacity = (
+        sum(capacities) / len(capacities)
+        if capacities
+        else max((published.total_quota + published.total_new_pages) / published.periods, 1.0)
     )
-    same = _dry_run(
+    # The published plan's own parameters planned again on today's store: the what-if's
+    # changes against it are the parameters' alone (the published quotas were planned on
+    # older estimates).
+    again = run_nightly(
         db,
         replace(
             base,
@@ -166,26 +170,64 @@ def whatif(
             strategy=_strategy_number(published.strategy) or base.strategy,
             periods=published.periods,
         ),
+        dry_run=True,
     )
+    replanned = again.cycle if again.status == "dry-run" else None
     out.print(
         f"published plan v{published.version} (capacity {published_capacity:,.0f}/period, "
         f"{published.strategy}, {published.periods} periods), planned again on today's "
-        f"store: {_outcome(same)}",
+        f"store: {_outcome(again) if replanned is not None else again.message}",
         markup=False,
     )
     assert report.cycle is not None
-    now: dict[int, int] = {}
-    for quotas in report.cycle.quotas:
-        for bucket, pages in quotas.items():
-            now[bucket] = now.get(bucket, 0) + pages
-    agg = report.inputs
-    out.print("bucket  pages  published crawls/cycle  what-if crawls/cycle  change", markup=False)
-    for k, bucket in enumerate(agg.bucket_ids.tolist()):
-        a, b = was.get(bucket, 0), now.get(bucket, 0)
-        out.print(f"{bucket:>6} {int(instance.b0[k]):>6} {a:>23} {b:>21} {b - a:>+7}", markup=False)
-    new = sum(report.cycle.new_pages)
+    was = _per_bucket(detail.quotas.items())
+    now = _per_bucket(((t, b), n) for t, q in enumerate(report.cycle.quotas) for b, n in q.items())
+    redo = (
+        _per_bucket(((t, b), n) for t, q in enumerate(replanned.quotas) for b, n in q.items())
+        if replanned is not None
+        else None
+    )
     out.print(
-        f"{'new':>6} {'':>6} {published.total_new_pages:>23} {new:>21} "
-        f"{new - published.total_new_pages:>+7}",
+        "crawls per cycle: published (in force), re-planned (its parameters, today's store), "
+        "what-if; change: what-if against re-planned (against published if that failed)",
         markup=False,
     )
+    out.print(
+        f"{'bucket':>6} {'pages':>7} {'published':>10} {'re-planned':>10} {'what-if':>8} "
+        f"{'change':>7}",
+        markup=False,
+    )
+    rows: list[tuple[str, str, int, int | None, int]] = [
+        (
+            str(bucket),
+            str(int(instance.b0[k])),
+            was.get(bucket, 0),
+            None if redo is None else redo.get(bucket, 0),
+            now.get(bucket, 0),
+        )
+        for k, bucket in enumerate(report.inputs.bucket_ids.tolist())
+    ]
+    rows.append(
+        (
+            "new",
+            "",
+            published.total_new_pages,
+            None if replanned is None else sum(replanned.new_pages),
+            sum(report.cycle.new_pages),
+        )
+    )
+    for label, pages, before, again_n, after in rows:
+        versus = before if again_n is None else again_n
+        shown = "-" if again_n is None else str(again_n)
+        out.print(
+            f"{label:>6} {pages:>7} {before:>10} {shown:>10} {after:>8} {after - versus:>+7}",
+            markup=False,
+        )
+
+
+def _per_bucket(quotas: Iterable[tuple[tuple[int, int], int]]) -> dict[int, int]:
+    """Crawls per bucket over a cycle, from ``((period, bucket), pages)`` pairs."""
+    total: dict[int, int] = {}
+    for (_, bucket), pages in quotas:
+        total[bucket] = total.get(bucket, 0) + pages
+    return total

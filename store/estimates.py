@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, text
 
-from store.database import Database, driver_rows
+from store.database import PG_BY_ID, Database, driver_rows
 from store.models import OBSERVATIONS, PAGES
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
@@ -120,8 +121,14 @@ def write_estimates(
 
     def work(conn: Connection) -> None:
         if db.dialect == "postgresql":
+            # Rows in id order through a nested loop of primary-key lookups: locked in id
+            # order, as every writer of pages locks them (store.pages.lock_pages).
             names = ("ids", "rates", "lows", "highs", "names", "buckets")
             params: dict[str, Any] = {n: list(c) for n, c in zip(names, columns, strict=True)}
+            if any(a > b for a, b in pairwise(params["ids"])):  # the store's reads give them sorted
+                order = sorted(range(len(page_ids)), key=params["ids"].__getitem__)
+                params = {n: [c[k] for k in order] for n, c in params.items()}
+            conn.exec_driver_sql(PG_BY_ID)
             conn.execute(_PG_WRITE, {**params, "at": when})
             return
         at = sqlite_text(when)

@@ -68,6 +68,7 @@ from store.host_ready import (
     due_once,
     hold_hosts,
     lower_ready,
+    lower_ready_to,
     ready_from,
     refresh_first_ready,
     refresh_ready,
@@ -697,12 +698,14 @@ class LeaseQueue:
             "worker": worker,
             "hosts": hosts,
             "counts": [len(by_host[h]) for h in hosts],
-            # In id order, as every writer of pages locks them (reports, cash moves).
             "ids": [i for i, _ in marks],
             "page_hosts": [h for _, h in marks],
             "now": now,
             "until": expires,
         }
+        # The pages to mark locked in id order first (the statement below marks them host by
+        # host), as every writer of pages locks them.
+        lock_pages(conn, self.db.dialect, [i for i, _ in marks])
         # Index lookups by id, never a hash join over a scan of the whole table.
         conn.exec_driver_sql(PG_BY_ID)
         return dict(conn.execute(self._sql.take_batch, params).tuples().all())
@@ -770,8 +773,9 @@ class LeaseQueue:
             # The lease's host first (held against recomputation, store.host_ready), then
             # the hosts of new pages, then pages: a lease's order, host before pages.
             hold_hosts(conn, self.db.dialect, [lease.host_id])
-            added = self._add_discovered(conn, discovered, when)
-            outcome = self._report(conn, lease, results, when, cash_split, found)
+            lowered: list[tuple[list[int], datetime]] = []
+            added = self._add_discovered(conn, discovered, when, lowered)
+            outcome = self._report(conn, lease, results, when, cash_split, found, lowered)
             return replace(outcome, discovered=added)
 
         outcome = self.db.run_write(work)
@@ -801,8 +805,9 @@ class LeaseQueue:
             # The lease's host first (held against recomputation, store.host_ready), then
             # the hosts of new pages, then pages: a lease's order, host before pages.
             hold_hosts(conn, self.db.dialect, [lease.host_id])
-            added = self._add_discovered(conn, discovered, when)
-            outcome = self._report(conn, lease, results, when, cash_split, found)
+            lowered: list[tuple[list[int], datetime]] = []
+            added = self._add_discovered(conn, discovered, when, lowered)
+            outcome = self._report(conn, lease, results, when, cash_split, found, lowered)
             return replace(outcome, discovered=added), self._release(conn, lease, host, when)
 
         done = self.db.run_write(work)
@@ -810,16 +815,21 @@ class LeaseQueue:
         return done
 
     def _add_discovered(
-        self, conn: Connection, pages: Sequence[tuple[str, str]], now: datetime
+        self,
+        conn: Connection,
+        pages: Sequence[tuple[str, str]],
+        now: datetime,
+        lowered: list[tuple[list[int], datetime]],
     ) -> int:
-        """Add discovered pages in the caller's transaction; returns how many were new."""
+        """Add discovered pages in the caller's transaction; returns how many were new. The
+        hosts whose ready time they lower go to ``lowered`` (lowered after the page locks)."""
         added = 0
         # In URL order (and so each chunk): concurrent reports that discover the same new
         # URLs insert them in the same order, and wait for one another instead of deadlocking.
         pages = sorted(pages)
         for start in range(0, len(pages), PAGES_CHUNK):
             chunk = pages[start : start + PAGES_CHUNK]
-            added += add_pages_in(self.db, conn, chunk, now=now, discovered=True)
+            added += add_pages_in(self.db, conn, chunk, now=now, discovered=True, deferred=lowered)
         return added
 
     def _lease_row(self, conn: Connection, lease_id: int) -> Row[Any]:
@@ -836,25 +846,33 @@ class LeaseQueue:
         now: datetime,
         cash_split: CashSplit | None = None,
         found: list[tuple[str, int]] | None = None,
+        lowered: Sequence[tuple[list[int], datetime]] = (),
     ) -> ReportOutcome:
         """Record ``results`` in the caller's transaction; outlink ids this report looked up
-        in the store go to ``found`` (to remember once the transaction commits)."""
+        in the store go to ``found`` (to remember once the transaction commits); the hosts of
+        pages it discovered are lowered to their due times (``lowered``) once its pages are
+        locked."""
         q = self._sql
+        dialect = self.db.dialect
         late = lease.released_at is not None or lease.expires_at < now
         unique: dict[int, FetchResult] = {}
         for result in results:
             unique.setdefault(result.page_id, result)
         ids = sorted(unique)
-        if not ids:
-            return ReportOutcome(0, len(results), 0)
         link_ids: dict[str, int] | None = None
         if cash_split is not None:
             links = (u for r in unique.values() if r.status in _READ for u in r.outlinks)
             link_ids = outlink_ids(conn, links, self._page_ids, found)
-        # Every page this report writes (its own and the pages its cash goes to), locked in id
-        # order before any is written: two reports whose pages link to each other's wait for
-        # one another instead of deadlocking.
-        lock_pages(conn, self.db.dialect, set(ids).union(link_ids.values() if link_ids else ()))
+        # Every page this report writes (its own, the pages its cash goes to, and the lease's
+        # pages a give-back returns), locked in id order before any page or host is written:
+        # two reports whose pages link to each other's wait for one another instead of
+        # deadlocking.
+        targets = link_ids.values() if link_ids else ()
+        lock_pages(conn, dialect, set(ids).union(targets), lease_id=lease.id)
+        for new_hosts, new_due in lowered:
+            lower_ready_to(conn, dialect, new_hosts, new_due, held=True)
+        if not ids:
+            return ReportOutcome(0, len(results), 0)
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
         strangers = [pid for pid in ids if pid not in pages or pages[pid].host_id != lease.host_id]
         if strangers:
@@ -1002,6 +1020,8 @@ class LeaseQueue:
             until = when + timedelta(seconds=self.policy.lease_seconds)
             params = {"lease": lease_id, "host": lease.host_id, "until": until}
             q = self._sql
+            # Its pages first, in id order, as every writer of pages locks them.
+            lock_pages(conn, self.db.dialect, (), lease_id=lease_id)
             for stmt in (q.extend_lease, q.extend_host, q.extend_pages):
                 conn.execute(stmt, params)
             return until
@@ -1034,9 +1054,12 @@ class LeaseQueue:
             "next_fetch_at": update_.next_fetch_at,
         }
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
-        # Host first, then pages: the same lock order as leasing. Its ready time is
+        # The lease's pages locked first, in id order (as every writer of pages locks them;
+        # a finish has locked them already), then the host written, then the pages. Its
+        # ready time is
         # recomputed from its due times when no writer holds it, else set to the lower bound
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
+        lock_pages(conn, self.db.dialect, (), lease_id=lease.id)
         exact = bool(take_hosts(conn, self.db.dialect, [lease.host_id]))
         conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})

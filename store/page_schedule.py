@@ -30,7 +30,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, exists, select, text, update
 
-from store.database import Database, driver_rows, sqlite_bulk_cache
+from store.database import PG_BY_ID, Database, driver_rows, sqlite_bulk_cache
 from store.host_ready import refresh_ready_everywhere
 from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
 from store.pages import insert_ignoring_conflicts
@@ -141,8 +141,10 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
     """
     p = PAGES
     released = exists().where(PERIOD_RELEASES.c.plan_id == plan_id)
-    stmt = (
-        update(p)
+    # The pages locked in id order first (PostgreSQL; as every writer of pages locks them,
+    # store.pages.lock_pages), then written by primary-key lookups.
+    waiting = (
+        select(p.c.id)
         .where(
             p.c.next_due_at.is_not(None),
             p.c.next_due_at > URGENT_DUE,  # urgent pages stay ahead of the plan
@@ -150,11 +152,18 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
             (p.c.leased_until.is_(None)) | (p.c.leased_until < _NOW),
             ~released,
         )
-        .values(next_due_at=None)
+        .order_by(p.c.id)
+        .with_for_update(of=p, key_share=True)
     )
+    stmt = update(p).where(p.c.id.in_(waiting.scalar_subquery())).values(next_due_at=None)
     when = now or utcnow()
 
-    withdrawn = db.run_write(lambda conn: int(conn.execute(stmt, {"now": when}).rowcount or 0))
+    def work(conn: Connection) -> int:
+        if db.dialect == "postgresql":
+            conn.exec_driver_sql(PG_BY_ID)
+        return int(conn.execute(stmt, {"now": when}).rowcount or 0)
+
+    withdrawn = db.run_write(work)
     if withdrawn:
         # Hosts whose work this took away are ready later, or never. A transaction of its own,
         # which locks hosts before it reads pages (a lease's order; early values in between
@@ -249,6 +258,10 @@ def _write(
 ) -> int:
     if db.dialect == "postgresql":
         params = {"ids": ids, "days": days, "secs": secs, "fetches": fetches}
+        # A nested loop over the ids (sorted) with lookups by the primary key: rows locked in
+        # id order, as every writer of pages locks them (store.pages.lock_pages), never a
+        # hash join over a scan of the table (physical order).
+        conn.exec_driver_sql(PG_BY_ID)
         result = conn.execute(_PG_WRITE, params)
     else:
         rows = []

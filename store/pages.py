@@ -76,19 +76,42 @@ _HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id).where(
 _PG_LOCK_PAGES = text(
     "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE"
 )
+#: The same, with the pages a lease holds.
+_PG_LOCK_LEASE_PAGES = text(
+    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) OR lease_id = :lease "
+    "ORDER BY id FOR NO KEY UPDATE"
+)
+#: The table lock an UPDATE of pages takes, taken before the row locks: a row lock alone
+#: takes a weaker one (ROW SHARE), and a whole-table writer (store.importance's spread, SHARE
+#: ROW EXCLUSIVE) could then come in between and wait for the rows while the writer waits for
+#: it.
+_PG_LOCK_TABLE = "LOCK TABLE pages IN ROW EXCLUSIVE MODE"
 
 
-def lock_pages(conn: Connection, dialect: str, page_ids: Iterable[int]) -> None:
-    """PostgreSQL: lock pages ``page_ids`` for update, in id order, until the transaction ends.
+def lock_pages(
+    conn: Connection, dialect: str, page_ids: Iterable[int], *, lease_id: int | None = None
+) -> None:
+    """PostgreSQL: lock pages ``page_ids`` (and, with ``lease_id``, the pages that lease
+    holds) for update, in id order, until the transaction ends. SQLite: nothing (one writer
+    at a time).
 
-    Every transaction that writes pages of more than one host (a report and its OPIC cash
-    moves, the urgent lane) locks them this way before writing any, so two of them wait for
-    one another instead of deadlocking. SQLite: nothing (one writer at a time).
+    The writers of several pages whose statements would lock them in another order (a
+    report and its OPIC cash moves, a give-back, a renewal, a lease's marks, the urgent lane,
+    a release's withdrawal) lock them this way before they write any page or host row; bulk
+    writers lock by a nested loop over sorted ids (the page schedule, the estimates) or an
+    ordered subquery (withdrawing due times). Two writers then wait for one another instead
+    of deadlocking.
     """
-    if dialect == "postgresql":
-        ids = sorted(set(page_ids))
-        if ids:
-            conn.execute(_PG_LOCK_PAGES, {"ids": ids}).all()
+    if dialect != "postgresql":
+        return
+    ids = sorted(set(page_ids))
+    if not ids and lease_id is None:
+        return
+    conn.exec_driver_sql(_PG_LOCK_TABLE)
+    if lease_id is None:
+        conn.execute(_PG_LOCK_PAGES, {"ids": ids}).all()
+    else:
+        conn.execute(_PG_LOCK_LEASE_PAGES, {"ids": ids, "lease": lease_id}).all()
 
 
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
@@ -133,6 +156,7 @@ def _add_chunk(
     now: datetime,
     due: bool,
     discovered: bool,
+    deferred: list[tuple[list[int], datetime]] | None = None,
 ) -> tuple[int, int, int]:
     host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now)
     seen: set[str] = set()
@@ -172,8 +196,11 @@ def _add_chunk(
         ]
         added = _SQLITE_INSERT_PAGES_DRIVER.execute(conn, rows).rowcount
     if due_at is not None and added:
-        # Inserted pages hold their hosts (the foreign key's check): no lock of our own.
-        lower_ready_to(conn, db.dialect, hosts, due_at, held=True)
+        if deferred is not None:  # the caller lowers them once it has locked its pages
+            deferred.append((hosts, due_at))
+        else:
+            # Inserted pages hold their hosts (the foreign key's check): no lock of our own.
+            lower_ready_to(conn, db.dialect, hosts, due_at, held=True)
     return added, len(chunk) - added, hosts_added
 
 
@@ -184,12 +211,19 @@ def add_pages_in(
     *,
     now: datetime,
     discovered: bool = True,
+    deferred: list[tuple[list[int], datetime]] | None = None,
 ) -> int:
     """:func:`add_pages` of at most :data:`CHUNK` pairs in the caller's transaction (a crawl
-    report adds the URLs it found with its observations); returns how many were new."""
+    report adds the URLs it found with its observations); returns how many were new.
+
+    ``deferred``: the hosts whose ``ready_at`` the new pages lower, with their due time, are
+    appended there for the caller to lower (:func:`store.host_ready.lower_ready_to`, held)
+    after it has locked the pages it writes (a host row updated first could close a cycle
+    with a writer that holds those pages and then updates the host), instead of lowered here.
+    """
     if not pages:
         return 0
-    return _add_chunk(db, conn, pages, now, True, discovered)[0]
+    return _add_chunk(db, conn, pages, now, True, discovered, deferred)[0]
 
 
 def add_pages(

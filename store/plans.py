@@ -217,15 +217,18 @@ def plan_quotas(db: Database, version: int) -> dict[tuple[int, int], int]:
 
 @dataclass(frozen=True)
 class PlanDetail:
-    """A plan version's cycle: per period its quotas, crawl fractions and new-page quota.
+    """A plan version's cycle: per period its quotas, crawl fractions, new-page quota and
+    capacity.
 
-    ``quotas`` and ``fractions`` map ``(period, bucket)``; ``new_pages`` maps period.
+    ``quotas`` and ``fractions`` map ``(period, bucket)``; ``new_pages`` and ``capacity``
+    (crawls the period allowed) map period.
     """
 
     version: int
     quotas: dict[tuple[int, int], int]
     fractions: dict[tuple[int, int], float]
     new_pages: dict[int, int]
+    capacity: dict[int, float] = field(default_factory=dict)
 
 
 def plan_detail(db: Database, version: int) -> PlanDetail:
@@ -237,11 +240,14 @@ def plan_detail(db: Database, version: int) -> PlanDetail:
             )
         ).all()
         periods = conn.execute(
-            select(PlanPeriod.period, PlanPeriod.new_pages).where(PlanPeriod.plan_id == version)
+            select(PlanPeriod.period, PlanPeriod.new_pages, PlanPeriod.capacity).where(
+                PlanPeriod.plan_id == version
+            )
         ).all()
     return PlanDetail(
         version,
         {(r.period, r.bucket): r.pages for r in rows},
         {(r.period, r.bucket): r.fraction for r in rows},
         {r.period: r.new_pages for r in periods},
+        {r.period: float(r.capacity) for r in periods},
     )

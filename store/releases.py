@@ -52,7 +52,7 @@ from store.models import (
     QUOTAS,
     RELEASED_PAGES,
 )
-from store.pages import insert_ignoring_conflicts
+from store.pages import insert_ignoring_conflicts, lock_pages
 from store.types import UTCDateTime, sqlite_text, utcnow
 
 __all__ = [
@@ -654,6 +654,7 @@ def queue_release(
             if withdraw:
                 # Their hosts before the pages, as a lease locks them (store.host_ready).
                 hold_hosts(conn, db.dialect, owners)
+                lock_pages(conn, db.dialect, withdraw)  # in id order, as every page writer
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
             # Arrays sent as text literals (repr of a float is exact): much faster than
             # adapting 100,000 Python numbers one by one.

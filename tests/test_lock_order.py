@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from store import (
     open_database,
     upgrade_schema,
 )
+from store.importance import spread_virtual_cash
 from store.models import PAGES
 from tests.conftest import T0
 
@@ -175,3 +177,48 @@ def test_reports_discovering_the_same_new_urls_do_not_deadlock(pg: Database) -> 
     assert sorted(outcome.discovered for outcome in found) == [0, 2_000]  # type: ignore[attr-defined]
     with pg.read() as conn:
         assert conn.execute(select(func.count()).select_from(PAGES)).scalar_one() == 2_003
+
+
+def test_a_report_and_the_virtual_pages_gift_do_not_deadlock(pg: Database) -> None:
+    """The nightly importance stage locks the pages table against other writers (SHARE ROW
+    EXCLUSIVE) and updates every page. A report that held its page rows with only the row
+    lock's weak table lock let it in, then waited for the table while the gift waited for
+    its rows; the report takes the writers' table lock first now, so the gift waits."""
+    urls = ["http://a.test/p", "http://b.test/p"]
+    add_pages(pg, [(u, u.rsplit("/", 1)[0]) for u in urls], now=T0)
+    with pg.write() as conn:
+        conn.execute(PAGES.update().values(cash=1.0))
+    queue = LeaseQueue(pg, LeasePolicy(max_hosts=2))
+    a = next(lease for lease in queue.lease("w", now=T0) if lease.origin == "http://a.test")
+    deadlocks = _deadlocks(pg)
+    barrier = threading.Barrier(2)
+    local = threading.local()
+
+    def meet(pause: float) -> None:
+        if not getattr(local, "met", False):
+            local.met = True
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=3)
+            time.sleep(pause)
+
+    @event.listens_for(pg.engine, "after_cursor_execute")
+    def _report_locked(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FOR NO KEY UPDATE" in statement:
+            meet(0.5)  # the gift's LOCK TABLE goes first
+
+    @event.listens_for(pg.engine, "before_cursor_execute")
+    def _gift_starts(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "SHARE ROW EXCLUSIVE" in statement:
+            meet(0.0)
+
+    def gift(pages: int, cash: float) -> float:
+        return (pages - cash) / pages
+
+    _run_both(
+        lambda: queue.report(
+            a.lease_id, [_ok(a.pages[0].page_id, (urls[1],))], now=T0, cash_split=_split
+        ),
+        lambda: spread_virtual_cash(pg, gift),
+    )
+    assert deadlocks == []
+    assert _cash(pg) == pytest.approx(2.0)  # the virtual page gave what it had

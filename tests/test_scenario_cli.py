@@ -249,10 +249,15 @@ def test_whatif_compares_with_the_published_plan_without_writing(sqlite_url: str
     # Planned as the nightly run plans: capacity left idle by the model is spent, so the
     # cycle's crawls are 20 a period (re-crawls by bucket, then new pages), and every bucket
     # is crawled (exploration).
+    # Columns: bucket, pages, published, re-planned (the published plan's parameters on
+    # today's store: capacity 10 from its periods, strategy 3, 3 periods), what-if, change.
     (new,) = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["new"]]
-    assert sum(int(r[3]) for r in rows) + int(new[2]) == 3 * 20
-    assert all(int(r[3]) > 0 for r in rows)
+    assert sum(int(r[4]) for r in rows) + int(new[3]) == 3 * 20
+    assert all(int(r[4]) > 0 for r in rows)
+    assert sum(int(r[3]) for r in rows) + int(new[2]) == 3 * 10
+    assert all(int(r[5]) == int(r[4]) - int(r[3]) for r in [*rows, ["", *new]])
     (again,) = [line for line in result.stdout.splitlines() if "planned again" in line]
+    assert "capacity 10/period" in again
     spent = re.search(r"([\d,]+) re-crawls and ([\d,]+) new pages over the cycle", again)
     assert spent is not None and int(spent[1]) + int(spent[2]) == 3 * 10  # its capacity
     assert "obsolete pages at the cycle's end" in again
