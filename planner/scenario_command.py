@@ -207,6 +207,11 @@ def whatif(
         )
         for k, bucket in enumerate(report.inputs.bucket_ids.tolist())
     ]
+    # Buckets the plan in force crawls that hold no page today (their pages moved).
+    gone = sorted(set(was) - set(report.inputs.bucket_ids.tolist()))
+    rows += [
+        (str(b), "0", was[b], None if redo is None else redo.get(b, 0), now.get(b, 0)) for b in gone
+    ]
     rows.append(
         (
             "new",

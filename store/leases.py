@@ -807,7 +807,9 @@ class LeaseQueue:
             hold_hosts(conn, self.db.dialect, [lease.host_id])
             lowered: list[tuple[list[int], datetime]] = []
             added = self._add_discovered(conn, discovered, when, lowered)
-            outcome = self._report(conn, lease, results, when, cash_split, found, lowered)
+            outcome = self._report(
+                conn, lease, results, when, cash_split, found, lowered, gives_back=True
+            )
             return replace(outcome, discovered=added), self._release(conn, lease, host, when)
 
         done = self.db.run_write(work)
@@ -847,11 +849,14 @@ class LeaseQueue:
         cash_split: CashSplit | None = None,
         found: list[tuple[str, int]] | None = None,
         lowered: Sequence[tuple[list[int], datetime]] = (),
+        *,
+        gives_back: bool = False,
     ) -> ReportOutcome:
         """Record ``results`` in the caller's transaction; outlink ids this report looked up
         in the store go to ``found`` (to remember once the transaction commits); the hosts of
         pages it discovered are lowered to their due times (``lowered``) once its pages are
-        locked."""
+        locked. ``gives_back``: the caller then gives the lease back (a finish), so the pages
+        the lease holds are locked with the others."""
         q = self._sql
         dialect = self.db.dialect
         late = lease.released_at is not None or lease.expires_at < now
@@ -863,12 +868,13 @@ class LeaseQueue:
         if cash_split is not None:
             links = (u for r in unique.values() if r.status in _READ for u in r.outlinks)
             link_ids = outlink_ids(conn, links, self._page_ids, found)
-        # Every page this report writes (its own, the pages its cash goes to, and the lease's
-        # pages a give-back returns), locked in id order before any page or host is written:
-        # two reports whose pages link to each other's wait for one another instead of
-        # deadlocking.
+        # Every page this report writes (its own, the pages its cash goes to, and in a finish
+        # the lease's pages its give-back returns), locked in id order before any page or
+        # host is written: two reports whose pages link to each other's wait for one another
+        # instead of deadlocking.
         targets = link_ids.values() if link_ids else ()
-        lock_pages(conn, dialect, set(ids).union(targets), lease_id=lease.id)
+        held = lease.id if gives_back else None
+        lock_pages(conn, dialect, set(ids).union(targets), lease_id=held)
         for new_hosts, new_due in lowered:
             lower_ready_to(conn, dialect, new_hosts, new_due, held=True)
         if not ids:
@@ -1020,7 +1026,10 @@ class LeaseQueue:
             until = when + timedelta(seconds=self.policy.lease_seconds)
             params = {"lease": lease_id, "host": lease.host_id, "until": until}
             q = self._sql
-            # Its pages first, in id order, as every writer of pages locks them.
+            # Its host held, then its pages in id order, as every writer of pages locks them
+            # (holding pages while waiting for a host a new lease took would close a cycle
+            # with that lease, which locks the pages next).
+            hold_hosts(conn, self.db.dialect, [lease.host_id])
             lock_pages(conn, self.db.dialect, (), lease_id=lease_id)
             for stmt in (q.extend_lease, q.extend_host, q.extend_pages):
                 conn.execute(stmt, params)
@@ -1037,9 +1046,14 @@ class LeaseQueue:
         number of pages returned unfetched. Releasing twice is harmless.
         """
         when = now or utcnow()
-        return self.db.run_write(
-            lambda conn: self._release(conn, self._lease_row(conn, lease_id), host, when)
-        )
+
+        def work(conn: Connection) -> int:
+            lease = self._lease_row(conn, lease_id)
+            # The host held first, as a report and a finish hold it (see _release).
+            hold_hosts(conn, self.db.dialect, [lease.host_id])
+            return self._release(conn, lease, host, when)
+
+        return self.db.run_write(work)
 
     def _release(
         self, conn: Connection, lease: Row[Any], host: HostUpdate | None, now: datetime
@@ -1054,9 +1068,9 @@ class LeaseQueue:
             "next_fetch_at": update_.next_fetch_at,
         }
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
-        # The lease's pages locked first, in id order (as every writer of pages locks them;
-        # a finish has locked them already), then the host written, then the pages. Its
-        # ready time is
+        # The host held by the caller, the lease's pages locked in id order (as every writer
+        # of pages locks them; a finish has locked them already), then the host written,
+        # then the pages. Its ready time is
         # recomputed from its due times when no writer holds it, else set to the lower bound
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
         lock_pages(conn, self.db.dialect, (), lease_id=lease.id)

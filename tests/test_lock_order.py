@@ -222,3 +222,30 @@ def test_a_report_and_the_virtual_pages_gift_do_not_deadlock(pg: Database) -> No
     )
     assert deadlocks == []
     assert _cash(pg) == pytest.approx(2.0)  # the virtual page gave what it had
+
+
+def test_a_late_give_back_and_a_new_lease_of_the_host_do_not_deadlock(pg: Database) -> None:
+    """Lease A of a host expired; another worker's lease takes the host (locked) and the
+    pages again, while A's worker gives the host back. The give-back holds the host before
+    it locks its pages, so it waits for the new lease (or the lease skips the host); locking
+    the pages first, it then waited for the host while the lease waited for the pages."""
+    add_pages(pg, [(f"http://a.test/p{i}", "http://a.test") for i in range(3)], now=T0)
+    first = LeaseQueue(pg, LeasePolicy(lease_seconds=60))
+    (old,) = first.lease("w1", now=T0)
+    later = T0 + timedelta(minutes=2)  # the lease has expired
+    deadlocks = _deadlocks(pg)
+    _meet_at(pg, lambda s: "SKIP LOCKED" in s or "FOR NO KEY UPDATE" in s, before=False)
+    second = LeaseQueue(pg, LeasePolicy(lease_seconds=60))
+    found = _run_both(
+        lambda: second.lease("w2", now=later),
+        lambda: first.release(old.lease_id, now=later),
+    )
+    assert deadlocks == []
+    (leases,) = [f for f in found if isinstance(f, list)]
+    # The new lease took the pages, or (the give-back holding the host first) skipped the
+    # host, whose pages are then free for the next lease: none is lost either way.
+    if not leases:
+        leases = second.lease("w2", now=later + timedelta(hours=1))
+    assert sorted(p.page_id for lease in leases for p in lease.pages) == sorted(
+        p.page_id for p in old.pages
+    )
