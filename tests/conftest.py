@@ -108,6 +108,17 @@ def db(backend_url: str) -> Iterator[Database]:
         database.dispose()
 
 
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[Database]:
+    """An initialized store on PostgreSQL alone (concurrency that only PostgreSQL has)."""
+    database = open_database(pg_url, create=True)
+    upgrade_schema(database)
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say plainly whether the PostgreSQL half of the store suite ran."""
     if not _pg_checked:
