@@ -810,7 +810,9 @@ class LeaseQueue:
             outcome = self._report(
                 conn, lease, results, when, cash_split, found, lowered, gives_back=True
             )
-            return replace(outcome, discovered=added), self._release(conn, lease, host, when)
+            return replace(outcome, discovered=added), self._release(
+                conn, lease, host, when, pages_locked=True
+            )
 
         done = self.db.run_write(work)
         self._page_ids.remember(found)  # committed
@@ -1056,8 +1058,16 @@ class LeaseQueue:
         return self.db.run_write(work)
 
     def _release(
-        self, conn: Connection, lease: Row[Any], host: HostUpdate | None, now: datetime
+        self,
+        conn: Connection,
+        lease: Row[Any],
+        host: HostUpdate | None,
+        now: datetime,
+        *,
+        pages_locked: bool = False,
     ) -> int:
+        """Give the lease's host back (the caller holds the host; ``pages_locked``: a finish,
+        whose report locked the lease's pages already)."""
         if lease.released_at is not None:
             return 0
         q = self._sql
@@ -1073,7 +1083,8 @@ class LeaseQueue:
         # then the pages. Its ready time is
         # recomputed from its due times when no writer holds it, else set to the lower bound
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
-        lock_pages(conn, self.db.dialect, (), lease_id=lease.id)
+        if not pages_locked:
+            lock_pages(conn, self.db.dialect, (), lease_id=lease.id)
         exact = bool(take_hosts(conn, self.db.dialect, [lease.host_id]))
         conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})

@@ -100,18 +100,18 @@ def backend_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def db(backend_url: str) -> Iterator[Database]:
     """An initialized store on each backend in turn."""
-    database = open_database(backend_url, create=True)
-    upgrade_schema(database)
-    try:
-        yield database
-    finally:
-        database.dispose()
+    yield from _store(backend_url)
 
 
 @pytest.fixture
 def pg_store(pg_url: str) -> Iterator[Database]:
     """An initialized store on PostgreSQL alone (concurrency that only PostgreSQL has)."""
-    database = open_database(pg_url, create=True)
+    yield from _store(pg_url)
+
+
+def _store(url: str) -> Iterator[Database]:
+    """A store created and migrated at ``url``, its connections closed afterwards."""
+    database = open_database(url, create=True)
     upgrade_schema(database)
     try:
         yield database
