@@ -50,6 +50,7 @@ from store.page_schedule import NOTIFIED, page_schedule_finished
 from store.releases import (
     Candidates,
     PeriodWork,
+    drop_unrecorded,
     host_delays,
     is_released,
     new_page_candidates,
@@ -380,6 +381,9 @@ def release_period(
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")
+    # A failed earlier attempt's committed half, out of the queue before the read (which
+    # leaves queued pages out): the period is chosen again whole.
+    drop_unrecorded(db, work.plan_id, work.period)
     # Urgent crawls asked for during the previous period's span are charged to this one.
     urgent = urgent_requests_between(
         db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at

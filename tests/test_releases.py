@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import Counter
 from datetime import datetime, timedelta
@@ -606,3 +607,127 @@ def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(
         db, 1, 2, page_ids=ids, due_epoch_s=due, fetches=[*found.fetches, *fresh.fetches]
     ) == len(ids)
     assert _due(db) == {i: stored(s) for i, s in zip(ids, due, strict=True)}
+
+
+# -- PostgreSQL: a release split over two connections -------------------------------------------
+_SPLIT_CASES = [
+    test_quotas_met_exactly_most_overdue_first,
+    test_pages_changed_after_the_read_are_released_as_they_are_now,
+    test_concurrent_releases_release_once,
+    test_unleased_pages_of_an_earlier_period_are_carried_over,
+    test_a_queued_page_is_leased_once_and_unreported_pages_stay_queued,
+]
+
+
+def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every PostgreSQL release with keys split in two; the names of the threads that queued
+    a half (the second half's thread: ``crawlplan-release...``)."""
+    from store import releases
+
+    threads: list[str] = []
+    real = releases._pg_insert_keyed
+
+    def spy(*args: Any, **kwargs: Any) -> int:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(releases, "PG_SPLIT_PAGES", 2)
+    monkeypatch.setattr(releases, "_pg_insert_keyed", spy)
+    return threads
+
+
+@pytest.mark.parametrize("case", _SPLIT_CASES, ids=lambda case: case.__name__[5:])
+def test_a_split_release_does_what_one_transaction_does(
+    case: Any, pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the second half of every release queued on a second connection, the release
+    tests' assertions hold as they do in one transaction."""
+    threads = _split_everything(monkeypatch)
+    if "monkeypatch" in inspect.signature(case).parameters:
+        case(pg_store, monkeypatch)
+    else:
+        case(pg_store)
+    assert any(name.startswith("crawlplan-release") for name in threads)
+    assert any(not name.startswith("crawlplan-release") for name in threads)
+
+
+def test_a_split_release_that_fails_is_redone_whole(
+    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release fails after its second half committed: the period is not recorded and the
+    second half stays queued (chosen, not recorded); the next attempt deletes it and releases
+    the period whole, each page once. A second half that fails leaves nothing queued."""
+    from store import releases
+
+    db = pg_store
+    _split_everything(monkeypatch)
+    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(10)])
+    _fetched(db, "g", 2, [T0 - timedelta(hours=30 - i) for i in range(4)])
+    _plan(db, {2: 8})
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the release failed here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(releases, "lower_ready_from_queue", fails)
+        with pytest.raises(RuntimeError, match="failed here"):
+            release_period(db, now=T0)
+    with db.read() as conn:
+        assert conn.execute(select(PERIOD_RELEASES)).all() == []
+        orphans = conn.execute(select(RELEASED_PAGES.c.page_id)).scalars().all()
+    assert 0 < len(orphans) < 8  # the second half, committed on its own
+
+    summary = release_period(db, now=T0)
+    assert summary.status == "released" and summary.released == 8
+    assert summary.carried_over == 0  # the orphans were deleted, not carried over
+    with db.read() as conn:
+        queued = conn.execute(select(RELEASED_PAGES.c.page_id)).scalars().all()
+        (row,) = conn.execute(select(PERIOD_RELEASES)).all()
+    assert len(queued) == len(set(queued)) == 8 and row.pages == 8
+    assert set(ids[:4]) <= set(queued)  # the most overdue of host h (g's four are older)
+
+    # Period 2, with the second half failing: nothing of it is queued, then it is released.
+    real = releases._pg_insert_keyed
+
+    def second_fails(*args: Any, **kwargs: Any) -> int:
+        if threading.current_thread().name.startswith("crawlplan-release"):
+            raise RuntimeError("the second half failed")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(releases, "_pg_insert_keyed", second_fails)
+        with pytest.raises(RuntimeError, match="second half failed"):
+            release_period(db, now=T0 + DAY)
+    assert len(_due(db)) == 8
+    assert release_period(db, now=T0 + DAY).released == 6  # what was left: 14 - 8
+    assert len(_due(db)) == 14
+
+
+def test_a_split_release_retried_after_a_deadlock_counts_each_page_once(
+    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadlock after the second half committed: the transaction is retried, deletes that
+    half's rows first and queues both halves again, recording every page it queued."""
+    from store import releases
+
+    db = pg_store
+    _split_everything(monkeypatch)
+    _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(10)])
+    _plan(db, {2: 8})
+    real = releases.lower_ready_from_queue
+    calls: list[int] = []
+
+    def deadlocks_once(conn: Any, *args: Any) -> None:
+        calls.append(len(calls))
+        if len(calls) == 1:  # as PostgreSQL reports a deadlock (SQLSTATE 40P01)
+            conn.exec_driver_sql(
+                "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$"
+            )
+        real(conn, *args)
+
+    monkeypatch.setattr(releases, "lower_ready_from_queue", deadlocks_once)
+    summary = release_period(db, now=T0)
+    assert len(calls) == 2 and summary.released == 8
+    with db.read() as conn:
+        (row,) = conn.execute(select(PERIOD_RELEASES)).all()
+    assert row.pages == 8 and len(_due(db)) == 8
