@@ -616,23 +616,32 @@ _SPLIT_CASES = [
     test_concurrent_releases_release_once,
     test_unleased_pages_of_an_earlier_period_are_carried_over,
     test_a_queued_page_is_leased_once_and_unreported_pages_stay_queued,
+    test_a_failed_candidate_read_leaves_the_connection_usable,
 ]
+_SEVERAL_BUCKETS = (
+    test_quotas_met_exactly_most_overdue_first,
+    test_a_failed_candidate_read_leaves_the_connection_usable,
+)
 
 
 def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every PostgreSQL release with keys split in two; the names of the threads that queued
-    a half (the second half's thread: ``crawlplan-release...``)."""
+    """Every PostgreSQL candidate read of two buckets or more, and every release with keys,
+    split over two connections; the names of the threads that read a part or queued a half
+    (the second connection's: ``crawlplan-read...``, ``crawlplan-release...``)."""
     from store import releases
 
     threads: list[str] = []
-    real = releases._pg_insert_keyed
 
-    def spy(*args: Any, **kwargs: Any) -> int:
-        threads.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+    def spied(real: Any) -> Any:
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+
+        return spy
 
     monkeypatch.setattr(releases, "PG_SPLIT_PAGES", 2)
-    monkeypatch.setattr(releases, "_pg_insert_keyed", spy)
+    monkeypatch.setattr(releases, "_pg_insert_keyed", spied(releases._pg_insert_keyed))
+    monkeypatch.setattr(releases, "_pg_pipelined_rows", spied(releases._pg_pipelined_rows))
     return threads
 
 
@@ -640,15 +649,19 @@ def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_split_release_does_what_one_transaction_does(
     case: Any, pg_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the second half of every release queued on a second connection, the release
-    tests' assertions hold as they do in one transaction."""
+    """With candidates read, and the second half of every release queued, on a second
+    connection, the release tests' assertions hold as they do on one."""
     threads = _split_everything(monkeypatch)
     if "monkeypatch" in inspect.signature(case).parameters:
         case(pg_store, monkeypatch)
     else:
         case(pg_store)
-    assert any(name.startswith("crawlplan-release") for name in threads)
-    assert any(not name.startswith("crawlplan-release") for name in threads)
+    # Reads of two buckets or more split; releases split.
+    if case in _SEVERAL_BUCKETS:
+        assert any(name.startswith("crawlplan-read") for name in threads)
+    if case is not test_a_failed_candidate_read_leaves_the_connection_usable:
+        assert any(name.startswith("crawlplan-release") for name in threads)
+    assert any(not name.startswith("crawlplan-") for name in threads)
 
 
 def test_a_split_release_that_fails_is_redone_whole(
