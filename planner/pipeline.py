@@ -383,7 +383,7 @@ def release_period(
         return replace(done, status="not scheduled yet")
     # A failed earlier attempt's committed half, out of the queue before the read (which
     # leaves queued pages out): the period is chosen again whole.
-    drop_unrecorded(db, work.plan_id, work.period)
+    drop_unrecorded(db)
     # Urgent crawls asked for during the previous period's span are charged to this one.
     urgent = urgent_requests_between(
         db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at

@@ -10,7 +10,7 @@ chosen pages to the release queue (``released_pages``, with their release time, 
 validators, read from the candidate indexes' entries, which hold them, not from the table)
 and writes the ``period_releases`` row in one transaction (on PostgreSQL a large release
 queues its second half on a second connection at the same time, committed just before it:
-:func:`_pg_queue_keyed`). The primary key of
+:func:`_pg_queue_split`). The primary key of
 ``period_releases`` makes the release happen once: a second release of the same period, even
 one racing from another process, changes nothing. The lease queue takes released pages from
 ``released_pages`` by host and due time; a report of the page deletes its row.
@@ -37,12 +37,13 @@ import operator
 import sqlite3
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain, repeat
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, text, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
 from store.host_ready import hold_hosts, lower_ready_from_queue, refresh_ready
@@ -54,6 +55,7 @@ from store.models import (
     PLAN_PERIODS,
     QUOTAS,
     RELEASED_PAGES,
+    SPLIT_RELEASES,
 )
 from store.pages import insert_ignoring_conflicts, lock_pages
 from store.types import UTCDateTime, sqlite_text, utcnow
@@ -81,7 +83,7 @@ REFRESH_STATUSES = ("ok", "gone", "redirect")
 _HOST_CHUNK = 5_000
 #: PostgreSQL: a candidate read of at least this many rows, and a release of at least this
 #: many pages, run on two connections at once (two server processes, one core each: the
-#: work is the server's): :func:`_pg_candidate_rows`, :func:`_pg_queue_keyed`.
+#: work is the server's): :func:`_pg_candidate_rows`, :func:`_pg_queue_split`.
 PG_SPLIT_PAGES = 20_000
 
 
@@ -641,7 +643,9 @@ def queue_release(
     withdraw_ids: Sequence[int] = (),
     now: datetime | None = None,
 ) -> QueuedRelease | None:
-    """Release period ``period`` of plan ``plan_id``: one transaction, once.
+    """Release period ``period`` of plan ``plan_id``: one transaction, once (on PostgreSQL a
+    release of :data:`PG_SPLIT_PAGES` pages or more, keyed, each page once, queues its second
+    half on a second connection: :func:`_pg_queue_split`).
 
     Queues ``page_ids`` in ``released_pages`` with due times ``due_epoch_s`` (seconds since
     the epoch, one per page), clears ``next_due_at`` of ``withdraw_ids`` (and recomputes their
@@ -671,6 +675,20 @@ def queue_release(
     withdraw = list(map(int, withdraw_ids))
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
+    keyed = buckets is not None and keys is not None and None not in keys
+    chosen = (
+        _PgChosen.of(
+            ids,
+            secs,
+            counts,
+            list(map(int, buckets)) if keyed and buckets is not None else None,
+            list(keys) if keyed and keys is not None else None,
+        )
+        if db.dialect == "postgresql"
+        else None
+    )
+    repeats = len(set(ids)) < len(ids)
+    split = db.dialect == "postgresql" and keyed and not repeats and len(ids) >= PG_SPLIT_PAGES
 
     def work(conn: Connection) -> QueuedRelease | None:
         inserted = conn.execute(
@@ -681,14 +699,18 @@ def queue_release(
             return None
         if db.dialect == "postgresql":
             conn.exec_driver_sql(_PG_RELEASE_LOCK)
-            args = {"plan": plan_id, "period": period}
-            if conn.execute(_PG_UNRECORDED_FOUND, args).first() is not None:
-                # An earlier attempt's second half (a retry after a deadlock): deleted by a
-                # transaction of its own, committed before this one queues the pages again
-                # (a deletion of this one's would hide them from its second half).
-                drop_unrecorded(db, plan_id, period, locked=True)
+            if conn.execute(_PG_SPLIT_FOUND).first() is not None:
+                # A failed release's committed second half (this one's, when retried after
+                # a deadlock): deleted first. A split release deletes it in a transaction
+                # of its own, committed before it queues (a deletion of this transaction's
+                # would hide those pages from its own second half).
+                if spare is None:
+                    conn.execute(_PG_DROP_UNRECORDED)
+                else:
+                    with spare.begin():
+                        spare.execute(_PG_DROP_UNRECORDED)
         carried = int(conn.execute(queued).scalar_one())
-        if db.dialect == "postgresql":
+        if chosen is not None:
             # Withdrawn pages by id through the primary key, never a hash join over a scan of
             # the whole table.
             conn.exec_driver_sql(PG_BY_ID)
@@ -699,25 +721,15 @@ def queue_release(
                 hold_hosts(conn, db.dialect, owners)
                 lock_pages(conn, db.dialect, withdraw)  # in id order, as every page writer
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
-            repeats = len(set(ids)) < len(ids)
-            if buckets is not None and keys is not None and None not in keys:
-                count = _pg_queue_keyed(
-                    db,
-                    conn,
-                    ids,
-                    secs,
-                    counts,
-                    list(map(int, buckets)),
-                    list(keys),
-                    plan_id,
-                    period,
-                    when,
-                    repeats,
-                )
+            if spare is not None:
+                count = _pg_queue_split(conn, spare, chosen, plan_id, period, when)
+            elif keyed:
+                params = chosen.params(plan_id, period, when)
+                count = _pg_insert_keyed(conn, params, len(ids), repeats)
             else:
-                params = _pg_params(ids, secs, counts, plan_id, period, when)
                 statement = _PG_QUEUE_REPEATS if repeats else _PG_QUEUE
                 conn.exec_driver_sql(_PG_QUEUE_PLAN)
+                params = chosen.params(plan_id, period, when)
                 count = int(conn.execute(statement, params).rowcount or 0)
         else:
             owners = _owners(conn, db.dialect, withdraw)
@@ -737,79 +749,128 @@ def queue_release(
         )
         return QueuedRelease(released=count, carried_over=carried)
 
-    with gc_paused():
+    with ExitStack() as stack, gc_paused():
+        # A split release's second connection, taken from the pool before the release holds
+        # any lock: waiting for it then holds up no one (taken under the release's locks, it
+        # could wait for connections held by requests waiting on those locks).
+        spare = stack.enter_context(db.engine.connect()) if split else None
         return db.run_write(work)
 
 
-#: Queue rows of a period whose release is not recorded: a split release's second half,
-#: committed, whose first half then failed (:func:`_pg_queue_keyed`).
-_PG_UNRECORDED_FOUND = text(
-    "SELECT 1 FROM released_pages WHERE plan_id = :plan AND period = :period LIMIT 1"
-)
+#: A failed split release's committed second half (:func:`_pg_queue_split`), if any.
+_PG_SPLIT_FOUND = text("SELECT 1 FROM split_releases LIMIT 1")
+#: Delete the queue rows of every failed split release, and their marks (under the release
+#: lock: a split release running now has committed or not started). A scan of the queue,
+#: run only when a release failed after its second half committed.
 _PG_DROP_UNRECORDED = text(
-    "DELETE FROM released_pages WHERE plan_id = :plan AND period = :period AND NOT EXISTS "
-    "(SELECT 1 FROM period_releases WHERE plan_id = :plan AND period = :period)"
+    """
+    WITH failed AS (DELETE FROM split_releases RETURNING plan_id, period)
+    DELETE FROM released_pages r USING failed f
+    WHERE r.plan_id = f.plan_id AND r.period = f.period
+    """
 )
+_PG_SPLIT_MARK = insert(SPLIT_RELEASES)
+_PG_SPLIT_DONE = text("DELETE FROM split_releases WHERE plan_id = :plan AND period = :period")
+#: The second half waits at most this long for a lock: a lock request queued behind the
+#: release's locks (DDL, ``LOCK TABLE``) would otherwise make it wait for a release that
+#: waits for it, a deadlock PostgreSQL cannot see (it spans two connections and a thread).
+_PG_SECOND_HALF_LOCKS = "SET LOCAL lock_timeout = '10s'"
 
 
-def drop_unrecorded(db: Database, plan_id: int, period: int, *, locked: bool = False) -> int:
-    """Delete the queue rows of period ``period`` of plan ``plan_id`` left by a release of it
-    that failed after its second half committed (:func:`_pg_queue_keyed`), in a transaction
-    of its own; the number deleted. Run before the period's candidates are read (they leave
-    queued pages out), and by a retried release.
-
-    Under the release lock (``locked``: the caller's release holds it and the period's
-    uncommitted ``period_releases`` row): a release of the period running now has committed
-    (recorded, its rows kept) or not started when this looks. SQLite releases in one
-    transaction: 0.
+def drop_unrecorded(db: Database) -> int:
+    """Delete the queue rows of every PostgreSQL release that failed after its second half
+    committed (:func:`_pg_queue_split`); the number deleted. Run before a period's
+    candidates are read (they leave queued pages out), so that the period is chosen again
+    whole. A probe of a table empty but for those failures; the release lock only when it
+    finds one. SQLite releases in one transaction: 0.
     """
     if db.dialect != "postgresql":
         return 0
-    args = {"plan": plan_id, "period": period}
+    with db.read() as conn:
+        if conn.execute(_PG_SPLIT_FOUND).first() is None:
+            return 0
     with db.write() as conn:
-        if not locked:
-            conn.exec_driver_sql(_PG_RELEASE_LOCK)
-        return int(conn.execute(_PG_DROP_UNRECORDED, args).rowcount or 0)
+        conn.exec_driver_sql(_PG_RELEASE_LOCK)
+        return int(conn.execute(_PG_DROP_UNRECORDED).rowcount or 0)
 
 
-def _pg_params(
-    ids: list[int], secs: list[float], counts: list[int], plan: int, period: int, when: datetime
-) -> dict[str, Any]:
-    """The statement parameters of the chosen pages ``ids``. Arrays sent as text literals
-    (``repr`` of a float is exact): much faster than adapting 100,000 Python numbers one by
-    one."""
-    return {
-        "ids": _array(ids),
-        "due_us": _array(_micros_since_epoch(secs)),
-        "fetches": _array(counts),
-        "now": when,
-        "plan": plan,
-        "period": period,
-    }
+@dataclass(frozen=True)
+class _PgChosen:
+    """The chosen pages as PostgreSQL's queue statements take them, one entry per page in
+    each list: id, due time (whole microseconds since the epoch, rounded as SQLite's release
+    stores it), fetch count and, when ``keyed``, candidate bucket (-1: a new page), index key
+    (a refresh candidate's ``scheduled_at`` in microseconds, 0 for a new page) and cash (a
+    new page's key, 0.0 for a refresh candidate)."""
 
+    ids: list[int]
+    due_us: list[int]
+    fetches: list[int]
+    keyed: bool
+    buckets: list[int]
+    keys: list[int]
+    cash: list[float]
 
-def _pg_keyed_params(
-    ids: list[int],
-    secs: list[float],
-    counts: list[int],
-    buckets: list[int],
-    keys: list[Any],
-    plan: int,
-    period: int,
-    when: datetime,
-) -> dict[str, Any]:
-    """:func:`_pg_params` plus each page's candidate bucket and index key: a refresh
-    candidate's key (microseconds), a new page's cash, 0 for the other kind."""
-    return _pg_params(ids, secs, counts, plan, period, when) | {
-        "buckets": _array(buckets),
-        "keys": _array([0 if b < 0 else int(k) for b, k in zip(buckets, keys, strict=True)]),
-        "cash": _array([float(k) if b < 0 else 0.0 for b, k in zip(buckets, keys, strict=True)]),
-    }
+    @classmethod
+    def of(
+        cls,
+        ids: list[int],
+        secs: list[float],
+        fetches: list[int],
+        buckets: list[int] | None,
+        keys: list[Any] | None,
+    ) -> _PgChosen:
+        if buckets is None or keys is None:
+            return cls(ids, _micros_since_epoch(secs), fetches, False, [], [], [])
+        pairs = list(zip(buckets, keys, strict=True))
+        return cls(
+            ids,
+            _micros_since_epoch(secs),
+            fetches,
+            True,
+            buckets,
+            [0 if b < 0 else int(k) for b, k in pairs],
+            [float(k) if b < 0 else 0.0 for b, k in pairs],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def part(self, start: int, stop: int) -> _PgChosen:
+        """Pages ``start`` to ``stop`` (excluded)."""
+        cut = slice(start, stop)
+        return _PgChosen(
+            self.ids[cut],
+            self.due_us[cut],
+            self.fetches[cut],
+            self.keyed,
+            self.buckets[cut],
+            self.keys[cut],
+            self.cash[cut],
+        )
+
+    def params(self, plan: int, period: int, when: datetime) -> dict[str, Any]:
+        """The statement parameters. Arrays sent as text literals (``repr`` of a float is
+        exact): much faster than adapting 100,000 Python numbers one by one."""
+        params: dict[str, Any] = {
+            "ids": _array(self.ids),
+            "due_us": _array(self.due_us),
+            "fetches": _array(self.fetches),
+            "now": when,
+            "plan": plan,
+            "period": period,
+        }
+        if self.keyed:
+            params |= {
+                "buckets": _array(self.buckets),
+                "keys": _array(self.keys),
+                "cash": _array(self.cash),
+            }
+        return params
 
 
 def _pg_insert_keyed(conn: Connection, params: dict[str, Any], pages: int, repeats: bool) -> int:
-    """Queue the pages of ``params`` (``pages`` of them) by their index entries, then those
-    not found there by id; the number queued."""
+    """Queue the pages of ``params`` (:meth:`_PgChosen.params`, keyed; ``pages`` of them) by
+    their index entries, then those not found there by id; the number queued."""
     conn.exec_driver_sql(_PG_BY_INDEX_PLAN)
     conn.exec_driver_sql(_PG_SORT_MEMORY)
     count = int(conn.execute(_pg_statement(_PG_QUEUE_BY_INDEX_SQL, repeats), params).rowcount or 0)
@@ -820,55 +881,54 @@ def _pg_insert_keyed(conn: Connection, params: dict[str, Any], pages: int, repea
     return count
 
 
-def _pg_queue_keyed(
-    db: Database,
+def _pg_queue_split(
     conn: Connection,
-    ids: list[int],
-    secs: list[float],
-    counts: list[int],
-    buckets: list[int],
-    keys: list[Any],
+    spare: Connection,
+    chosen: _PgChosen,
     plan: int,
     period: int,
     when: datetime,
-    repeats: bool,
 ) -> int:
-    """Queue the chosen pages (PostgreSQL, keys given) in the release's transaction ``conn``;
-    the number queued.
+    """Queue the chosen pages (PostgreSQL, keyed, each page once) on two connections at
+    once; the number queued.
 
-    A release of :data:`PG_SPLIT_PAGES` pages or more (each page once) gives its second half
-    to a second connection, which queues it at the same time in a transaction of its own and
-    commits before the release does: the insert is the server's work, and two server
-    processes do it on two cores (0.49 s against 0.68 s for 100,000 pages). What that gives
-    up: the second half is visible before the release commits (its hosts' ready times are
-    lowered by the release, so leases pick them up when it commits), and when the release
-    then fails, its second half stays queued, chosen by the plan but not recorded: the
-    period's next attempt, or the transaction's retry, deletes it first
-    (:func:`drop_unrecorded`). Releases stay serialized: the second half commits before the
-    release, whose lock it works under. A page given twice keeps the release whole (both
-    halves would queue it).
+    The first half goes in the release's transaction ``conn``; the second half on ``spare``,
+    in a transaction of its own that also marks the period in ``split_releases`` and commits
+    before the release does, which deletes the mark. The insert is the server's work, and
+    two server processes do it on two cores (0.40 to 0.44 s a half, against 0.68 s for
+    100,000 pages on one connection). Releases stay serialized: the second half works under
+    the release's lock and commits before the release does.
+
+    What that gives up. The second half is visible from its commit on: a lease may hand its
+    pages out before the release commits, on hosts already ready (their ``ready_at`` set by
+    work carried over; the other hosts' are lowered by the release itself). When the release
+    then fails, the second half stays queued, chosen but not recorded, and the mark stays:
+    the release's retry, or the next release, deletes those rows first
+    (:func:`drop_unrecorded`), and the period is chosen again whole. A page leased from them
+    meanwhile is not queued again while its lease lives (the release leaves leased pages
+    out), nor once reported (its fetch count changed); only an unreported page whose lease
+    expired before the period is released again is fetched twice, as any expired lease's.
     """
-    n = len(ids)
-    if n < PG_SPLIT_PAGES or repeats:
-        params = _pg_keyed_params(ids, secs, counts, buckets, keys, plan, period, when)
-        return _pg_insert_keyed(conn, params, n, repeats)
+    n = len(chosen)
     half = n // 2
-    second = _pg_keyed_params(
-        ids[half:], secs[half:], counts[half:], buckets[half:], keys[half:], plan, period, when
-    )
+    second = chosen.part(half, n).params(plan, period, when)
+    mark = {"plan_id": plan, "period": period}
 
     def queue_second() -> int:
-        with db.write() as other:
-            return _pg_insert_keyed(other, second, n - half, False)
+        with spare.begin():
+            spare.exec_driver_sql(_PG_SECOND_HALF_LOCKS)
+            count = _pg_insert_keyed(spare, second, n - half, False)
+            spare.execute(_PG_SPLIT_MARK, mark)
+            return count
 
     # Leaving the block waits for the second half, whatever happened to the first.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlplan-release") as pool:
         pending = pool.submit(queue_second)
-        first = _pg_keyed_params(
-            ids[:half], secs[:half], counts[:half], buckets[:half], keys[:half], plan, period, when
-        )
+        first = chosen.part(0, half).params(plan, period, when)
         count = _pg_insert_keyed(conn, first, half, False)
-    return count + pending.result()
+    count += pending.result()
+    conn.execute(_PG_SPLIT_DONE, {"plan": plan, "period": period})
+    return count
 
 
 _SQLITE_OWNERS = (

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from collections import Counter
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
@@ -27,7 +29,7 @@ from store import (
     publish_plan,
     recompute_ready,
 )
-from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES
+from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES, SPLIT_RELEASES
 from store.page_schedule import finish_page_schedule
 from store.releases import release_pages
 from store.urgent import URGENT_DUE
@@ -529,10 +531,11 @@ def test_a_failed_candidate_read_leaves_the_connection_usable(
     monkeypatch.undo()
     found = releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
     assert (found[3].page_id, found[4].page_id) == ([page], [])
-    if db.dialect == "postgresql":
-        with db.read() as conn:
-            raw = conn.connection.driver_connection
-            assert raw._pipeline is None  # type: ignore[union-attr]
+    if db.dialect == "postgresql":  # every pooled connection (a split read uses two)
+        with ExitStack() as stack:
+            for _ in range(db.engine.pool.checkedin()):  # type: ignore[attr-defined]
+                raw = stack.enter_context(db.read()).connection.driver_connection
+                assert raw._pipeline is None  # type: ignore[union-attr]
     assert release_pages(db, 1, 1, page_ids=[page], due_epoch_s=[T0.timestamp()], fetches=[1]) == 1
 
 
@@ -617,6 +620,7 @@ _SPLIT_CASES = [
     test_unleased_pages_of_an_earlier_period_are_carried_over,
     test_a_queued_page_is_leased_once_and_unreported_pages_stay_queued,
     test_a_failed_candidate_read_leaves_the_connection_usable,
+    test_due_times_are_stored_to_the_microsecond_by_key_and_by_id,
 ]
 _SEVERAL_BUCKETS = (
     test_quotas_met_exactly_most_overdue_first,
@@ -624,17 +628,18 @@ _SEVERAL_BUCKETS = (
 )
 
 
-def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """Every PostgreSQL candidate read of two buckets or more, and every release with keys,
-    split over two connections; the names of the threads that read a part or queued a half
-    (the second connection's: ``crawlplan-read...``, ``crawlplan-release...``)."""
+    split over two connections; ``(function, thread name)`` of each part read
+    (``_pg_pipelined_rows``) and each half queued (``_pg_insert_keyed``). The second
+    connection's threads are named ``crawlplan-read...`` and ``crawlplan-release...``."""
     from store import releases
 
-    threads: list[str] = []
+    calls: list[tuple[str, str]] = []
 
     def spied(real: Any) -> Any:
         def spy(*args: Any, **kwargs: Any) -> Any:
-            threads.append(threading.current_thread().name)
+            calls.append((real.__name__, threading.current_thread().name))
             return real(*args, **kwargs)
 
         return spy
@@ -642,7 +647,15 @@ def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(releases, "PG_SPLIT_PAGES", 2)
     monkeypatch.setattr(releases, "_pg_insert_keyed", spied(releases._pg_insert_keyed))
     monkeypatch.setattr(releases, "_pg_pipelined_rows", spied(releases._pg_pipelined_rows))
-    return threads
+    return calls
+
+
+def _on_threads(calls: list[tuple[str, str]], function: str, prefix: str) -> tuple[int, int]:
+    """How many calls of ``function`` ran on the caller's threads, and on threads named
+    ``prefix...``."""
+    threads = [name for f, name in calls if f == function]
+    there = sum(name.startswith(prefix) for name in threads)
+    return len(threads) - there, there
 
 
 @pytest.mark.parametrize("case", _SPLIT_CASES, ids=lambda case: case.__name__[5:])
@@ -650,26 +663,59 @@ def test_a_split_release_does_what_one_transaction_does(
     case: Any, pg_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With candidates read, and the second half of every release queued, on a second
-    connection, the release tests' assertions hold as they do on one."""
-    threads = _split_everything(monkeypatch)
+    connection, the release tests' assertions hold as they do on one, and every split
+    release's mark is gone once it committed."""
+    calls = _split_everything(monkeypatch)
     if "monkeypatch" in inspect.signature(case).parameters:
         case(pg_store, monkeypatch)
     else:
         case(pg_store)
-    # Reads of two buckets or more split; releases split.
-    if case in _SEVERAL_BUCKETS:
-        assert any(name.startswith("crawlplan-read") for name in threads)
-    if case is not test_a_failed_candidate_read_leaves_the_connection_usable:
-        assert any(name.startswith("crawlplan-release") for name in threads)
-    assert any(not name.startswith("crawlplan-") for name in threads)
+    # A split read or release does its first part on the calling thread, its second on the
+    # second connection's.
+    here, there = _on_threads(calls, "_pg_pipelined_rows", "crawlplan-read")
+    assert here >= there and (there > 0) == (case in _SEVERAL_BUCKETS)
+    here, there = _on_threads(calls, "_pg_insert_keyed", "crawlplan-release")
+    assert here >= there
+    assert (there > 0) == (case is not test_a_failed_candidate_read_leaves_the_connection_usable)
+    with pg_store.read() as conn:
+        assert conn.execute(select(SPLIT_RELEASES)).all() == []
 
 
+def _first_half_fails_while_the_second_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store import releases
+
+    real = releases._pg_insert_keyed
+
+    def first_fails(*args: Any, **kwargs: Any) -> int:
+        if not threading.current_thread().name.startswith("crawlplan-release"):
+            raise RuntimeError("the release failed here")
+        time.sleep(0.3)  # still queuing when the first half fails
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(releases, "_pg_insert_keyed", first_fails)
+
+
+def _release_fails_after_both_halves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store import releases
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the release failed here")
+
+    monkeypatch.setattr(releases, "lower_ready_from_queue", fails)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [_release_fails_after_both_halves, _first_half_fails_while_the_second_runs],
+    ids=["after both halves", "first half while the second runs"],
+)
 def test_a_split_release_that_fails_is_redone_whole(
-    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+    failure: Any, pg_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The release fails after its second half committed: the period is not recorded and the
-    second half stays queued (chosen, not recorded); the next attempt deletes it and releases
-    the period whole, each page once. A second half that fails leaves nothing queued."""
+    second half stays queued (chosen, not recorded) and marked; the next attempt deletes it
+    and releases the period whole, each page once. A second half that fails leaves nothing
+    queued."""
     from store import releases
 
     db = pg_store
@@ -678,17 +724,15 @@ def test_a_split_release_that_fails_is_redone_whole(
     _fetched(db, "g", 2, [T0 - timedelta(hours=30 - i) for i in range(4)])
     _plan(db, {2: 8})
 
-    def fails(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("the release failed here")
-
     with monkeypatch.context() as patch:
-        patch.setattr(releases, "lower_ready_from_queue", fails)
+        failure(patch)
         with pytest.raises(RuntimeError, match="failed here"):
             release_period(db, now=T0)
     with db.read() as conn:
         assert conn.execute(select(PERIOD_RELEASES)).all() == []
         orphans = conn.execute(select(RELEASED_PAGES.c.page_id)).scalars().all()
-    assert 0 < len(orphans) < 8  # the second half, committed on its own
+        assert conn.execute(select(SPLIT_RELEASES)).all() == [(1, 1)]
+    assert len(orphans) == 4  # the second half, committed on its own
 
     summary = release_period(db, now=T0)
     assert summary.status == "released" and summary.released == 8
@@ -696,6 +740,7 @@ def test_a_split_release_that_fails_is_redone_whole(
     with db.read() as conn:
         queued = conn.execute(select(RELEASED_PAGES.c.page_id)).scalars().all()
         (row,) = conn.execute(select(PERIOD_RELEASES)).all()
+        assert conn.execute(select(SPLIT_RELEASES)).all() == []
     assert len(queued) == len(set(queued)) == 8 and row.pages == 8
     assert set(ids[:4]) <= set(queued)  # the most overdue of host h (g's four are older)
 
@@ -744,3 +789,98 @@ def test_a_split_release_retried_after_a_deadlock_counts_each_page_once(
     with db.read() as conn:
         (row,) = conn.execute(select(PERIOD_RELEASES)).all()
     assert row.pages == 8 and len(_due(db)) == 8
+
+
+def test_a_failed_split_release_of_any_period_is_undone_by_the_next_release(
+    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release of another period (here the next one, queued directly: no read before it)
+    deletes the failed release's committed half and its mark first, whatever its period."""
+    from store import releases
+
+    db = pg_store
+    _split_everything(monkeypatch)
+    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
+    _plan(db, {2: 8})
+    with monkeypatch.context() as patch:
+        _release_fails_after_both_halves(patch)
+        with pytest.raises(RuntimeError, match="failed here"):
+            release_period(db, now=T0)
+    assert len(_due(db)) == 4
+    with db.read() as conn:
+        fetches = conn.execute(select(PAGES.c.fetches).order_by(PAGES.c.id)).scalars().all()
+    done = releases.queue_release(
+        db,
+        1,
+        2,
+        page_ids=ids[:2],
+        due_epoch_s=[(T0 + DAY).timestamp()] * 2,
+        fetches=fetches[:2],
+        buckets=[2, 2],
+        keys=[None, None],  # no keys: by id, one transaction
+        now=T0 + DAY,
+    )
+    assert done is not None and (done.released, done.carried_over) == (2, 0)
+    with db.read() as conn:
+        assert conn.execute(select(SPLIT_RELEASES)).all() == []
+        rows = conn.execute(select(RELEASED_PAGES.c.page_id, RELEASED_PAGES.c.period)).all()
+    assert sorted(rows) == [(ids[0], 2), (ids[1], 2)]
+
+
+def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_own(
+    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DDL queued on the queue table behind the release's lock, before the second half asks
+    for its own: the second half would wait for the DDL, the DDL for the release, and the
+    release for its second half, a cycle PostgreSQL cannot see (a thread is in it). The second
+    half's lock timeout breaks it: the release fails, nothing of it stays, the DDL goes on,
+    and the period is released afterwards."""
+    from sqlalchemy.exc import OperationalError
+
+    from store import releases
+
+    db = pg_store
+    calls = _split_everything(monkeypatch)
+    _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
+    _plan(db, {2: 8})
+    monkeypatch.setattr(releases, "_PG_SECOND_HALF_LOCKS", "SET LOCAL lock_timeout = '300ms'")
+    real = releases._pg_insert_keyed
+    queued = threading.Event()
+    ddl_done: list[bool] = []
+
+    def ddl() -> None:
+        with db.write() as conn:
+            conn.exec_driver_sql("LOCK TABLE released_pages IN ACCESS EXCLUSIVE MODE")
+        ddl_done.append(True)
+
+    def after_the_ddl(conn: Any, *args: Any) -> int:
+        if threading.current_thread().name.startswith("crawlplan-release"):
+            assert queued.wait(10)
+        else:  # the release, holding its lock on released_pages: the DDL queues behind it
+            threading.Thread(target=ddl, daemon=True).start()
+            with db.read() as probe:
+                for _ in range(500):
+                    waiting = probe.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND starts_with(query, 'LOCK TABLE released_pages')"
+                    ).scalar_one()
+                    if waiting:
+                        break
+                    time.sleep(0.01)
+            assert waiting
+            queued.set()
+        return real(conn, *args)
+
+    monkeypatch.setattr(releases, "_pg_insert_keyed", after_the_ddl)
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="lock timeout"):
+        release_period(db, now=T0)
+    assert time.monotonic() - started < 30  # not a pool or statement timeout's 30 s
+    for _ in range(500):
+        if ddl_done:
+            break
+        time.sleep(0.01)
+    assert ddl_done and _due(db) == {}
+    monkeypatch.setattr(releases, "_pg_insert_keyed", real)
+    assert release_period(db, now=T0).released == 8
+    assert _on_threads(calls, "_pg_insert_keyed", "crawlplan-release") == (2, 2)
