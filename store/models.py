@@ -398,7 +398,7 @@ class SplitRelease(Base):
 
     A large release queues its second half on a second connection, in a transaction of its
     own that inserts this row and commits just before the release's transaction, which
-    deletes the row (:func:`store.releases._pg_queue_keyed`). A row that stays marks a
+    deletes the row (:func:`store.releases._pg_queue_split`). A row that stays marks a
     release that failed after its second half committed: its rows in ``released_pages`` are
     not recorded in ``period_releases``, and the next release of any period (or the failed
     release's retry) deletes them first (:func:`store.releases.drop_unrecorded`). Empty but

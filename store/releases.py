@@ -630,6 +630,7 @@ def _sqlite_fill_chosen(conn: Connection, values: list[Any]) -> None:
         cursor.close()
 
 
+@gc_paused()  # while it builds the chosen pages' columns too
 def queue_release(
     db: Database,
     plan_id: int,
@@ -749,7 +750,7 @@ def queue_release(
         )
         return QueuedRelease(released=count, carried_over=carried)
 
-    with ExitStack() as stack, gc_paused():
+    with ExitStack() as stack:
         # A split release's second connection, taken from the pool before the release holds
         # any lock: waiting for it then holds up no one (taken under the release's locks, it
         # could wait for connections held by requests waiting on those locks).
