@@ -678,13 +678,7 @@ def queue_release(
     queued = select(func.count()).select_from(RELEASED_PAGES)
     keyed = buckets is not None and keys is not None and None not in keys
     chosen = (
-        _PgChosen.of(
-            ids,
-            secs,
-            counts,
-            list(map(int, buckets)) if keyed and buckets is not None else None,
-            list(keys) if keyed and keys is not None else None,
-        )
+        _PgChosen.of(ids, secs, counts, *((buckets, keys) if keyed else (None, None)))
         if db.dialect == "postgresql"
         else None
     )
@@ -817,18 +811,18 @@ class _PgChosen:
         ids: list[int],
         secs: list[float],
         fetches: list[int],
-        buckets: list[int] | None,
-        keys: list[Any] | None,
+        buckets: Sequence[int] | None,
+        keys: Sequence[Any] | None,
     ) -> _PgChosen:
         if buckets is None or keys is None:
             return cls(ids, _micros_since_epoch(secs), fetches, False, [], [], [])
-        pairs = list(zip(buckets, keys, strict=True))
+        pairs = list(zip(map(int, buckets), keys, strict=True))
         return cls(
             ids,
             _micros_since_epoch(secs),
             fetches,
             True,
-            buckets,
+            [b for b, _ in pairs],
             [0 if b < 0 else int(k) for b, k in pairs],
             [float(k) if b < 0 else 0.0 for b, k in pairs],
         )
