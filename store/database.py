@@ -336,6 +336,10 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
     else:
         # Crawler workers run a thread per leased host; their reports are short transactions.
         kwargs.update(pool_pre_ping=True, pool_size=8, max_overflow=16)
+        # The store's transactions are written for READ COMMITTED (each statement sees what
+        # committed before it: a split release sees its second half), whatever the server's
+        # default_transaction_isolation says.
+        kwargs["isolation_level"] = "READ COMMITTED"
         kwargs["connect_args"] = {"connect_timeout": 10, "application_name": "crawlplan"}
         engine = create_engine(url, **kwargs)
     try:

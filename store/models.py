@@ -401,7 +401,8 @@ class SplitRelease(Base):
     deletes the row (:func:`store.releases._pg_queue_split`). A row that stays marks a
     release that failed after its second half committed: its rows in ``released_pages`` are
     not recorded in ``period_releases``, and the next release of any period (or the failed
-    release's retry) deletes them first (:func:`store.releases.drop_unrecorded`). Empty but
+    release's retry) deletes them first (:func:`store.releases.drop_unrecorded`, or the
+    release itself under its lock). Empty but
     for those moments; SQLite never uses it.
     """
 

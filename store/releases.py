@@ -9,7 +9,7 @@ planning logic and lives in ``planner.selection``); :func:`queue_release` then a
 chosen pages to the release queue (``released_pages``, with their release time, URL and
 validators, read from the candidate indexes' entries, which hold them, not from the table)
 and writes the ``period_releases`` row in one transaction (on PostgreSQL a large release
-queues its second half on a second connection at the same time, committed just before it:
+queues its second half on a second connection at the same time, committed before it:
 :func:`_pg_queue_split`). The primary key of
 ``period_releases`` makes the release happen once: a second release of the same period, even
 one racing from another process, changes nothing. The lease queue takes released pages from
@@ -676,14 +676,13 @@ def queue_release(
     withdraw = list(map(int, withdraw_ids))
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
-    keyed = buckets is not None and keys is not None and None not in keys
-    chosen = (
-        _PgChosen.of(ids, secs, counts, *((buckets, keys) if keyed else (None, None)))
-        if db.dialect == "postgresql"
-        else None
-    )
-    repeats = len(set(ids)) < len(ids)
-    split = db.dialect == "postgresql" and keyed and not repeats and len(ids) >= PG_SPLIT_PAGES
+    chosen: _PgChosen | None = None
+    keyed = repeats = split = False
+    if db.dialect == "postgresql":
+        keyed = buckets is not None and keys is not None and None not in keys
+        chosen = _PgChosen.of(ids, secs, counts, *((buckets, keys) if keyed else (None, None)))
+        repeats = len(set(ids)) < len(ids)
+        split = keyed and not repeats and len(ids) >= PG_SPLIT_PAGES
 
     def work(conn: Connection) -> QueuedRelease | None:
         inserted = conn.execute(
@@ -703,6 +702,7 @@ def queue_release(
                     conn.execute(_PG_DROP_UNRECORDED)
                 else:
                     with spare.begin():
+                        spare.exec_driver_sql(_PG_SPARE_LOCKS)
                         spare.execute(_PG_DROP_UNRECORDED)
         carried = int(conn.execute(queued).scalar_one())
         if chosen is not None:
@@ -766,10 +766,12 @@ _PG_DROP_UNRECORDED = text(
 )
 _PG_SPLIT_MARK = insert(SPLIT_RELEASES)
 _PG_SPLIT_DONE = text("DELETE FROM split_releases WHERE plan_id = :plan AND period = :period")
-#: The second half waits at most this long for a lock: a lock request queued behind the
-#: release's locks (DDL, ``LOCK TABLE``) would otherwise make it wait for a release that
-#: waits for it, a deadlock PostgreSQL cannot see (it spans two connections and a thread).
-_PG_SECOND_HALF_LOCKS = "SET LOCAL lock_timeout = '10s'"
+#: A split release's second connection waits at most this long for each lock: a lock
+#: request queued behind the release's locks (DDL, ``LOCK TABLE``) would otherwise make it
+#: wait for a release that waits for it, a deadlock PostgreSQL cannot see (it spans two
+#: connections and a thread). The release then fails with SQLSTATE 55P03 (not retried: the
+#: period's next attempt releases it).
+_PG_SPARE_LOCKS = "SET LOCAL lock_timeout = '10s'"
 
 
 def drop_unrecorded(db: Database) -> int:
@@ -911,7 +913,7 @@ def _pg_queue_split(
 
     def queue_second() -> int:
         with spare.begin():
-            spare.exec_driver_sql(_PG_SECOND_HALF_LOCKS)
+            spare.exec_driver_sql(_PG_SPARE_LOCKS)
             count = _pg_insert_keyed(spare, second, n - half, False)
             spare.execute(_PG_SPLIT_MARK, mark)
             return count
@@ -922,7 +924,9 @@ def _pg_queue_split(
         first = chosen.part(0, half).params(plan, period, when)
         count = _pg_insert_keyed(conn, first, half, False)
     count += pending.result()
-    conn.execute(_PG_SPLIT_DONE, {"plan": plan, "period": period})
+    if conn.execute(_PG_SPLIT_DONE, {"plan": plan, "period": period}).rowcount != 1:
+        # Its mark would outlive the release, and the next release delete its pages.
+        raise RuntimeError("a split release must see its second half: run at READ COMMITTED")
     return count
 
 

@@ -650,6 +650,11 @@ def _split_everything(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return calls
 
 
+def _split_marks(db: Database) -> list[Any]:
+    with db.read() as conn:
+        return list(conn.execute(select(SPLIT_RELEASES)).all())
+
+
 def _on_threads(calls: list[tuple[str, str]], function: str, prefix: str) -> tuple[int, int]:
     """How many calls of ``function`` ran on the caller's threads, and on threads named
     ``prefix...``."""
@@ -756,9 +761,9 @@ def test_a_split_release_that_fails_is_redone_whole(
         patch.setattr(releases, "_pg_insert_keyed", second_fails)
         with pytest.raises(RuntimeError, match="second half failed"):
             release_period(db, now=T0 + DAY)
-    assert len(_due(db)) == 8
+    assert len(_due(db)) == 8 and _split_marks(db) == []  # the failed half's mark too
     assert release_period(db, now=T0 + DAY).released == 6  # what was left: 14 - 8
-    assert len(_due(db)) == 14
+    assert len(_due(db)) == 14 and _split_marks(db) == []
 
 
 def test_a_split_release_retried_after_a_deadlock_counts_each_page_once(
@@ -788,7 +793,7 @@ def test_a_split_release_retried_after_a_deadlock_counts_each_page_once(
     assert len(calls) == 2 and summary.released == 8
     with db.read() as conn:
         (row,) = conn.execute(select(PERIOD_RELEASES)).all()
-    assert row.pages == 8 and len(_due(db)) == 8
+    assert row.pages == 8 and len(_due(db)) == 8 and _split_marks(db) == []
 
 
 def test_a_failed_split_release_of_any_period_is_undone_by_the_next_release(
@@ -843,13 +848,14 @@ def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_ow
     calls = _split_everything(monkeypatch)
     _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
     _plan(db, {2: 8})
-    monkeypatch.setattr(releases, "_PG_SECOND_HALF_LOCKS", "SET LOCAL lock_timeout = '300ms'")
+    monkeypatch.setattr(releases, "_PG_SPARE_LOCKS", "SET LOCAL lock_timeout = '300ms'")
     real = releases._pg_insert_keyed
     queued = threading.Event()
     ddl_done: list[bool] = []
 
     def ddl() -> None:
-        with db.write() as conn:
+        with db.write() as conn:  # gives up after 20 s if the release's cycle is not broken
+            conn.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
             conn.exec_driver_sql("LOCK TABLE released_pages IN ACCESS EXCLUSIVE MODE")
         ddl_done.append(True)
 
@@ -880,7 +886,41 @@ def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_ow
         if ddl_done:
             break
         time.sleep(0.01)
-    assert ddl_done and _due(db) == {}
+    assert ddl_done and _due(db) == {} and _split_marks(db) == []
     monkeypatch.setattr(releases, "_pg_insert_keyed", real)
-    assert release_period(db, now=T0).released == 8
+    assert release_period(db, now=T0).released == 8 and _split_marks(db) == []
     assert _on_threads(calls, "_pg_insert_keyed", "crawlplan-release") == (2, 2)
+
+
+def test_a_split_release_sees_its_second_half_whatever_the_servers_isolation_default(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store pins READ COMMITTED: under a database default of REPEATABLE READ the
+    release would not see its second half's commit, and leave a mark that the next release
+    takes for a failure (deleting the period's queued pages). It checks, and raises."""
+    import psycopg
+    from psycopg import sql
+
+    from store.database import open_database
+    from store.schema import upgrade_schema
+    from tests.conftest import _pg_admin_conninfo
+
+    name = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as admin:
+        admin.execute(
+            sql.SQL(
+                "ALTER DATABASE {} SET default_transaction_isolation = 'repeatable read'"
+            ).format(sql.Identifier(name))
+        )
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as raw:
+        assert raw.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
+    db = open_database(pg_url, create=True)
+    try:
+        upgrade_schema(db)
+        _split_everything(monkeypatch)
+        _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
+        _plan(db, {2: 8})
+        assert release_period(db, now=T0).released == 8
+        assert len(_due(db)) == 8 and _split_marks(db) == []
+    finally:
+        db.dispose()

@@ -6,7 +6,7 @@ Create Date: 2026-11-23
 
 On PostgreSQL a large release queues its second half on a second connection, in a
 transaction of its own that commits just before the release's (two server processes, two
-cores: ``store.releases._pg_queue_keyed``). That transaction also inserts the period's row
+cores: ``store.releases._pg_queue_split``). That transaction also inserts the period's row
 here, and the release's transaction deletes it: a row that stays marks a release that failed
 after its second half committed, whose queue rows are not recorded. The next release (or the
 release's retry) deletes those rows first. The probe reads this small table, not the queue.
