@@ -832,6 +832,36 @@ def test_a_failed_split_release_of_any_period_is_undone_by_the_next_release(
     assert sorted(rows) == [(ids[0], 2), (ids[1], 2)]
 
 
+class _QueuedDdl:
+    """``LOCK TABLE table IN ACCESS EXCLUSIVE MODE`` (as DDL takes) from a connection of its
+    own, started by :meth:`queue` and queued behind the locks held on ``table``; it gives up
+    after 20 s if nothing breaks the wait."""
+
+    def __init__(self, db: Database, table: str) -> None:
+        self.db, self.table = db, table
+        self.done = threading.Event()
+
+    def _lock(self) -> None:
+        with self.db.write() as conn:
+            conn.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
+            conn.exec_driver_sql(f"LOCK TABLE {self.table} IN ACCESS EXCLUSIVE MODE")
+        self.done.set()
+
+    def queue(self) -> None:
+        """Start the lock and return once it waits."""
+        threading.Thread(target=self._lock, daemon=True).start()
+        for _ in range(500):
+            with self.db.read() as probe:  # a transaction each: its view of activity is fixed
+                waiting = probe.exec_driver_sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    f"AND starts_with(query, 'LOCK TABLE {self.table} ')"
+                ).scalar_one()
+            if waiting:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"the lock on {self.table} never queued")
+
+
 def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_own(
     pg_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -851,29 +881,13 @@ def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_ow
     monkeypatch.setattr(releases, "_PG_SPARE_LOCKS", "SET LOCAL lock_timeout = '300ms'")
     real = releases._pg_insert_keyed
     queued = threading.Event()
-    ddl_done: list[bool] = []
-
-    def ddl() -> None:
-        with db.write() as conn:  # gives up after 20 s if the release's cycle is not broken
-            conn.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
-            conn.exec_driver_sql("LOCK TABLE released_pages IN ACCESS EXCLUSIVE MODE")
-        ddl_done.append(True)
+    ddl = _QueuedDdl(db, "released_pages")
 
     def after_the_ddl(conn: Any, *args: Any) -> int:
         if threading.current_thread().name.startswith("crawlplan-release"):
             assert queued.wait(10)
         else:  # the release, holding its lock on released_pages: the DDL queues behind it
-            threading.Thread(target=ddl, daemon=True).start()
-            with db.read() as probe:
-                for _ in range(500):
-                    waiting = probe.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND starts_with(query, 'LOCK TABLE released_pages')"
-                    ).scalar_one()
-                    if waiting:
-                        break
-                    time.sleep(0.01)
-            assert waiting
+            ddl.queue()
             queued.set()
         return real(conn, *args)
 
@@ -881,15 +895,55 @@ def test_a_split_release_does_not_wait_forever_behind_a_lock_queued_after_its_ow
     started = time.monotonic()
     with pytest.raises(OperationalError, match="lock timeout"):
         release_period(db, now=T0)
-    assert time.monotonic() - started < 30  # not a pool or statement timeout's 30 s
-    for _ in range(500):
-        if ddl_done:
-            break
-        time.sleep(0.01)
-    assert ddl_done and _due(db) == {} and _split_marks(db) == []
+    assert time.monotonic() - started < 15  # neither the DDL's 20 s nor the pool's 30 s
+    assert ddl.done.wait(10) and _due(db) == {} and _split_marks(db) == []
     monkeypatch.setattr(releases, "_pg_insert_keyed", real)
     assert release_period(db, now=T0).released == 8 and _split_marks(db) == []
     assert _on_threads(calls, "_pg_insert_keyed", "crawlplan-release") == (2, 2)
+
+
+def test_a_split_releases_cleanup_does_not_wait_forever_behind_a_lock_queued_after_its_own(
+    pg_store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same cycle where a split release deletes a failed release's half on its second
+    connection: DDL on ``split_releases`` queued behind the release's probe of it. The lock
+    timeout breaks it; the failed half stays marked, and the next release undoes it."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    from store import releases
+
+    db = pg_store
+    _split_everything(monkeypatch)
+    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
+    _plan(db, {2: 8})
+    with monkeypatch.context() as patch:
+        _release_fails_after_both_halves(patch)
+        with pytest.raises(RuntimeError, match="failed here"):
+            release_period(db, now=T0)
+    assert len(_split_marks(db)) == 1
+    monkeypatch.setattr(releases, "_PG_SPARE_LOCKS", "SET LOCAL lock_timeout = '300ms'")
+    ddl = _QueuedDdl(db, "split_releases")
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "DELETE FROM split_releases RETURNING" in statement and not ddl.done.is_set():
+            ddl.queue()  # behind the release's probe, before the cleanup asks for its lock
+
+    event.listen(db.engine, "before_cursor_execute", before)
+    with db.read() as conn:
+        fetches = conn.execute(select(PAGES.c.fetches).order_by(PAGES.c.id)).scalars().all()
+    due = [(T0 + DAY).timestamp()] * 8
+    chosen = {"page_ids": ids, "due_epoch_s": due, "fetches": fetches, "now": T0 + DAY}
+    keys = {"buckets": [2] * 8, "keys": [0] * 8}  # keys that find nothing: read by id
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="lock timeout"):
+        releases.queue_release(db, 1, 2, **chosen, **keys)
+    assert time.monotonic() - started < 15
+    event.remove(db.engine, "before_cursor_execute", before)
+    assert ddl.done.wait(10) and len(_split_marks(db)) == 1  # still marked
+    done = releases.queue_release(db, 1, 2, **chosen, **keys)
+    assert done is not None and (done.released, done.carried_over) == (8, 0)
+    assert _split_marks(db) == [] and len(_due(db)) == 8
 
 
 def test_a_split_release_sees_its_second_half_whatever_the_servers_isolation_default(
