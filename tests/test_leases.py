@@ -278,3 +278,38 @@ def test_gc_paused_from_overlapping_threads_leaves_the_collector_on() -> None:
     leave[1].set()
     threads[1].join(timeout=10)
     assert gc.isenabled()
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_gc_paused_overlapping_past_the_limit_collects_the_cycles_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pauses kept under way for good by overlapping callers would leave reference cycles to
+    pile up: past ``GC_PAUSE_LIMIT_S`` the pause that ends collects them (the collector stays
+    off for the others); within the limit it does not."""
+    import gc
+    import weakref
+
+    from store import database
+
+    def cycle_garbage() -> weakref.ref[_Cycle]:
+        ref = weakref.ref(_Cycle())
+        assert ref() is not None  # alive: nothing but a collection frees it
+        return ref
+
+    with database.gc_paused():
+        with database.gc_paused():
+            within = cycle_garbage()
+        assert within() is not None  # within the limit: no collection
+        monkeypatch.setattr(database, "GC_PAUSE_LIMIT_S", 0.0)
+        with database.gc_paused():
+            past = cycle_garbage()
+        assert past() is None and within() is None  # collected on the way
+        assert not gc.isenabled()
+    assert gc.isenabled()
