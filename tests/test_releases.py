@@ -796,6 +796,19 @@ def test_a_split_release_retried_after_a_deadlock_counts_each_page_once(
     assert row.pages == 8 and len(_due(db)) == 8 and _split_marks(db) == []
 
 
+def _a_failed_split_release(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Eight pages of bucket 2, a plan, and its first period's release split and failed after
+    both halves (the second, four pages, committed and marked); the pages' ids."""
+    _split_everything(monkeypatch)
+    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
+    _plan(db, {2: 8})
+    with monkeypatch.context() as patch:
+        _release_fails_after_both_halves(patch)
+        with pytest.raises(RuntimeError, match="failed here"):
+            release_period(db, now=T0)
+    return ids
+
+
 def test_a_failed_split_release_of_any_period_is_undone_by_the_next_release(
     pg_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -804,13 +817,7 @@ def test_a_failed_split_release_of_any_period_is_undone_by_the_next_release(
     from store import releases
 
     db = pg_store
-    _split_everything(monkeypatch)
-    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
-    _plan(db, {2: 8})
-    with monkeypatch.context() as patch:
-        _release_fails_after_both_halves(patch)
-        with pytest.raises(RuntimeError, match="failed here"):
-            release_period(db, now=T0)
+    ids = _a_failed_split_release(db, monkeypatch)
     assert len(_due(db)) == 4
     with db.read() as conn:
         fetches = conn.execute(select(PAGES.c.fetches).order_by(PAGES.c.id)).scalars().all()
@@ -914,13 +921,7 @@ def test_a_split_releases_cleanup_does_not_wait_forever_behind_a_lock_queued_aft
     from store import releases
 
     db = pg_store
-    _split_everything(monkeypatch)
-    ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(8)])
-    _plan(db, {2: 8})
-    with monkeypatch.context() as patch:
-        _release_fails_after_both_halves(patch)
-        with pytest.raises(RuntimeError, match="failed here"):
-            release_period(db, now=T0)
+    ids = _a_failed_split_release(db, monkeypatch)
     assert len(_split_marks(db)) == 1
     monkeypatch.setattr(releases, "_PG_SPARE_LOCKS", "SET LOCAL lock_timeout = '300ms'")
     ddl = _QueuedDdl(db, "split_releases")
