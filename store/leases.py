@@ -764,22 +764,9 @@ class LeaseQueue:
         ``(normalized_url, origin)`` pairs found by the crawl are added first, in the same
         transaction (as :meth:`add_pages` would), so that the cash reaches them.
         """
-        when = now or utcnow()
-        found: list[tuple[str, int]] = []
-
-        def work(conn: Connection) -> ReportOutcome:
-            found.clear()  # a retried transaction looks its outlinks up again
-            lease = self._lease_row(conn, lease_id)
-            # The lease's host first (held against recomputation, store.host_ready), then
-            # the hosts of new pages, then pages: a lease's order, host before pages.
-            hold_hosts(conn, self.db.dialect, [lease.host_id])
-            lowered: list[tuple[list[int], datetime]] = []
-            added = self._add_discovered(conn, discovered, when, lowered)
-            outcome = self._report(conn, lease, results, when, cash_split, found, lowered)
-            return replace(outcome, discovered=added)
-
-        outcome = self.db.run_write(work)
-        self._page_ids.remember(found)  # committed
+        outcome, _ = self._report_in_one(
+            lease_id, results, None, now or utcnow(), cash_split, discovered, gives_back=False
+        )
         return outcome
 
     def finish(
@@ -796,7 +783,23 @@ class LeaseQueue:
 
         Returns the report's outcome and the number of pages returned unfetched.
         """
-        when = now or utcnow()
+        return self._report_in_one(
+            lease_id, results, host, now or utcnow(), cash_split, discovered, gives_back=True
+        )
+
+    def _report_in_one(
+        self,
+        lease_id: int,
+        results: Sequence[FetchResult],
+        host: HostUpdate | None,
+        when: datetime,
+        cash_split: CashSplit | None,
+        discovered: Sequence[tuple[str, str]],
+        *,
+        gives_back: bool,
+    ) -> tuple[ReportOutcome, int]:
+        """:meth:`report`, then (``gives_back``) :meth:`release`, in one transaction; the
+        report's outcome and the number of pages returned unfetched (0 without release)."""
         found: list[tuple[str, int]] = []
 
         def work(conn: Connection) -> tuple[ReportOutcome, int]:
@@ -808,11 +811,12 @@ class LeaseQueue:
             lowered: list[tuple[list[int], datetime]] = []
             added = self._add_discovered(conn, discovered, when, lowered)
             outcome = self._report(
-                conn, lease, results, when, cash_split, found, lowered, gives_back=True
+                conn, lease, results, when, cash_split, found, lowered, gives_back=gives_back
             )
-            return replace(outcome, discovered=added), self._release(
-                conn, lease, host, when, pages_locked=True
+            returned = (
+                self._release(conn, lease, host, when, pages_locked=True) if gives_back else 0
             )
+            return replace(outcome, discovered=added), returned
 
         done = self.db.run_write(work)
         self._page_ids.remember(found)  # committed
