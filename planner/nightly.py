@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from estimators.buckets import BucketScale
-from estimators.discovery import discovery_rates
+from estimators.discovery import DiscoveryRates, discovery_rates
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
 from planner.crawl_instance import InstanceError
 from planner.errors import ConfigError
 from planner.page_schedule import UNIFORM, schedule_pages
-from planner.pipeline import aggregates_from_store, estimate_from_store
+from planner.pipeline import StoreAggregates, aggregates_from_store, estimate_from_store
 from planner.plan_inputs import (
     EXPLORE_REVISITS,
     PlanInputs,
@@ -69,7 +69,7 @@ from planner.webfountain import uniform_crawl
 from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
 from store.errors import NightlyRunBusyError
 from store.importance import spread_virtual_cash
-from store.measurements import measure_crawl
+from store.measurements import CrawlMeasurements, measure_crawl
 from store.nightly_runs import finish_run, heartbeat, start_run
 from store.page_schedule import page_schedule_finished
 from store.plans import PlanSummary, plan_detail
@@ -77,7 +77,7 @@ from store.plans import PlanSummary, plan_detail
 if TYPE_CHECKING:
     from planner.config import Settings
 
-__all__ = ["NightlyReport", "NightlySettings", "cycle_start", "run_nightly"]
+__all__ = ["NightlyReport", "NightlySettings", "StoreReading", "cycle_start", "run_nightly"]
 
 _DAY = 86_400.0
 
@@ -147,6 +147,31 @@ class NightlySettings:
             )
 
 
+@dataclass(frozen=True)
+class StoreReading:
+    """What a run read from the store to build its plan instance: the crawl measured over the
+    window ending at ``until``, the discovery rates fitted to it, and the per-bucket
+    aggregates at ``until`` for periods of ``period_days``. A dry run with the same
+    ``until``, window and period reuses it (:func:`run_nightly`'s ``reading``): those
+    reads scan the whole store, and only the plan's capacity, strategy and periods differ
+    between what-if runs."""
+
+    until: datetime
+    window_days: float
+    period_days: float
+    measured: CrawlMeasurements
+    discovery: DiscoveryRates
+    aggregates: StoreAggregates
+
+    def fits(self, settings: NightlySettings, until: datetime) -> bool:
+        """True when a run of ``settings`` at ``until`` would read the same."""
+        return (self.until, self.window_days, self.period_days) == (
+            until,
+            settings.window_days,
+            settings.period_days,
+        )
+
+
 @dataclass
 class NightlyReport:
     """What a run did. ``status``: ``published``, ``unchanged``, ``resumed`` (finished an
@@ -167,6 +192,7 @@ class NightlyReport:
     current_new_pages: dict[int, int] = field(default_factory=dict)
     solver: dict[str, Any] = field(default_factory=dict)
     resumed: int | None = None
+    reading: StoreReading | None = None
 
     @property
     def exit_code(self) -> int:
@@ -334,8 +360,13 @@ def run_nightly(
     dry_run: bool = False,
     force: bool = False,
     say: Callable[[str], None] = lambda _line: None,
+    reading: StoreReading | None = None,
 ) -> NightlyReport:
-    """Run the nightly stages; see the module docstring."""
+    """Run the nightly stages; see the module docstring. A dry run given the ``reading`` of
+    an earlier dry run (:attr:`NightlyReport.reading`) that :meth:`StoreReading.fits` it
+    skips the measure and aggregate stages' reads of the store."""
+    if reading is not None and not dry_run:
+        raise ValueError("only a dry run reuses a reading: a real run estimates in between")
     when = now or datetime.now(UTC)
     start = cycle_start(when, settings.period_days)
     run_id = (
@@ -346,7 +377,7 @@ def run_nightly(
     stages = _Stages(db, run_id, say)
     report = NightlyReport("running", start, run_id=run_id, stages=stages.seconds)
     try:
-        _run(db, settings, report, stages, when, dry_run=dry_run, force=force)
+        _run(db, settings, report, stages, when, dry_run=dry_run, force=force, reading=reading)
     except NightlyRunBusyError:
         raise  # taken over: the run that took over owns the record now
     except BaseException as error:
@@ -374,6 +405,7 @@ def _run(
     *,
     dry_run: bool,
     force: bool,
+    reading: StoreReading | None = None,
 ) -> None:
     start = report.cycle_start
     current = latest_plan(db)
@@ -390,18 +422,22 @@ def _run(
             f"{start:%Y-%m-%d %H:%M:%S} UTC"
         )
         return
+    reused = reading is not None and reading.fits(settings, when)
     with stages.stage("measure"):
-        window = timedelta(days=settings.window_days)
-        period_seconds = settings.period_days * _DAY
-        bin_seconds = min(period_seconds, window.total_seconds()) / 4
-        measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
-        discovery = discovery_rates(
-            measured.old_crawls,
-            measured.new_crawls,
-            measured.discovered,
-            bin_seconds=bin_seconds,
-            period_seconds=period_seconds,
-        )
+        if reading is not None and reused:
+            measured, discovery = reading.measured, reading.discovery
+        else:
+            window = timedelta(days=settings.window_days)
+            period_seconds = settings.period_days * _DAY
+            bin_seconds = min(period_seconds, window.total_seconds()) / 4
+            measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
+            discovery = discovery_rates(
+                measured.old_crawls,
+                measured.new_crawls,
+                measured.discovered,
+                bin_seconds=bin_seconds,
+                period_seconds=period_seconds,
+            )
         capacity = _capacity(settings, measured.fetches, measured.window_seconds)
     if not dry_run:
         with stages.stage("estimate"):
@@ -417,7 +453,13 @@ def _run(
             # (H + C) / (G + 1) stored for the page schedule.
             spread_virtual_cash(db, crawl_virtual_gift)
     with stages.stage("aggregate"):
-        aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+        if reading is not None and reused:
+            aggregates = reading.aggregates
+        else:
+            aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+        report.reading = StoreReading(
+            when, settings.window_days, settings.period_days, measured, discovery, aggregates
+        )
         try:
             inputs = plan_inputs(
                 aggregates.buckets,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -103,10 +104,10 @@ def _outcome(report: NightlyReport) -> str:
     return ", ".join(parts)
 
 
-def _dry_run(db: Database, settings: NightlySettings) -> NightlyReport:
-    """The nightly run's plan for ``settings``, on the store as it is (estimates, importance
-    and aggregates as the last nightly run left them); nothing written."""
-    report = run_nightly(db, settings, dry_run=True)
+def _dry_run(db: Database, settings: NightlySettings, now: datetime) -> NightlyReport:
+    """The nightly run's plan for ``settings`` at ``now``, on the store as it is (estimates,
+    importance and aggregates as the last nightly run left them); nothing written."""
+    report = run_nightly(db, settings, dry_run=True, now=now)
     if report.status == "failed":
         raise fail(report.message, code=1)  # as `crawlplan nightly` exits when the solve fails
     if report.inputs is None or report.inputs.instance is None:
@@ -140,7 +141,8 @@ def whatif(
     if published is not None:
         base = replace(base, period_days=published.period_days)
     asked = replace(base, capacity=capacity, strategy=strategy, periods=periods)
-    report = _dry_run(db, asked)
+    at = datetime.now(UTC)
+    report = _dry_run(db, asked, at)
     assert report.inputs is not None and report.inputs.instance is not None
     instance = report.inputs.instance
     out.print(
@@ -171,6 +173,8 @@ def whatif(
             periods=published.periods,
         ),
         dry_run=True,
+        now=at,
+        reading=report.reading,  # the same store at the same time: read once
     )
     replanned = again.cycle if again.status == "dry-run" else None
     out.print(

@@ -320,3 +320,36 @@ def test_equal_crawl_costs_make_the_capacity_a_number_of_crawls(db: Database) ->
     for period in range(1, 5):
         crawls = sum(q for (p, _), q in plan.quotas.items() if p == period)
         assert crawls + plan.new_pages[period] <= 8
+
+
+def test_a_dry_run_reuses_a_fitting_reading_and_plans_the_same(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A what-if's second dry run reuses the first one's reading of the store (same time,
+    window and period): the same plan as reading again, without the measure and aggregate
+    reads. A reading that does not fit is read again; a real run refuses one."""
+    _crawl_history(db, pages=12, visits=8)
+    now = T0 + 8 * DAY
+    other = NightlySettings(period_days=1.0, periods=3, strategy=3, capacity=12.0)
+    first = run_nightly(db, SETTINGS, now=now, dry_run=True)
+    fresh = run_nightly(db, other, now=now, dry_run=True)
+    assert first.reading is not None and first.reading.fits(other, now)
+    reads: list[str] = []
+    for name in ("measure_crawl", "aggregates_from_store"):
+        real = getattr(nightly_module, name)
+        monkeypatch.setattr(
+            nightly_module,
+            name,
+            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k),
+        )
+    reused = run_nightly(db, other, now=now, dry_run=True, reading=first.reading)
+    assert reads == [] and reused.status == fresh.status == "dry-run"
+    assert reused.cycle == fresh.cycle and reused.inputs is not None and fresh.inputs is not None
+    assert reused.inputs.capacity_crawls == fresh.inputs.capacity_crawls == 12.0
+    assert reused.reading == first.reading
+    # Another time, or another period: read again.
+    later = run_nightly(db, other, now=now + DAY, dry_run=True, reading=first.reading)
+    assert reads == ["measure_crawl", "aggregates_from_store"] and later.reading is not None
+    assert later.reading.until == now + DAY
+    with pytest.raises(ValueError, match="only a dry run"):
+        run_nightly(db, other, now=now, reading=first.reading)
