@@ -453,14 +453,14 @@ def _run(
             # (H + C) / (G + 1) stored for the page schedule.
             spread_virtual_cash(db, crawl_virtual_gift)
     with stages.stage("aggregate"):
-        if reading is not None and reused:
-            aggregates = reading.aggregates
-        else:
-            aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
-        report.reading = StoreReading(
-            when, settings.window_days, settings.period_days, measured, discovery, aggregates
-        )
         try:
+            if reading is not None and reused:
+                aggregates = reading.aggregates
+            else:
+                aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+            report.reading = StoreReading(
+                when, settings.window_days, settings.period_days, measured, discovery, aggregates
+            )
             inputs = plan_inputs(
                 aggregates.buckets,
                 new_pages=aggregates.new_pages,

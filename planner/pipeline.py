@@ -37,6 +37,7 @@ from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
 from estimators.reliability import LastModifiedPolicy
 from estimators.selection import ChangeRateEstimator
+from planner.crawl_instance import InstanceError
 from planner.quotas import charge_urgent
 from planner.selection import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
 from store import Database, latest_plan
@@ -229,23 +230,37 @@ class StoreAggregates:
 def aggregates_from_store(
     db: Database, *, period_days: float, now: datetime | None = None, chunk_pages: int = 100_000
 ) -> StoreAggregates:
-    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages."""
+    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages.
+
+    Raises :class:`InstanceError` naming how many fetched pages have a bucket but no rate
+    (a store whose estimates were not written by ``crawlplan estimate``, which writes both)."""
     when = now or datetime.now(UTC)
     parts = []
     new_pages = 0
+    unrated, first_unrated = 0, 0
     now_s = when.timestamp()
     for chunk in iter_page_states(db, chunk_pages=chunk_pages):
         # None (never fetched, no rate) becomes NaN.
-        _ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
+        ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
         fetched = np.isfinite(last_s)
         new_pages += int((~fetched).sum())
-        if not fetched.any():
+        bad = fetched & (bucket > 0) & ~(rate >= 0)
+        if bad.any():
+            first_unrated = first_unrated or int(ids[bad][0])
+            unrated += int(bad.sum())
+        if unrated or not fetched.any():
             continue
         elapsed = ((now_s - last_s[fetched]) / _DAY_S).clip(min=0.0)
         parts.append(
             bucket_aggregates(
                 bucket[fetched].astype(np.int64), rate[fetched], elapsed, period=period_days
             )
+        )
+    if unrated:
+        raise InstanceError(
+            f"{unrated:,} fetched pages have a change-rate bucket but no rate >= 0 (page id "
+            f"{first_unrated}, for one): run `crawlplan estimate`, which writes every "
+            "estimated page's rate and bucket together"
         )
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
