@@ -149,13 +149,15 @@ class NightlySettings:
 
 @dataclass(frozen=True)
 class StoreReading:
-    """What a run read from the store to build its plan instance: the crawl measured over the
-    window ending at ``until``, the discovery rates fitted to it, and the per-bucket
-    aggregates at ``until`` for periods of ``period_days``. A dry run with the same
-    ``until``, window and period reuses it (:func:`run_nightly`'s ``reading``): those
-    reads scan the whole store, and only the plan's capacity, strategy and periods differ
-    between what-if runs."""
+    """What a run read from store ``db`` to build its plan instance: the crawl measured over
+    the window ending at ``until``, the discovery rates fitted to it, and the per-bucket
+    aggregates at ``until`` for periods of ``period_days``. A dry run of the same store with
+    the same ``until``, window and period reuses it (:func:`run_nightly`'s ``reading``):
+    those reads scan the whole store, and only the plan's capacity, strategy and periods
+    differ between what-if runs. Valid while the store does not change: the caller's to
+    know (``scenario whatif`` runs its two dry runs back to back, writing nothing)."""
 
+    db: Database
     until: datetime
     window_days: float
     period_days: float
@@ -163,9 +165,9 @@ class StoreReading:
     discovery: DiscoveryRates
     aggregates: StoreAggregates
 
-    def fits(self, settings: NightlySettings, until: datetime) -> bool:
-        """True when a run of ``settings`` at ``until`` would read the same."""
-        return (self.until, self.window_days, self.period_days) == (
+    def fits(self, db: Database, settings: NightlySettings, until: datetime) -> bool:
+        """True when a run of ``settings`` on ``db`` at ``until`` would read the same."""
+        return self.db is db and (self.until, self.window_days, self.period_days) == (
             until,
             settings.window_days,
             settings.period_days,
@@ -177,7 +179,8 @@ class NightlyReport:
     """What a run did. ``status``: ``published``, ``unchanged``, ``resumed`` (finished an
     interrupted run's page schedule and found this cycle already planned), ``failed`` (no
     plan: the previous one stays current), ``dry-run``. ``cycle`` is the new plan's quotas
-    (also for a dry run), ``current`` the previous plan's summary."""
+    (also for a dry run), ``current`` the previous plan's summary, ``reading`` what the run
+    read from the store to plan (for a real run, after its estimate)."""
 
     status: str
     cycle_start: datetime
@@ -422,7 +425,7 @@ def _run(
             f"{start:%Y-%m-%d %H:%M:%S} UTC"
         )
         return
-    reused = reading is not None and reading.fits(settings, when)
+    reused = reading is not None and reading.fits(db, settings, when)
     with stages.stage("measure"):
         if reading is not None and reused:
             measured, discovery = reading.measured, reading.discovery
@@ -459,7 +462,13 @@ def _run(
             else:
                 aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
             report.reading = StoreReading(
-                when, settings.window_days, settings.period_days, measured, discovery, aggregates
+                db,
+                when,
+                settings.window_days,
+                settings.period_days,
+                measured,
+                discovery,
+                aggregates,
             )
             inputs = plan_inputs(
                 aggregates.buckets,

@@ -244,9 +244,10 @@ def aggregates_from_store(
         ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
         fetched = np.isfinite(last_s)
         new_pages += int((~fetched).sum())
-        bad = fetched & (bucket > 0) & ~(rate >= 0)
+        bad = fetched & (bucket > 0) & ~(rate >= 0)  # NaN (no rate) or negative
         if bad.any():
-            first_unrated = first_unrated or int(ids[bad][0])
+            if not unrated:
+                first_unrated = int(ids[bad][0])
             unrated += int(bad.sum())
         if unrated or not fetched.any():
             continue
@@ -257,10 +258,11 @@ def aggregates_from_store(
             )
         )
     if unrated:
+        pages = "1 fetched page has" if unrated == 1 else f"{unrated:,} fetched pages have"
         raise InstanceError(
-            f"{unrated:,} fetched pages have a change-rate bucket but no rate >= 0 (page id "
-            f"{first_unrated}, for one): run `crawlplan estimate`, which writes every "
-            "estimated page's rate and bucket together"
+            f"{pages} a change-rate bucket but no rate >= 0 (page id {first_unrated}, for "
+            "one): run `crawlplan estimate`, which writes every estimated page's rate and "
+            "bucket together"
         )
     if not parts:
         empty = np.zeros(0, dtype=np.int64)

@@ -291,25 +291,42 @@ def test_gc_paused_overlapping_past_the_limit_collects_the_cycles_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Pauses kept under way for good by overlapping callers would leave reference cycles to
-    pile up: past ``GC_PAUSE_LIMIT_S`` the pause that ends collects them (the collector stays
-    off for the others); within the limit it does not."""
+    pile up: past ``GC_PAUSE_LIMIT_S`` the pause that ends collects them, once, outside the
+    pauses' lock (the collector stays off for the others); within the limit it does not."""
     import gc
     import weakref
+    from types import SimpleNamespace
 
     from store import database
+
+    clock = [1000.0]
+    monkeypatch.setattr(database, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    locked: list[bool] = []  # at each collection's start: was the pauses' lock held?
+
+    def collecting(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            locked.append(database._GC_PAUSE.locked())
 
     def cycle_garbage() -> weakref.ref[_Cycle]:
         ref = weakref.ref(_Cycle())
         assert ref() is not None  # alive: nothing but a collection frees it
         return ref
 
-    with database.gc_paused():
+    gc.callbacks.append(collecting)
+    try:
         with database.gc_paused():
-            within = cycle_garbage()
-        assert within() is not None  # within the limit: no collection
-        monkeypatch.setattr(database, "GC_PAUSE_LIMIT_S", 0.0)
-        with database.gc_paused():
-            past = cycle_garbage()
-        assert past() is None and within() is None  # collected on the way
-        assert not gc.isenabled()
+            clock[0] += database.GC_PAUSE_LIMIT_S - 1
+            with database.gc_paused():
+                within = cycle_garbage()
+            assert within() is not None and locked == []  # within the limit: no collection
+            clock[0] += 2
+            with database.gc_paused():
+                past = cycle_garbage()
+            assert past() is None and within() is None  # collected on the way ...
+            assert locked == [False]  # ... once, outside the lock
+            with database.gc_paused():  # the limit counts again from that collection
+                pass
+            assert locked == [False] and not gc.isenabled()
+    finally:
+        gc.callbacks.remove(collecting)
     assert gc.isenabled()

@@ -3,6 +3,7 @@ publish, schedule; idempotent, resumable, one run at a time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -325,15 +326,19 @@ def test_equal_crawl_costs_make_the_capacity_a_number_of_crawls(db: Database) ->
 def test_a_dry_run_reuses_a_fitting_reading_and_plans_the_same(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A what-if's second dry run reuses the first one's reading of the store (same time,
-    window and period): the same plan as reading again, without the measure and aggregate
-    reads. A reading that does not fit is read again; a real run refuses one."""
+    """A what-if's second dry run reuses the first one's reading of the store (same store,
+    time, window and period): the same plan as reading again, without the measure and
+    aggregate reads. A reading that does not fit is read again; a real run refuses one."""
     _crawl_history(db, pages=12, visits=8)
-    now = T0 + 8 * DAY
-    other = NightlySettings(period_days=1.0, periods=3, strategy=3, capacity=12.0)
-    first = run_nightly(db, SETTINGS, now=now, dry_run=True)
+    assert run_nightly(db, SETTINGS, now=T0 + 8 * DAY).status == "published"  # estimates
+    now = T0 + 9 * DAY
+    measured = replace(SETTINGS, capacity=0.0)  # the capacity from the measured fetches
+    other = replace(measured, periods=3, strategy=3)
+    first = run_nightly(db, measured, now=now, dry_run=True)
     fresh = run_nightly(db, other, now=now, dry_run=True)
-    assert first.reading is not None and first.reading.fits(other, now)
+    assert first.reading is not None and first.reading.fits(db, other, now)
+    assert first.inputs is not None and first.inputs.instance is not None
+    assert first.inputs.instance.buckets > 1  # estimated pages in several buckets
     reads: list[str] = []
     for name in ("measure_crawl", "aggregates_from_store"):
         real = getattr(nightly_module, name)
@@ -345,12 +350,18 @@ def test_a_dry_run_reuses_a_fitting_reading_and_plans_the_same(
     reused = run_nightly(db, other, now=now, dry_run=True, reading=first.reading)
     assert reads == [] and reused.status == fresh.status == "dry-run"
     assert reused.cycle == fresh.cycle and reused.inputs is not None and fresh.inputs is not None
-    assert reused.inputs.capacity_crawls == fresh.inputs.capacity_crawls == 12.0
+    assert reused.inputs.capacity_crawls == fresh.inputs.capacity_crawls > 0
     assert reused.reading == first.reading
-    # Another time, or another period: read again.
-    later = run_nightly(db, other, now=now + DAY, dry_run=True, reading=first.reading)
-    assert reads == ["measure_crawl", "aggregates_from_store"] and later.reading is not None
-    assert later.reading.until == now + DAY
+    # Another time, period or window: read again.
+    for changed, at in (
+        (other, now + DAY),
+        (replace(other, period_days=2.0), now),
+        (replace(other, window_days=3.0), now),
+    ):
+        reads.clear()
+        again = run_nightly(db, changed, now=at, dry_run=True, reading=first.reading)
+        assert reads == ["measure_crawl", "aggregates_from_store"]
+        assert again.reading is not None and again.reading.fits(db, changed, at)
     with pytest.raises(ValueError, match="only a dry run"):
         run_nightly(db, other, now=now, reading=first.reading)
 

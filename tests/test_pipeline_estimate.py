@@ -77,6 +77,33 @@ def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
     assert got.buckets.pages.sum() == 5 and np.nansum(got.buckets.obsolete) > 0
 
 
+def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Database) -> None:
+    """Fetched pages with a bucket but no rate >= 0 (NaN or negative), in several chunks: all
+    counted, the first named, and no aggregate made of the rest."""
+    from planner.crawl_instance import InstanceError
+    from store.models import PAGES
+
+    _crawl_history(db, pages=7, visits=3, changes_every={0: 1, 1: 2})
+    estimate_from_store(db)
+    with db.write() as conn:
+        ids = sorted(conn.execute(select(PAGES.c.id).where(PAGES.c.bucket > 0)).scalars())
+        assert len(ids) == 7
+        conn.execute(PAGES.update().where(PAGES.c.id.in_([ids[1], ids[5]])).values(rate=None))
+        conn.execute(PAGES.update().where(PAGES.c.id == ids[6]).values(rate=-1.0))
+    for chunk in (2, 3, 100):
+        with pytest.raises(InstanceError) as error:
+            aggregates_from_store(
+                db, period_days=1.0, now=T0 + timedelta(days=4), chunk_pages=chunk
+            )
+        assert str(error.value).startswith(
+            f"3 fetched pages have a change-rate bucket but no rate >= 0 (page id {ids[1]}, "
+        )
+    with db.write() as conn:
+        conn.execute(PAGES.update().where(PAGES.c.id.in_(ids[5:])).values(rate=0.5))
+    with pytest.raises(InstanceError, match=r"^1 fetched page has a change-rate bucket"):
+        aggregates_from_store(db, period_days=1.0, now=T0 + timedelta(days=4), chunk_pages=2)
+
+
 def test_prefetched_chunks_keep_order_and_raise_reader_errors() -> None:
     from planner.pipeline import _prefetched
 

@@ -192,7 +192,19 @@ def test_whatif_on_a_store_without_estimates_says_what_to_do(sqlite_url: str) ->
     assert "no page has a change-rate bucket yet" in result.stderr
 
 
-def test_whatif_compares_with_the_published_plan_without_writing(sqlite_url: str) -> None:
+def test_whatif_compares_with_the_published_plan_without_writing(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planner.nightly as nightly_module
+
+    reads: list[str] = []
+    for name in ("measure_crawl", "aggregates_from_store"):
+        real = getattr(nightly_module, name)
+        monkeypatch.setattr(
+            nightly_module,
+            name,
+            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k),
+        )
     db = open_database(sqlite_url, create=True)
     upgrade_schema(db)
     urls = [(f"http://h{k % 5}.example/p{k}", "seed") for k in range(60)]
@@ -258,6 +270,7 @@ def test_whatif_compares_with_the_published_plan_without_writing(sqlite_url: str
     assert all(int(r[5]) == int(r[4]) - int(r[3]) for r in [*rows, ["", *new]])
     (again,) = [line for line in result.stdout.splitlines() if "planned again" in line]
     assert "capacity 10/period" in again
+    assert reads == ["measure_crawl", "aggregates_from_store"]  # the store read once
     spent = re.search(r"([\d,]+) re-crawls and ([\d,]+) new pages over the cycle", again)
     assert spent is not None and int(spent[1]) + int(spent[2]) == 3 * 10  # its capacity
     assert "obsolete pages at the cycle's end" in again
