@@ -139,3 +139,19 @@ def orm_one(db: Database, stmt: Any) -> Any:
     """The single ORM object ``stmt`` selects."""
     (only,) = orm_all(db, stmt)
     return only
+
+
+def count_store_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the nightly run's whole-store reads (``measure_crawl``,
+    ``aggregates_from_store``), appended as they are called (they still run)."""
+    import planner.nightly as nightly_module
+
+    reads: list[str] = []
+    for name in ("measure_crawl", "aggregates_from_store"):
+        real = getattr(nightly_module, name)
+        monkeypatch.setattr(
+            nightly_module,
+            name,
+            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k),
+        )
+    return reads

@@ -22,7 +22,7 @@ from store.models import NIGHTLY_RUNS, PLANS
 from store.nightly_runs import recent_runs, start_run
 from store.page_schedule import page_schedule_finished
 from store.plans import plan_detail
-from tests.conftest import T0
+from tests.conftest import T0, count_store_reads
 
 DAY = timedelta(days=1)
 
@@ -339,14 +339,7 @@ def test_a_dry_run_reuses_a_fitting_reading_and_plans_the_same(
     assert first.reading is not None and first.reading.fits(db, other, now)
     assert first.inputs is not None and first.inputs.instance is not None
     assert first.inputs.instance.buckets > 1  # estimated pages in several buckets
-    reads: list[str] = []
-    for name in ("measure_crawl", "aggregates_from_store"):
-        real = getattr(nightly_module, name)
-        monkeypatch.setattr(
-            nightly_module,
-            name,
-            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k),
-        )
+    reads = count_store_reads(monkeypatch)
     reused = run_nightly(db, other, now=now, dry_run=True, reading=first.reading)
     assert reads == [] and reused.status == fresh.status == "dry-run"
     assert reused.cycle == fresh.cycle and reused.inputs is not None and fresh.inputs is not None

@@ -24,6 +24,7 @@ from store import (
 from store.estimates import write_estimates
 from store.models import PAGES
 from store.plans import latest_plan
+from tests.conftest import count_store_reads
 
 SMALL = """\
 name = "small"
@@ -195,16 +196,7 @@ def test_whatif_on_a_store_without_estimates_says_what_to_do(sqlite_url: str) ->
 def test_whatif_compares_with_the_published_plan_without_writing(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import planner.nightly as nightly_module
-
-    reads: list[str] = []
-    for name in ("measure_crawl", "aggregates_from_store"):
-        real = getattr(nightly_module, name)
-        monkeypatch.setattr(
-            nightly_module,
-            name,
-            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k),
-        )
+    reads = count_store_reads(monkeypatch)
     db = open_database(sqlite_url, create=True)
     upgrade_schema(db)
     urls = [(f"http://h{k % 5}.example/p{k}", "seed") for k in range(60)]
