@@ -425,10 +425,10 @@ def _run(
             f"{start:%Y-%m-%d %H:%M:%S} UTC"
         )
         return
-    reused = reading is not None and reading.fits(db, settings, when)
+    reuse = reading if reading is not None and reading.fits(db, settings, when) else None
     with stages.stage("measure"):
-        if reading is not None and reused:
-            measured, discovery = reading.measured, reading.discovery
+        if reuse is not None:
+            measured, discovery = reuse.measured, reuse.discovery
         else:
             window = timedelta(days=settings.window_days)
             period_seconds = settings.period_days * _DAY
@@ -457,8 +457,8 @@ def _run(
             spread_virtual_cash(db, crawl_virtual_gift)
     with stages.stage("aggregate"):
         try:
-            if reading is not None and reused:
-                aggregates = reading.aggregates
+            if reuse is not None:
+                aggregates = reuse.aggregates
             else:
                 aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
             report.reading = StoreReading(
