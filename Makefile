@@ -24,6 +24,7 @@ setup: $(STAMP)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 types: setup
 	$(BIN)/mypy

@@ -13,6 +13,7 @@ from estimators.buckets import (
     bucket_edges,
     bucket_rates,
 )
+from estimators.estimator_choice import ESTIMATORS, ChangeRateEstimator
 from estimators.evidence import (
     ChangeIntervals,
     LastModifiedEvidence,
@@ -41,7 +42,6 @@ from estimators.poisson import EmpiricalBayesChangeRate, PoissonChangeMLE
 from estimators.prior import LogNormalRatePrior
 from estimators.regular import ImprovedRegularRate, NaiveRate
 from estimators.reliability import LastModifiedPolicy, LastModifiedReliability, assess_last_modified
-from estimators.selection import ESTIMATORS, ChangeRateEstimator
 
 __all__ = [
     "ESTIMATORS",

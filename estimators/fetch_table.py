@@ -44,13 +44,13 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from estimators.buckets import BucketScale
+from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import (
     check_fetch_log,
     sorted_change_intervals,
     sorted_last_modified_evidence,
 )
 from estimators.reliability import LastModifiedPolicy, assess_sorted_log
-from estimators.selection import ChangeRateEstimator
 
 __all__ = [
     "OUTPUT_COLUMNS",

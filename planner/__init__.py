@@ -1,33 +1,15 @@
-"""The planner: the WebFountain model and refresh schedules (core), and the service edge.
+"""The planner: pure optimization, from bucket aggregates to a cycle's quotas and page schedules.
 
-Core modules (pure optimization: the Pyomo model, the Pyomo-to-Ipopt bridge, refresh
-schedules, quota construction) may import ``estimators``, numpy, pyomo and cyipopt, and never
-open a database, a socket or a file they were not handed.
+Subpackages, in the order data flows through them:
 
-Edge modules, listed in :data:`EDGE_MODULES` (the CLI, configuration, the nightly pipeline,
-the worker API), are the composition root: the only code that wires ``store``, ``crawler``,
-``estimators``, the planner core and ``scenarios`` together. They read configuration, build
-objects and call them; they hold no planning logic of their own.
+- :mod:`planner.model`: the planning instance, the WebFountain bucket model, objective weights,
+  the paper's instances;
+- :mod:`planner.solver`: the Pyomo-to-cyipopt compiler, the Ipopt call, the priced start,
+  :class:`~planner.solver.plan_solver.PlanSolver`;
+- :mod:`planner.cycle`: plan inputs, quotas, due-URL selection and :func:`plan_cycle`;
+- :mod:`planner.schedules`: page-level refresh schedules and their multipliers.
+
+Imports: the standard library, ``estimators``, numpy, scipy, pandas, pyomo and cyipopt. Never
+``store``, ``crawler``, ``scenarios`` or ``service``, and never a database, a socket or a file
+it was not handed (an import-linter contract in ``pyproject.toml`` enforces the direction).
 """
-
-from __future__ import annotations
-
-#: Modules of the service edge; every other ``planner`` module is core (tests enforce this).
-EDGE_MODULES = frozenset(
-    {
-        "planner.__main__",
-        "planner.cli",
-        "planner.cli_support",
-        "planner.importance_command",
-        "planner.scenario_command",
-        "planner.config",
-        "planner.demo",
-        "planner.errors",
-        "planner.files",
-        "planner.nightly",
-        "planner.page_schedule",
-        "planner.api",
-        "planner.pipeline",
-        "planner.schedule_files",
-    }
-)

@@ -2,5 +2,5 @@
 scenario files, reports and the synthetic web server.
 
 Imports: the standard library, ``estimators``, the planner's core modules (never its edge:
-``planner.cli``, ``planner.config``, ...), numpy, scipy, pandas, plotting libraries.
+``service.cli.app``, ``service.config``, ...), numpy, scipy, pandas, plotting libraries.
 """

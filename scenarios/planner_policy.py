@@ -11,17 +11,17 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    smallest and the largest rate, and computes the bucket aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n;
-3. solves the WebFountain model (:func:`planner.plan_solver.solve_plan`) over ``horizon``
-   periods (0: the cycle, :func:`planner.plan_inputs.model_horizon`, as the nightly run
+3. solves the WebFountain model (:func:`planner.solver.plan_solver.solve_plan`) over ``horizon``
+   periods (0: the cycle, :func:`planner.cycle.plan_inputs.model_horizon`, as the nightly run
    does) with the budget as capacity (one crawl costs 1), in the chosen strategy's weights
    plus the worth of the pages left fresh at the horizon's end (``terminal_value``, as the
-   nightly run: :func:`planner.plan_inputs.planning_weights`), over the populated buckets
+   nightly run: :func:`planner.cycle.plan_inputs.planning_weights`), over the populated buckets
    only, and rounds the plan's first ``cycle`` periods to whole
-   pages (:func:`planner.plan_inputs.trajectory_quotas`);
+   pages (:func:`planner.cycle.plan_inputs.trajectory_quotas`);
 4. in each period, chooses the pages with the deployed due-URL selection
-   (:func:`planner.selection.select_due_pages`): inside a bucket the most overdue first,
+   (:func:`planner.cycle.due_urls.select_due_pages`): inside a bucket the most overdue first,
    where a page is due at its last fetch plus its interval under the bucket's share of the
-   plan (:func:`planner.schedules.bucket_intervals`, Xyleme's sqrt rule inside the bucket);
+   plan (:func:`planner.schedules.optimal.bucket_intervals`, Xyleme's sqrt rule inside the bucket);
    never-fetched pages by importance (the OPIC cash stand-in) or, with ``cold_start =
    "section"``, by their section's observed change ratio (sampling for pages with no history).
 
@@ -45,19 +45,19 @@ import numpy.typing as npt
 from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
-from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import (
+from planner.cycle.due_urls import select_due_pages
+from planner.cycle.plan_inputs import (
     EXPLORE_REVISITS,
     explore,
     model_horizon,
     planning_weights,
     trajectory_quotas,
 )
-from planner.plan_solver import solve_plan
-from planner.schedules import bucket_intervals
-from planner.selection import select_due_pages
-from planner.strategies import Strategy, strategy_weights
-from planner.webfountain import uniform_crawl
+from planner.model.instance import CrawlInstance
+from planner.model.webfountain import uniform_crawl
+from planner.model.weights import Strategy, strategy_weights
+from planner.schedules.optimal import bucket_intervals
+from planner.solver.plan_solver import solve_plan
 from scenarios.policies import (
     Policy,
     PolicyError,

@@ -19,7 +19,7 @@ The policies (``kind`` in a scenario file; see :func:`make_policy`):
   interval moves half way to the minimum, after none x 1.5, within [1 h, 14 days], initial
   1 day).
 * ``xyleme``, ``freshness``, ``harmonic``: the page-level optimal refresh schedules of
-  :func:`planner.schedules.refresh_schedule` (objectives obsolescence, freshness, harmonic).
+  :func:`planner.schedules.optimal.refresh_schedule` (objectives obsolescence, freshness, harmonic).
 * ``webfountain`` (:mod:`scenarios.planner_policy`): the planner as deployed.
 * ``sampling`` (:mod:`scenarios.sampling_policy`): Cho & Ntoulas sampling per host or section.
 
@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import last_modified_evidence_from_fetches
 from estimators.prior import LogNormalRatePrior
 from estimators.reliability import assess_last_modified
-from estimators.selection import ChangeRateEstimator
-from planner.schedules import refresh_schedule
+from planner.schedules.optimal import refresh_schedule
 from scenarios.simulator import CrawlLog, Observations
 
 __all__ = [
@@ -228,7 +228,8 @@ class RatePolicy(Policy):
     Parameters
     ----------
     name : label.
-    objective : ``"proportional"`` or an objective of :func:`planner.schedules.refresh_schedule`
+    objective : ``"proportional"`` or an objective of
+        :func:`planner.schedules.optimal.refresh_schedule`
         (``"obsolescence"`` is Xyleme's sqrt schedule, ``"freshness"``, ``"harmonic"``,
         ``"binary"``).
     knowledge : RateKnowledge.

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.schedules import refresh_schedule
+from planner.schedules.optimal import refresh_schedule
 from scenarios.policies import make_policy
 from scenarios.scenario_files import Scenario, Variant
 from scenarios.simulator import METRICS, SimulationResult, SimulationSettings, simulate

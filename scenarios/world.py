@@ -13,7 +13,7 @@ What a world models (REFERENCE.md sec. 7):
   ``"mixture"`` (default) a two-cluster mixture of log-normals, fast churners plus near-static
   pages; ``"lognormal"`` one log-normal; ``"webfountain"`` the WebFountain paper's
   Brewington & Cybenko mean-lifetime distribution (its Table 2, as in
-  :mod:`planner.paper_instances`), versions 1-3; ``"constant"`` every page at ``rate``
+  :mod:`planner.model.paper_instances`), versions 1-3; ``"constant"`` every page at ``rate``
   (for closed-form checks). Rates of a section share a log-normal factor
   (``section_sigma``): pages of one section change alike.
 * **Rhythms** (non-Poisson): ``weekday_rhythm`` in [0, 1) lowers the weekend rate of every

@@ -458,7 +458,7 @@ class PageSchedule(Base):
     """A plan whose page schedule is written in full (every page's interval and due time).
 
     Periods of a plan are released only once this row exists (see
-    :mod:`store.page_schedule`); ``pages`` counts the pages given an interval.
+    :mod:`store.due_times`); ``pages`` counts the pages given an interval.
     """
 
     __tablename__ = "page_schedules"

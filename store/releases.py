@@ -5,7 +5,7 @@ until a period release chooses it. The release of period t of a plan reads, per 
 quota, the pages the refresh schedule wants by the end of the period in ``scheduled_at``
 order (index ``(bucket, scheduled_at)``, ``LIMIT k``), and the never-fetched pages by OPIC
 cash (partial index ``ix_pages_new_cash``); the planner chooses among them (that choice is
-planning logic and lives in ``planner.selection``); :func:`queue_release` then appends the
+planning logic and lives in ``planner.cycle.due_urls``); :func:`queue_release` then appends the
 chosen pages to the release queue (``released_pages``, with their release time, URL and
 validators, read from the candidate indexes' entries, which hold them, not from the table)
 and writes the ``period_releases`` row in one transaction (on PostgreSQL a large release

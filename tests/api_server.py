@@ -12,7 +12,7 @@ import time
 
 import uvicorn
 
-from planner.api import ApiSettings, create_app
+from service.api.app import ApiSettings, create_app
 from store import Database
 
 TOKEN = "test-token-0123456789abcdef"

@@ -144,7 +144,7 @@ def orm_one(db: Database, stmt: Any) -> Any:
 def count_store_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the nightly run's whole-store reads (``measure_crawl``,
     ``aggregates_from_store``), appended as they are called (they still run)."""
-    import planner.nightly as nightly_module
+    import service.nightly as nightly_module
 
     reads: list[str] = []
     for name in ("measure_crawl", "aggregates_from_store"):

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler.remote import RemoteQueueError, RemoteWorkQueue
-from planner.api import ApiSettings
+from service.api.app import ApiSettings
 from store import (
     Database,
     FetchResult,

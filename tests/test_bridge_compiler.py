@@ -16,10 +16,10 @@ import pyomo.environ as pyo
 import pytest
 from pyomo.core.expr.calculus.derivatives import Modes, differentiate
 
-from planner.nlp_compiler import UnsupportedExpressionError, compile_model
-from planner.paper_instances import paper_instance
-from planner.strategies import strategy_weights
-from planner.webfountain import build_model, set_data
+from planner.model.paper_instances import paper_instance
+from planner.model.webfountain import build_model, set_data
+from planner.model.weights import strategy_weights
+from planner.solver.compiler import UnsupportedExpressionError, compile_model
 
 SEED = 20240604
 

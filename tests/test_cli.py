@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-CRAWLPLAN = [sys.executable, "-m", "planner"]
+CRAWLPLAN = [sys.executable, "-m", "service"]
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

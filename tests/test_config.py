@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.config import load_settings
-from planner.errors import ConfigError
+from service.config import load_settings
+from service.errors import ConfigError
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
 

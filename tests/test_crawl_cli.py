@@ -40,7 +40,7 @@ def _crawl(url: str, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLPLAN_")}
     env.update(CRAWLPLAN_DB_URL=url, CRAWLPLAN_MIN_DELAY="0.2", CRAWLPLAN_LEASE_SECONDS="3")
     return subprocess.Popen(
-        [sys.executable, "-m", "planner", "crawl", "--allow-private", "--workers", "3", *args],
+        [sys.executable, "-m", "service", "crawl", "--allow-private", "--workers", "3", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

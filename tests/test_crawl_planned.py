@@ -20,10 +20,10 @@ from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, run_crawl
-from planner.page_schedule import schedule_pages
-from planner.pipeline import release_period
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from scenarios.web_server import WebServer
+from service.page_schedule import schedule_pages
+from service.pipeline import release_period
 from store import (
     Database,
     LeasePolicy,

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from planner.demo import DemoReport, DemoSettings, _merged_quota_rows, _Truth, run_demo
 from scenarios.ground_truth import repository_freshness
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
+from service.demo import DemoReport, DemoSettings, _merged_quota_rows, _Truth, run_demo
 from store import open_database
 from store.models import (
     NIGHTLY_RUNS,
@@ -129,7 +129,7 @@ def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
     options = ["--hosts", "4", "--pages", "4", "--period", "1", "--periods", "2"]
     options += ["--cycles", "100", "--workers", "2"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planner", "demo", "--dir", str(tmp_path / "out"), *options],
+        [sys.executable, "-m", "service", "demo", "--dir", str(tmp_path / "out"), *options],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

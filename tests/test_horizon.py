@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from planner.crawl_instance import CrawlInstance
-from planner.plan_inputs import explore, model_horizon, planning_weights
-from planner.plan_solver import solve_plan
-from planner.strategies import Strategy, strategy_weights, with_terminal_value
+from planner.cycle.plan_inputs import explore, model_horizon, planning_weights
+from planner.model.instance import CrawlInstance
+from planner.model.weights import Strategy, strategy_weights, with_terminal_value
+from planner.solver.plan_solver import solve_plan
 
 
 def test_the_horizon_is_the_cycle_unless_configured_longer() -> None:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select, update
 
-from planner.pipeline import release_period
+from service.pipeline import release_period
 from store import (
     Database,
     FetchResult,
@@ -28,9 +28,9 @@ from store import (
     recompute_ready,
     upgrade_schema,
 )
+from store.due_times import withdraw_due_pages
 from store.host_ready import lower_ready_to, refresh_ready_everywhere
 from store.models import HOSTS, PAGES, RELEASED_PAGES
-from store.page_schedule import withdraw_due_pages
 from store.pages import add_pages_in
 from store.urgent import URGENT_DUE, request_urgent
 from tests.conftest import T0

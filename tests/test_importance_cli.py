@@ -1,6 +1,6 @@
 """``crawlplan importance``: an edges file in, OPIC importance beside PageRank out.
 
-The command is run through a Typer app of its own (the same wrapper ``planner.cli`` registers
+The command is run through a Typer app of its own (the same wrapper ``service.cli.app`` registers
 it with), in-process with CliRunner.
 """
 
@@ -14,8 +14,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planner.cli_support import user_errors
-from planner.importance_command import importance
+from service.cli.importance import importance
+from service.cli.support import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 app.command()(user_errors(importance))

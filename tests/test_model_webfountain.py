@@ -6,12 +6,12 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
-from planner.crawl_instance import CrawlInstance, InstanceError
-from planner.ipopt_solver import IPOPT_STATUS, SolveStatus
-from planner.paper_instances import bucket_lifetimes, paper_instance
-from planner.plan_solver import PlanSolver, solve_plan
-from planner.strategies import Strategy, strategy_weights, weights_from_mapping
-from planner.webfountain import build_model, simulate, uniform_crawl
+from planner.model.instance import CrawlInstance, InstanceError
+from planner.model.paper_instances import bucket_lifetimes, paper_instance
+from planner.model.webfountain import build_model, simulate, uniform_crawl
+from planner.model.weights import Strategy, strategy_weights, weights_from_mapping
+from planner.solver.ipopt import IPOPT_STATUS, SolveStatus
+from planner.solver.plan_solver import PlanSolver, solve_plan
 
 
 def _data(**changes: object) -> dict[str, object]:

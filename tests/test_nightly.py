@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-import planner.nightly as nightly_module
+import service.nightly as nightly_module
 from estimators.discovery import discovery_rates
-from planner.errors import ConfigError
-from planner.nightly import NightlySettings, cycle_start, run_nightly
-from planner.pipeline import release_period
+from service.errors import ConfigError
+from service.nightly import NightlySettings, cycle_start, run_nightly
+from service.pipeline import release_period
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages, latest_plan
+from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
 from store.measurements import measure_crawl
 from store.models import NIGHTLY_RUNS, PLANS
 from store.nightly_runs import recent_runs, start_run
-from store.page_schedule import page_schedule_finished
 from store.plans import plan_detail
 from tests.conftest import T0, count_store_reads
 
@@ -252,8 +252,8 @@ def test_capacity_the_model_leaves_idle_is_spent() -> None:
     # the model's optimum idles; the plan still spends every period's capacity.
     from estimators.buckets import bucket_aggregates
     from estimators.discovery import DiscoveryRates
-    from planner.plan_inputs import cycle_from_trajectory, plan_inputs
-    from planner.plan_solver import PlanSolver
+    from planner.cycle.plan_inputs import cycle_from_trajectory, plan_inputs
+    from planner.solver.plan_solver import PlanSolver
 
     agg = bucket_aggregates(np.full(496, 0), np.full(496, np.nan), np.zeros(496), period=1.0)
     inputs = plan_inputs(

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import update
 from typer.testing import CliRunner
 
-from planner.cli import app
+from service.cli.app import app
 from store import add_pages, open_database
 from store import upgrade_schema as migrate
 from store.models import PAGES

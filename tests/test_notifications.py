@@ -15,14 +15,14 @@ from typer.testing import CliRunner
 
 from crawler.sitemaps import SitemapError, parse_sitemap
 from estimators.notifications import notification_rates
-from planner.cli import app
-from planner.page_schedule import schedule_pages
-from planner.pipeline import estimate_from_store
+from service.cli.app import app
+from service.page_schedule import schedule_pages
+from service.pipeline import estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages, open_database
 from store import upgrade_schema as migrate
+from store.due_times import NOTIFIED
 from store.models import OBSERVATIONS, PAGES
 from store.notifications import Notification, notification_times, record_notifications
-from store.page_schedule import NOTIFIED
 from tests.api_server import TOKEN, ApiServer
 from tests.conftest import T0
 from tests.test_page_schedule import _publish

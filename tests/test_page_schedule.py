@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from sqlalchemy import select, update
 
-from planner.page_schedule import schedule_pages
-from planner.pipeline import release_period
-from planner.schedules import bucket_intervals, xyleme_intervals
+from planner.schedules.optimal import bucket_intervals, xyleme_intervals
+from service.page_schedule import schedule_pages
+from service.pipeline import release_period
 from store import Database, LeasePolicy, LeaseQueue, PlanDraft, PlanPeriodDraft, publish_plan
+from store.due_times import HORIZON_DAYS, withdraw_due_pages, write_page_schedule
 from store.models import PAGES, RELEASED_PAGES
-from store.page_schedule import HORIZON_DAYS, withdraw_due_pages, write_page_schedule
 from store.releases import release_pages
 from tests.conftest import T0
 from tests.test_releases import _pages

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from estimators.buckets import BucketScale, bucket_aggregates
-from planner.pipeline import aggregates_from_store, estimate_from_store
+from service.pipeline import aggregates_from_store, estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
 from store.models import Page
 from tests.conftest import T0, orm_all
@@ -80,7 +80,7 @@ def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
 def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Database) -> None:
     """Fetched pages with a bucket but no rate >= 0 (NaN or negative), in several chunks: all
     counted, the first named, and no aggregate made of the rest."""
-    from planner.crawl_instance import InstanceError
+    from planner.model.instance import InstanceError
     from store.models import PAGES
 
     _crawl_history(db, pages=7, visits=3, changes_every={0: 1, 1: 2})
@@ -105,7 +105,7 @@ def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Databa
 
 
 def test_prefetched_chunks_keep_order_and_raise_reader_errors() -> None:
-    from planner.pipeline import _prefetched
+    from service.pipeline import _prefetched
 
     assert list(_prefetched(iter(range(10)))) == list(range(10))
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from planner.quotas import crawl_fractions, integer_quotas, largest_remainder
+from planner.cycle.quotas import crawl_fractions, integer_quotas, largest_remainder
 
 plans = st.integers(1, 6).flatmap(
     lambda B: st.integers(1, 4).flatmap(

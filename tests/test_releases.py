@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
 
-from planner.pipeline import ReleaseSummary, release_period
-from planner.selection import HOST_CAPACITY, NEW_PAGES, NOT_ENOUGH_DUE
+from planner.cycle.due_urls import HOST_CAPACITY, NEW_PAGES, NOT_ENOUGH_DUE
+from service.pipeline import ReleaseSummary, release_period
 from store import (
     Database,
     FetchResult,
@@ -29,8 +29,8 @@ from store import (
     publish_plan,
     recompute_ready,
 )
+from store.due_times import finish_page_schedule
 from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES, SPLIT_RELEASES
-from store.page_schedule import finish_page_schedule
 from store.releases import release_pages
 from store.urgent import URGENT_DUE
 from tests.conftest import T0
@@ -262,7 +262,7 @@ def test_pages_changed_after_the_read_are_released_as_they_are_now(
     _plan(db, {3: 6}, new_pages=3)
     fetched, rebucketed, rescheduled, leased, urgent = old[1:]
     moved_cash = new[0]
-    import planner.pipeline as pipeline
+    import service.pipeline as pipeline
 
     real = pipeline.queue_release
 

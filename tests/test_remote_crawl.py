@@ -21,9 +21,9 @@ from crawler.politeness import PolitenessPolicy
 from crawler.remote import RemoteWorkQueue
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_workers
-from planner.api import ApiSettings
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from scenarios.web_server import WebServer
+from service.api.app import ApiSettings
 from store import Database, LeasePolicy, add_pages
 from store.models import LEASES, OBSERVATIONS, PAGES
 from tests.api_server import TOKEN, ApiServer
@@ -192,7 +192,7 @@ def test_remote_pools_crawl_to_the_plan_quotas(db: Database) -> None:
     two remote pools, every released page fetched once, politely."""
     from datetime import UTC, datetime
 
-    from planner.nightly import NightlySettings, run_nightly
+    from service.nightly import NightlySettings, run_nightly
     from store.models import PERIOD_RELEASES, RELEASED_PAGES
 
     web = _web()

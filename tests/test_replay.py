@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from planner.replay import ReplayCache
+from service.api.replay import ReplayCache
 
 
 class _Clock:

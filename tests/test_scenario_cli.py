@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner.scenario_command import scenario_app
 from scenarios.scenario_files import ScenarioError, parse_scenario, shipped_scenarios
+from service.cli.scenario import scenario_app
 from store import (
     PlanDraft,
     PlanPeriodDraft,

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app
-from planner.interval_bounds import first_match, glob_regex, page_bounds
+from planner.schedules.interval_bounds import first_match, glob_regex, page_bounds
+from service.cli.app import app
 
 RATES = [1.0, 0.25, 0.04, 0.0, 4.0]
 IMPORTANCE = [1.0, 1.0, 2.0, 1.0, 0.5]
@@ -300,7 +300,7 @@ def test_the_console_script_end_to_end(tmp_path: Path) -> None:
     write_pages(tmp_path / "pages.csv")
     (tmp_path / "hosts.csv").write_text("host,capacity\nhttp://a.example,0.1\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "planner", "schedule", "--pages", "pages.csv", "--bandwidth",
+        [sys.executable, "-m", "service", "schedule", "--pages", "pages.csv", "--bandwidth",
          "2", "--hosts", "hosts.csv", "--out", "out.csv"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import multipliers
-from planner.refresh_objectives import (
+from planner.schedules import multipliers
+from planner.schedules.objectives import (
     OBJECTIVES,
     freshness_gain,
     inverse_gain,
     objective_named,
 )
-from planner.schedules import (
+from planner.schedules.optimal import (
     Schedule,
     ScheduleError,
     XylemeSum,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.selection import (
+from planner.cycle.due_urls import (
     HOST_CAPACITY,
     NEW_PAGES,
     NOT_ENOUGH_DUE,
@@ -287,7 +287,7 @@ def _sequential_greedy(
 def test_greedy_is_the_sequential_pass(
     inst: tuple[list[tuple[int, int]], list[int], list[int]],
 ) -> None:
-    from planner.selection import _greedy
+    from planner.cycle.due_urls import _greedy
 
     cands, quota, room = inst
     group = [g for g, _ in cands]

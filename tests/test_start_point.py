@@ -6,12 +6,12 @@ import itertools
 
 import numpy as np
 
-from planner.crawl_instance import CrawlInstance
-from planner.paper_instances import paper_instance
-from planner.plan_solver import PlanSolver
-from planner.start_point import best_schedules, objective_of, priced_start
-from planner.strategies import ObjectiveWeights, strategy_weights
-from planner.webfountain import simulate, uniform_crawl
+from planner.model.instance import CrawlInstance
+from planner.model.paper_instances import paper_instance
+from planner.model.webfountain import simulate, uniform_crawl
+from planner.model.weights import ObjectiveWeights, strategy_weights
+from planner.solver.plan_solver import PlanSolver
+from planner.solver.start_point import best_schedules, objective_of, priced_start
 
 
 def _schedule_value(

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-from planner.cli import app
-from planner.page_schedule import schedule_pages
-from planner.pipeline import release_period
-from planner.quotas import charge_urgent
+from planner.cycle.quotas import charge_urgent
+from service.cli.app import app
+from service.page_schedule import schedule_pages
+from service.pipeline import release_period
 from store import Database, LeasePolicy, LeaseQueue, open_database, upgrade_schema
+from store.due_times import withdraw_due_pages
 from store.models import HOSTS, PAGES
-from store.page_schedule import withdraw_due_pages
 from store.urgent import URGENT_DUE, request_urgent, urgent_requests_between
 from tests.api_server import TOKEN, ApiServer
 from tests.conftest import T0

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.nightly import NightlySettings, run_nightly
+from service.nightly import NightlySettings, run_nightly
 from store import Database, open_database, upgrade_schema
 
 HOSTS = 1_000

@@ -11,10 +11,10 @@ and period. Three variants:
   of it, so a share of the hosts binds (how many depends on the objective: it is printed);
 * ``bounds``: every page min_interval 0.5 periods, and 30 % of the pages max_interval 30.
 
-Each objective's :func:`~planner.schedules.refresh_schedule` is timed beside
+Each objective's :func:`~planner.schedules.optimal.refresh_schedule` is timed beside
 
 * the floor: Xyleme's closed form ``t_i = K / sqrt(r_i lam_i)`` in numpy
-  (:func:`~planner.schedules.xyleme_intervals`), one pass over the pages;
+  (:func:`~planner.schedules.optimal.xyleme_intervals`), one pass over the pages;
 * a naive freshness solve: ``scipy.optimize.brentq`` on ln mu over the same total
   ``sum_i f_i(mu) = G``, each page's rate from ``scipy.special.lambertw`` (branch -1:
   ``x = -1 - W_{-1}(-(1 - c) / e)`` solves ``1 - e^{-x}(1 + x) = c``, ``f = lam / x``),
@@ -45,7 +45,12 @@ from scipy import optimize, special
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from planner.schedules import OBJECTIVES, Schedule, refresh_schedule, xyleme_intervals
+from planner.schedules.optimal import (
+    OBJECTIVES,
+    Schedule,
+    refresh_schedule,
+    xyleme_intervals,
+)
 
 OUT = Path(__file__).resolve().parents[2] / "bench-results"
 

@@ -10,7 +10,7 @@ same database:
 
 * read: the candidate queries (per bucket by the covering index ``(bucket, scheduled_at,
   ...)``, new pages by cash, the hosts' delays);
-* select: the pure selection (``planner.selection``) on those candidates;
+* select: the pure selection (``planner.cycle.due_urls``) on those candidates;
 * release: ``release_period`` end to end (its own read and select again, then one write
   transaction that queues the chosen pages in ``released_pages`` with their URLs and
   validators, read in the same statement from the candidate indexes' entries, which hold
@@ -75,8 +75,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy import text
 
-from planner.pipeline import release_period
-from planner.selection import select_due_pages
+from planner.cycle.due_urls import select_due_pages
+from service.pipeline import release_period
 from store import (
     Database,
     LeasePolicy,

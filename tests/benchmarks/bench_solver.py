@@ -2,9 +2,10 @@
 
 Run as a script (``python tests/benchmarks/bench_solver.py``). For B = 255, T = 14 and each
 strategy it prints the median over ``--runs`` of build + compile + start + solve with the
-planner (:class:`planner.plan_solver.PlanSolver`: the model of :mod:`planner.webfountain`, its
-scaling, the priced start of :mod:`planner.start_point` and
-:data:`planner.ipopt_solver.NEAR_START_OPTIONS`), the iterations, status and
+planner (:class:`planner.solver.plan_solver.PlanSolver`: the model of
+:mod:`planner.model.webfountain`, its
+scaling, the priced start of :mod:`planner.solver.start_point` and
+:data:`planner.solver.ipopt.NEAR_START_OPTIONS`), the iterations, status and
 objective, and the same for a *plain* solve measured in the same run: the paper's equations
 written as they stand (variables x, y, b, n, z, every one >= 0, b >= b0 to keep the division
 away from zero; :func:`build_plain_model` below), compiled by the same bridge, solved with
@@ -26,12 +27,12 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from planner.crawl_instance import CrawlInstance
-from planner.ipopt_solver import DEFAULT_OPTIONS, solve_nlp
-from planner.nlp_compiler import compile_model
-from planner.paper_instances import paper_instance
-from planner.plan_solver import PlanSolver
-from planner.strategies import ObjectiveWeights, Strategy, strategy_weights
+from planner.model.instance import CrawlInstance
+from planner.model.paper_instances import paper_instance
+from planner.model.weights import ObjectiveWeights, Strategy, strategy_weights
+from planner.solver.compiler import compile_model
+from planner.solver.ipopt import DEFAULT_OPTIONS, solve_nlp
+from planner.solver.plan_solver import PlanSolver
 
 
 def build_plain_model(instance: CrawlInstance, weights: ObjectiveWeights) -> pyo.ConcreteModel:

@@ -1,5 +1,0 @@
-"""``python -m planner`` runs the crawlplan CLI (the same as the ``crawlplan`` script)."""
-
-from planner.cli import main
-
-main()

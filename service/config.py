@@ -1,0 +1,407 @@
+"""Configuration: command-line options, then environment, then ``crawlplan.toml``, then defaults.
+
+Every setting is declared once in :data:`SETTINGS` with its TOML key, environment variable,
+type, unit, bounds and default; ``crawlplan config`` prints the resolved values and where each
+came from. The configuration file is ``--config FILE``, else ``$CRAWLPLAN_CONFIG``, else
+``./crawlplan.toml`` when it exists. Example::
+
+    [store]
+    db = "postgresql://postgres@127.0.0.1:5432/crawlplan"
+
+    [lease]
+    seconds = 300          # a worker holds a host this long before its pages return
+    max_urls = 100         # largest batch one lease call hands out
+    max_urls_per_host = 20
+    max_hosts = 20
+    revisit_after_days = 1.0
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from crawler.fetch import FetchLimits
+from crawler.politeness import PolitenessPolicy
+from crawler.worker import CrawlSettings
+from estimators.buckets import BucketScale
+from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
+from estimators.reliability import LastModifiedPolicy
+from planner.cycle.plan_inputs import EXPLORE_REVISITS
+from service.errors import ConfigError
+from store.database import DEFAULT_DB_URL
+from store.leases import LeasePolicy
+
+__all__ = ["SETTINGS", "Setting", "Settings", "load_settings"]
+
+DEFAULT_CONFIG_FILE = Path("crawlplan.toml")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration value: ``key`` is ``section.name`` in crawlplan.toml."""
+
+    key: str
+    env: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+
+    def parse(self, raw: Any, origin: str) -> Any:
+        """Convert ``raw`` (a TOML value or an environment string) or raise ConfigError."""
+        value: Any = raw
+        try:
+            if self.kind is int:
+                if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                    raise ValueError
+                value = int(raw)
+            elif self.kind is float:
+                if isinstance(raw, bool):
+                    raise ValueError
+                value = float(raw)
+            elif not isinstance(raw, str):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{origin}: {self.key} must be {self.kind.__name__}, got {raw!r}"
+            ) from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{origin}: {self.key} must be >= {self.minimum}, got {value!r}")
+        return value
+
+
+_defaults = LeasePolicy()
+_polite = PolitenessPolicy()
+_limits = FetchLimits()
+SETTINGS: tuple[Setting, ...] = (
+    Setting("store.db", "CRAWLPLAN_DB_URL", str, DEFAULT_DB_URL, "database URL"),
+    Setting(
+        "lease.seconds",
+        "CRAWLPLAN_LEASE_SECONDS",
+        float,
+        _defaults.lease_seconds,
+        "seconds a worker may hold a host",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_urls",
+        "CRAWLPLAN_LEASE_MAX_URLS",
+        int,
+        _defaults.max_urls,
+        "most URLs per lease call",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_urls_per_host",
+        "CRAWLPLAN_LEASE_MAX_URLS_PER_HOST",
+        int,
+        _defaults.max_urls_per_host,
+        "most URLs of one host per lease",
+        minimum=1,
+    ),
+    Setting(
+        "lease.max_hosts",
+        "CRAWLPLAN_LEASE_MAX_HOSTS",
+        int,
+        _defaults.max_hosts,
+        "most hosts per lease call",
+        minimum=1,
+    ),
+    Setting(
+        "lease.revisit_after_days",
+        "CRAWLPLAN_REVISIT_AFTER_DAYS",
+        float,
+        _defaults.revisit_after / timedelta(days=1),
+        "days until a page is due again when no plan scheduled it",
+        minimum=0,
+    ),
+    Setting("crawl.workers", "CRAWLPLAN_WORKERS", int, 4, "crawler worker threads", minimum=1),
+    Setting(
+        "crawl.processes",
+        "CRAWLPLAN_PROCESSES",
+        int,
+        1,
+        "crawler processes, each with crawl.workers threads (one core each at most)",
+        minimum=1,
+    ),
+    Setting(
+        "crawl.min_delay",
+        "CRAWLPLAN_MIN_DELAY",
+        float,
+        _polite.min_delay,
+        "least seconds between two requests to one host",
+        minimum=0,
+    ),
+    Setting(
+        "crawl.max_delay",
+        "CRAWLPLAN_MAX_DELAY",
+        float,
+        _polite.max_delay,
+        "most seconds between requests; a longer robots.txt Crawl-delay is clamped",
+        minimum=0,
+    ),
+    Setting(
+        "crawl.max_bytes",
+        "CRAWLPLAN_MAX_BYTES",
+        int,
+        _limits.max_bytes,
+        "size cap of one page (bytes); the rest is not downloaded",
+        minimum=1,
+    ),
+    Setting(
+        "crawl.user_agent",
+        "CRAWLPLAN_USER_AGENT",
+        str,
+        CrawlSettings().user_agent,
+        "User-Agent header; its first word is the robots.txt token",
+    ),
+    Setting(
+        "api.tokens",
+        "CRAWLPLAN_API_TOKENS",
+        str,
+        "",
+        "worker API bearer tokens, comma-separated, 16+ characters each",
+    ),
+    Setting("api.host", "CRAWLPLAN_API_HOST", str, "127.0.0.1", "address `serve` listens on"),
+    Setting("api.port", "CRAWLPLAN_API_PORT", int, 8470, "port `serve` listens on", minimum=1),
+    Setting(
+        "api.max_body_bytes",
+        "CRAWLPLAN_API_MAX_BODY_BYTES",
+        int,
+        8 * 1024 * 1024,
+        "largest request body the worker API reads",
+        minimum=1024,
+    ),
+    Setting(
+        "api.max_connections",
+        "CRAWLPLAN_API_MAX_CONNECTIONS",
+        int,
+        64,
+        "concurrent connections `serve` accepts; more get 503",
+        minimum=1,
+    ),
+    Setting(
+        "estimate.min_rate",
+        "CRAWLPLAN_MIN_RATE",
+        float,
+        MIN_RATE,
+        "lowest change rate of the 255 buckets, changes per day",
+        minimum=1e-12,
+    ),
+    Setting(
+        "estimate.max_rate",
+        "CRAWLPLAN_MAX_RATE",
+        float,
+        MAX_RATE,
+        "highest change rate of the 255 buckets, changes per day",
+        minimum=1e-12,
+    ),
+    Setting(
+        "estimate.clock_tolerance",
+        "CRAWLPLAN_CLOCK_TOLERANCE",
+        float,
+        CLOCK_TOLERANCE_DAYS * 86_400.0,
+        "seconds within which a Last-Modified counts as the fetch time (a server stamping "
+        "the response time) or as unmoved; HTTP dates have whole seconds",
+        minimum=0,
+    ),
+    Setting(
+        "plan.period_days",
+        "CRAWLPLAN_PERIOD_DAYS",
+        float,
+        1.0,
+        "days per plan period",
+        minimum=1e-6,
+    ),
+    Setting("plan.periods", "CRAWLPLAN_PERIODS", int, 14, "periods per plan cycle (T)", minimum=1),
+    Setting(
+        "plan.horizon",
+        "CRAWLPLAN_HORIZON",
+        int,
+        0,
+        "periods the model looks ahead (the plan publishes the first T); 0: T",
+        minimum=0,
+    ),
+    Setting(
+        "plan.strategy",
+        "CRAWLPLAN_STRATEGY",
+        int,
+        1,
+        "objective weighting: the WebFountain paper's strategy 1, 2 or 3",
+        minimum=1,
+    ),
+    Setting(
+        "plan.capacity",
+        "CRAWLPLAN_CAPACITY",
+        float,
+        0.0,
+        "crawls per period the plan may use; 0: the throughput measured over the window",
+        minimum=0,
+    ),
+    Setting(
+        "plan.window_days",
+        "CRAWLPLAN_WINDOW_DAYS",
+        float,
+        7.0,
+        "days of crawl history measured for capacity, costs and discovery",
+        minimum=1e-6,
+    ),
+    Setting(
+        "plan.objective",
+        "CRAWLPLAN_OBJECTIVE",
+        str,
+        "obsolescence",
+        "page schedule inside each bucket's quota: obsolescence, freshness, harmonic, binary",
+    ),
+    Setting(
+        "plan.explore",
+        "CRAWLPLAN_EXPLORE",
+        float,
+        EXPLORE_REVISITS,
+        "every change-rate bucket's pages crawled at least once per this many mean revisit "
+        "intervals (known pages / capacity periods), so that misjudged pages get re-measured; "
+        "0: off",
+        minimum=0,
+    ),
+    Setting(
+        "plan.crawl_cost",
+        "CRAWLPLAN_CRAWL_COST",
+        str,
+        "measured",
+        "cost of a crawl in the model: measured (each bucket's mean fetch time: the capacity is "
+        "crawl time) or equal (every crawl alike: the capacity is a number of crawls)",
+    ),
+)
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved configuration; ``origins`` says where each value came from."""
+
+    values: Mapping[str, Any]
+    origins: Mapping[str, str]
+
+    @property
+    def db_url(self) -> str:
+        """The database URL."""
+        return str(self.values["store.db"])
+
+    @property
+    def lease_policy(self) -> LeasePolicy:
+        """The lease queue's policy."""
+        return LeasePolicy(
+            lease_seconds=self.values["lease.seconds"],
+            max_urls=self.values["lease.max_urls"],
+            max_urls_per_host=self.values["lease.max_urls_per_host"],
+            max_hosts=self.values["lease.max_hosts"],
+            revisit_after=timedelta(days=self.values["lease.revisit_after_days"]),
+        )
+
+    @property
+    def bucket_scale(self) -> BucketScale:
+        """The 255 change-rate buckets' range (``estimate.min_rate`` .. ``max_rate``)."""
+        try:
+            return BucketScale(
+                float(self.values["estimate.min_rate"]), float(self.values["estimate.max_rate"])
+            )
+        except ValueError as error:
+            raise ConfigError(f"estimate.min_rate and estimate.max_rate: {error}") from None
+
+    @property
+    def last_modified_policy(self) -> LastModifiedPolicy:
+        """The Last-Modified reliability test's thresholds (``estimate.clock_tolerance``)."""
+        return LastModifiedPolicy(
+            clock_tolerance=float(self.values["estimate.clock_tolerance"]) / 86_400.0
+        )
+
+    @property
+    def api_tokens(self) -> tuple[str, ...]:
+        """The worker API's accepted tokens (``api.tokens``, comma-separated)."""
+        raw = str(self.values["api.tokens"])
+        return tuple(t.strip() for t in raw.split(",") if t.strip())
+
+    def crawl_settings(self, *, allow_private: bool = False) -> CrawlSettings:
+        """The crawler's settings; ``allow_private`` lets it contact loopback (demo, tests)."""
+        agent = str(self.values["crawl.user_agent"])
+        return CrawlSettings(
+            agent=agent.split("/")[0].split()[0].lower(),
+            user_agent=agent,
+            politeness=PolitenessPolicy(
+                min_delay=self.values["crawl.min_delay"],
+                max_delay=max(self.values["crawl.max_delay"], self.values["crawl.min_delay"]),
+            ),
+            limits=FetchLimits(
+                max_bytes=self.values["crawl.max_bytes"], allow_private=allow_private
+            ),
+        )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration file {path}: {error.strerror}") from None
+    flat: dict[str, Any] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {section!r} must be a [section], e.g. [store]")
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            if key not in _BY_KEY:
+                known = ", ".join(sorted(_BY_KEY))
+                raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")
+            flat[key] = value
+    return flat
+
+
+def load_settings(
+    options: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every setting: ``options`` (non-None values) > environment > file > default.
+
+    ``config_file`` None means ``$CRAWLPLAN_CONFIG`` or ``./crawlplan.toml`` if present.
+    """
+    env = os.environ if environ is None else environ
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    unknown = set(options) - set(_BY_KEY)
+    if unknown:
+        raise ConfigError(f"unknown settings {sorted(unknown)}")
+    if config_file is None and env.get("CRAWLPLAN_CONFIG"):
+        config_file = Path(env["CRAWLPLAN_CONFIG"])
+    if config_file is None and DEFAULT_CONFIG_FILE.exists():
+        config_file = DEFAULT_CONFIG_FILE
+    from_file = _read_toml(config_file) if config_file is not None else {}
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    sources: list[tuple[str, Callable[[Setting], Any]]] = [
+        ("option", lambda s: options.get(s.key)),
+        ("environment", lambda s: env.get(s.env) or None),
+        (str(config_file), lambda s: from_file.get(s.key)),
+    ]
+    for setting in SETTINGS:
+        for origin, lookup in sources:
+            raw = lookup(setting)
+            if raw is not None:
+                where = f"${setting.env}" if origin == "environment" else origin
+                values[setting.key] = setting.parse(raw, where)
+                origins[setting.key] = where
+                break
+        else:
+            values[setting.key] = setting.default
+            origins[setting.key] = "default"
+    return Settings(values=values, origins=origins)

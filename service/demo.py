@@ -1,0 +1,835 @@
+"""``crawlplan demo``: the whole service on the embedded default, scored against ground truth.
+
+A synthetic web on loopback (hundreds of hosts, one port each, 20,000 pages by default) is
+crawled for real by two crawls side by side, each into its own SQLite store and with the same
+budget of crawls per period:
+
+* **crawlplan**: every cycle the nightly pipeline estimates change rates, solves the
+  WebFountain plan for the next cycle's periods, schedules the pages inside the quotas, and
+  each period's work is released to the workers;
+* **uniform**: the same crawler revisiting every page alike, the uniform plan that spends the
+  same budget (what a fixed-schedule crawler does), through the same releases.
+
+Processes: each crawl's server (the same web, deterministic from its
+:class:`~scenarios.synthetic_web.WebConfig`) runs in a process of its own
+(:class:`~scenarios.server_process.ServerProcess`), and so does each crawl (its own
+connection to its store, its own worker threads); this process releases the periods, runs the
+nightly pipeline, samples freshness and prints progress. Python threads of one process share
+one interpreter lock: with everything in one process each crawl was held to about 50 pages a
+second. Every child stops when told, or by itself when this process goes away; a Ctrl-C
+(SIGINT, which the children ignore) stops them all.
+
+Every period both repositories are scored against the web's ground truth (the share of pages
+whose stored copy is current); politeness is checked on each server's own request log and
+change detection against the true change times. The report (markdown, CSV, PNG) is written
+beside the stores.
+
+Service edge: wires scenarios, crawler, store and the pipeline together.
+"""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+
+from crawler.urls import normalize_url, origin_of
+from crawler.worker import CrawlSettings, CrawlStats, run_crawl
+from estimators.buckets import BucketScale
+from scenarios.demo_report import plot_freshness
+from scenarios.ground_truth import score_change_detection, smallest_gaps
+from scenarios.server_process import ServerProcess, context, end_process
+from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
+from scenarios.web_server import LoggedRequest
+from service.config import load_settings
+from service.nightly import NightlyReport, NightlySettings, cycle_start, run_nightly
+from service.pipeline import release_period
+from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+from store.models import OBSERVATIONS, PAGES
+from store.plans import latest_plan, plan_detail
+
+__all__ = ["DemoReport", "DemoSettings", "progress_line", "run_demo"]
+
+_DAY = 86_400.0
+_ANSWERED = (200, 304)
+_NAMES = ("crawlplan", "uniform")
+_MIN_DELAY = 0.05
+#: CrawlStats counters a crawl process sends back.
+_COUNTERS = tuple(f.name for f in fields(CrawlStats) if f.name not in ("started", "lock"))
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """The demo's web and crawl.
+
+    ``hosts`` x ``pages`` pages; plan periods of ``period`` seconds, ``periods`` per cycle,
+    ``cycles`` cycles; ``capacity`` crawls per period for each of the two crawls (default:
+    ``share`` of the pages per cycle, so that planning matters); ``workers`` threads per crawl
+    (each crawl in a process of its own).
+    """
+
+    directory: Path
+    hosts: int = 200
+    pages: int = 100
+    period: float = 8.0
+    periods: int = 3
+    cycles: int = 8
+    capacity: int | None = None
+    workers: int = 8
+    #: 15 % of 20,000 pages per 3-period cycle: 1,000 crawls a period, 125 a second, what
+    #: each of two live crawls keeps up with beside the other on this 2-core machine.
+    share: float = 0.15
+    rate_low: float = 1e-3
+    rate_high: float = 0.2
+    seed: int = 7
+
+    @property
+    def budget(self) -> int:
+        """Crawls per period of each crawl."""
+        if self.capacity is not None:
+            return self.capacity
+        return max(1, round(self.share * self.hosts * self.pages / self.periods))
+
+
+@dataclass
+class DemoReport:
+    """Freshness samples (seconds since the start, crawlplan, uniform), per-cycle means,
+    fetches of each crawl, pages released to it and fetched, period by period, the last
+    plan's quotas per bucket, and the checks."""
+
+    seconds: list[float] = field(default_factory=list)
+    planned: list[float] = field(default_factory=list)
+    uniform: list[float] = field(default_factory=list)
+    cycles: list[tuple[int, float, float]] = field(default_factory=list)
+    fetched: dict[str, int] = field(default_factory=dict)
+    released: dict[str, list[int]] = field(default_factory=dict)
+    fetched_per_period: dict[str, list[int]] = field(default_factory=dict)
+    carried_over: dict[str, list[int]] = field(default_factory=dict)
+    #: Per crawl, pages of its plans' quotas that releases could not choose, by reason.
+    short: dict[str, dict[str, int]] = field(default_factory=dict)
+    quotas: dict[int, float] = field(default_factory=dict)
+    #: The last plan's never-fetched pages per period (its new-page quota).
+    new_pages_quota: float = 0.0
+    bucket_rates: dict[int, float] = field(default_factory=dict)
+    smallest_gap: float = 0.0
+    min_delay: float = 0.0
+    detection: str = ""
+    plans: int = 0
+    pages: int = 0
+    budget: int = 0
+    periods: int = 1
+    elapsed: float = 0.0
+
+
+def progress_line(stats: CrawlStats) -> str:
+    """One line of crawl counters."""
+    return (
+        f"fetched {stats.fetched:,} ({stats.pages_per_second():.1f} pages/s), "
+        f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
+        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,}, "
+        f"hosts active {stats.active_hosts}"
+    )
+
+
+# -- the crawl processes ---------------------------------------------------------------------
+def _crawl_main(
+    db_url: str,
+    crawl: CrawlSettings,
+    policy: LeasePolicy,
+    workers: int,
+    control: Connection,
+    results: Connection,
+) -> None:
+    """A crawl process: open the store, wait for "go", crawl until "stop" (or until the
+    parent goes away), sending the counters every half second and once more at the end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it tells us to stop
+    stop = threading.Event()
+    stats = CrawlStats()
+    sending = threading.Lock()
+
+    def send(kind: str, payload: Any) -> None:
+        with sending:
+            try:
+                results.send((kind, payload))
+            except (BrokenPipeError, OSError):
+                stop.set()  # nobody listens any more
+
+    try:
+        db = open_database(db_url)
+        send("ready", None)
+        if control.recv() != "go":
+            return
+    except (EOFError, OSError):
+        return
+    except BaseException:
+        send("error", traceback.format_exc())
+        return
+
+    def watch() -> None:
+        with suppress(EOFError, OSError):  # EOF: the parent is gone
+            control.recv()  # "stop"
+        stop.set()
+
+    def report() -> None:
+        while not stop.wait(0.5):
+            send("stats", _counters(stats))
+
+    threading.Thread(target=watch, name="demo-control", daemon=True).start()
+    threading.Thread(target=report, name="demo-report", daemon=True).start()
+    try:
+        run_crawl(
+            db, lambda: LeaseQueue(db, policy), crawl, workers=workers, stop=stop, stats=stats
+        )
+    except BaseException:
+        send("error", traceback.format_exc())
+    else:
+        send("done", _counters(stats))
+    finally:
+        stop.set()
+        db.engine.dispose()
+
+
+def _counters(stats: CrawlStats) -> dict[str, int]:
+    with stats.lock:
+        return {name: int(getattr(stats, name)) for name in _COUNTERS}
+
+
+class _CrawlProcess:
+    """The parent's handle on one crawl process: its latest counters, its stop."""
+
+    def __init__(
+        self,
+        name: str,
+        db_url: str,
+        crawl: CrawlSettings,
+        policy: LeasePolicy,
+        workers: int,
+        start_method: str,
+    ) -> None:
+        ctx = context(start_method)
+        control_reader, self._control = ctx.Pipe(duplex=False)
+        self._results, results_writer = ctx.Pipe(duplex=False)
+        self.name = name
+        self.stats = CrawlStats()
+        self.process: BaseProcess = ctx.Process(
+            target=_crawl_main,
+            args=(db_url, crawl, policy, workers, control_reader, results_writer),
+            name=f"demo-crawl-{name}",
+            daemon=True,
+        )
+        self.process.start()
+        control_reader.close()
+        results_writer.close()
+        self._done = False
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        if not self._results.poll(timeout):
+            raise RuntimeError(f"the {self.name} crawl process did not start in {timeout:g} s")
+        self._receive(self._results.recv())
+
+    def go(self) -> None:
+        self._control.send("go")
+        self.stats.started = time.monotonic()
+
+    def poll(self) -> CrawlStats:
+        """The latest counters (raises if the crawl process failed or died)."""
+        try:
+            while not self._done and self._results.poll():
+                self._receive(self._results.recv())
+        except EOFError:
+            self._done = True
+        if not self._done and not self.process.is_alive():
+            raise RuntimeError(f"the {self.name} crawl process died (exit {self.process.exitcode})")
+        return self.stats
+
+    def _receive(self, message: tuple[str, Any]) -> None:
+        kind, payload = message
+        if kind == "error":
+            self._done = True
+            raise RuntimeError(f"the {self.name} crawl failed:\n{payload}")
+        if kind in ("stats", "done"):
+            for name, value in payload.items():
+                setattr(self.stats, name, value)
+        self._done = kind == "done"
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ask the crawl to stop, take its last counters, end the process (terminated, then
+        killed, if it does not end in time)."""
+        with suppress(BrokenPipeError, OSError):
+            self._control.send("stop")
+        deadline = time.monotonic() + timeout
+        try:
+            while not self._done and self._results.poll(max(0.0, deadline - time.monotonic())):
+                self._receive(self._results.recv())
+        except (EOFError, OSError):
+            pass
+        finally:
+            end_process(self.process, max(1.0, deadline - time.monotonic()))
+            self._control.close()
+            self._results.close()
+
+
+def _start_method() -> str:
+    """``forkserver`` where there is one (the children fork from a process that imported this
+    module once, instead of each importing the CLI again: seconds less set-up), else
+    ``spawn``. Either way a child inherits nothing of this process's threads or stores."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    multiprocessing.get_context("forkserver").set_forkserver_preload([__name__])
+    return "forkserver"
+
+
+# -- ground truth ----------------------------------------------------------------------------
+class _Truth:
+    """The web's change times, flattened for fast freshness: page p's changes are the keys
+    ``p * span + t``, sorted, so one ``searchsorted`` counts every page's versions at once."""
+
+    def __init__(self, web: SyntheticWeb) -> None:
+        self.web = web
+        self.span = float(web.config.horizon) * 2 + 1.0
+        keys = [p * self.span + web.change_times(p) for p in range(web.n_pages)]
+        self.keys = np.concatenate(keys) if keys else np.zeros(0)
+        self.offset = np.arange(web.n_pages, dtype=float) * self.span
+
+    def freshness(self, fetched_at: np.ndarray, t: float) -> float:
+        """Share of live pages whose copy (fetched at ``fetched_at[p]``, NaN: never) is
+        current at ``t`` (seconds since the epoch)."""
+        alive = (self.web.born <= t) & (t < self.web.dies)
+        if not alive.any():
+            return 1.0
+        seen = ~np.isnan(fetched_at)
+        at = np.where(seen, fetched_at, 0.0)
+        then = np.searchsorted(self.keys, self.offset + at, side="right")
+        now = np.searchsorted(self.keys, self.offset + t, side="right")
+        fresh = alive & seen & (then == now)
+        return float(fresh.sum() / alive.sum())
+
+
+def _latest_fetches(db: Database, by_url: dict[str, int], epoch: datetime, n: int) -> np.ndarray:
+    """Per synthetic page, the server time (s) of the store's latest successful fetch (NaN:
+    none)."""
+    o = OBSERVATIONS.c
+    with db.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.url, func.max(o.fetched_at))
+            .join(OBSERVATIONS, o.page_id == PAGES.c.id)
+            .where(o.http_status.in_(_ANSWERED))
+            .group_by(PAGES.c.url)
+        ).all()
+    out = np.full(n, np.nan)
+    for url, at in rows:
+        page = by_url.get(url)
+        if page is not None and at is not None:
+            when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+            out[page] = (when - epoch).total_seconds()
+    return out
+
+
+# -- the demo --------------------------------------------------------------------------------
+def _store(path: Path) -> Database:
+    for suffix in ("", "-wal", "-shm", "-writer"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    database = open_database(f"sqlite:///{path}", create=True)
+    upgrade_schema(database)
+    return database
+
+
+def _web_config(demo: DemoSettings) -> WebConfig:
+    behaviors = {
+        1: HostBehavior(last_modified="now", etag=False),
+        2: HostBehavior(last_modified="static", etag=False),
+        3: HostBehavior(error_rate=0.05, retry_after=1.0),
+        4: HostBehavior(robots="User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"),
+    }
+    return WebConfig(
+        hosts=demo.hosts,
+        pages_per_host=demo.pages,
+        rate_low=demo.rate_low,
+        rate_high=demo.rate_high,
+        seed=demo.seed,
+        behaviors={h: b for h, b in behaviors.items() if h < demo.hosts},
+    )
+
+
+@dataclass
+class _Side:
+    """One of the two crawls: its store, its server, its crawl process, its nightly."""
+
+    name: str
+    db: Database
+    db_url: str
+    server: ServerProcess
+    nightly: NightlySettings
+    by_url: dict[str, int] = field(default_factory=dict)
+    crawl: _CrawlProcess | None = None
+
+
+@contextmanager
+def _children(sides: list[_Side]) -> Iterator[None]:
+    """Stop every crawl process, then every server, however the block ends."""
+    try:
+        yield
+    finally:
+        for side in sides:
+            if side.crawl is not None:
+                side.crawl.stop()
+        for side in sides:
+            side.server.stop()
+
+
+def run_demo(
+    demo: DemoSettings,
+    *,
+    say: Callable[[str], None],
+    crawl_settings: CrawlSettings | None = None,
+) -> DemoReport:
+    """Run the demo, reporting each step with ``say``; returns the figures."""
+    began = time.monotonic()
+    directory = demo.directory
+    directory.mkdir(parents=True, exist_ok=True)
+    n_pages = demo.hosts * demo.pages
+    budget = demo.budget
+    revisit = n_pages * demo.period / budget  # seconds: the same crawls per second
+    settings = load_settings(
+        {
+            "crawl.min_delay": _MIN_DELAY,
+            "crawl.workers": demo.workers,
+            "lease.revisit_after_days": revisit / _DAY,
+            # The web's days are seconds: a Last-Modified a minute before the fetch is no
+            # sign of a server stamping the response time here (HTTP dates have whole
+            # seconds, the web's clock is the crawler's).
+            "estimate.clock_tolerance": 1.0,
+        },
+        environ={},
+    )
+    crawl = crawl_settings or settings.crawl_settings(allow_private=True)
+    config = _web_config(demo)
+    cycle_seconds = demo.period * demo.periods
+    nightly = NightlySettings(
+        period_days=demo.period / _DAY,
+        periods=demo.periods,
+        strategy=1,
+        capacity=float(budget),
+        window_days=cycle_seconds / _DAY,
+        # The web changes in seconds, not days: buckets from one change a day to 1e6 a day.
+        scale=BucketScale(1.0, 1e6),
+        last_modified=settings.last_modified_policy,
+        # The same budget as the uniform crawl, in crawls: the crawler is not short of time
+        # here, and measured fetch times (milliseconds, mostly the machine's load) would let
+        # the plan buy more crawls by favouring buckets that happened to fetch fast.
+        crawl_cost="equal",
+    )
+    report = DemoReport(
+        min_delay=crawl.politeness.min_delay, pages=n_pages, budget=budget, periods=demo.periods
+    )
+    say(
+        f"synthetic web: {demo.hosts} hosts x {demo.pages} pages = {n_pages:,} pages on "
+        f"127.0.0.1 (one port per host), change rates {demo.rate_low:g}-{demo.rate_high:g} "
+        "per second; starting its two servers and the two crawls, each in a process of its own"
+    )
+    sides: list[_Side] = []
+    method = _start_method()
+    # One server per crawl, both serving the same web (same pages, same change times): each
+    # crawl's politeness and change detection are checked on its own server's log.
+    for name in _NAMES:
+        path = directory / f"{name}.db"
+        sides.append(
+            _Side(
+                name,
+                _store(path),
+                f"sqlite:///{path}",
+                ServerProcess(config, seed=demo.seed, start_method=method),
+                nightly if name == "crawlplan" else replace(nightly, optimize=False),
+            )
+        )
+    policy = settings.lease_policy
+    with _children(sides):
+        for side in sides:
+            side.server.launch()
+        for side in sides:  # the crawl processes import and open their stores meanwhile
+            side.crawl = _CrawlProcess(side.name, side.db_url, crawl, policy, demo.workers, method)
+        web = SyntheticWeb(config)  # the parent's copy, for ground truth
+        truth = _Truth(web)
+        for side in sides:
+            side.server.wait_ready()
+            urls = [side.server.origins[int(web.host_of[p])] + web.path(p) for p in range(n_pages)]
+            side.by_url = {normalize_url(u): p for p, u in enumerate(urls)}
+            add_pages(side.db, [(u, origin_of(u)) for u in side.by_url])
+        say(
+            f"both stores seeded with the web's {n_pages:,} URLs (a sitemap); budget: "
+            f"{budget:,} crawls per {demo.period:g} s period for each crawl "
+            f"({budget * demo.periods / n_pages:.2f} per page per cycle of {demo.periods} "
+            "periods); crawlplan solves the "
+            f"WebFountain plan each cycle, uniform crawls every page alike (every "
+            f"{revisit:.0f} s), both through the same releases"
+        )
+        for side in sides:
+            report.plans += run_nightly(side.db, side.nightly).status == "published"
+        for side in sides:
+            assert side.crawl is not None
+            side.crawl.wait_ready()
+        # Periods counted from the first plan's start (a whole number of periods since the
+        # epoch), so that samples and nightly runs fall on the plans' period boundaries.
+        first_plan = latest_plan(sides[0].db)
+        plan_start = (
+            first_plan.starts_at
+            if first_plan is not None
+            else cycle_start(datetime.now(UTC), nightly.period_days)
+        )
+        started = time.monotonic() - (datetime.now(UTC) - plan_start).total_seconds()
+        for side in sides:
+            assert side.crawl is not None
+            side.crawl.go()
+        say(
+            f"crawling: {demo.cycles} cycles of {demo.periods} periods of {demo.period:g} s "
+            f"({demo.cycles * cycle_seconds:g} s), {demo.workers} worker threads per crawl "
+            f"(set-up took {time.monotonic() - began:.0f} s)"
+        )
+        _cycles(demo, sides, truth, report, say, started, plan_start)
+        for side in sides:
+            assert side.crawl is not None
+            side.crawl.stop()
+            report.fetched[side.name] = side.crawl.stats.fetched
+    logs = {side.name: side.server.log for side in sides}
+    _checks(report, web, sides[0], logs, say)
+    _quotas(report, sides[0].db)
+    report.elapsed = time.monotonic() - began
+    _write(report, directory, cycle_seconds, say)
+    return report
+
+
+def _cycles(
+    demo: DemoSettings,
+    sides: list[_Side],
+    truth: _Truth,
+    report: DemoReport,
+    say: Callable[[str], None],
+    started: float,
+    plan_start: datetime,
+) -> None:
+    """Crawl for ``demo.cycles`` cycles: release each period, sample freshness at each period
+    end, run the nightly pipeline at each cycle end (both stores at once, each in a thread;
+    a store's next period is released as soon as its own plan is published)."""
+    total = demo.cycles * demo.periods
+    fetched_before = dict.fromkeys(_NAMES, 0)
+    for name in _NAMES:
+        report.released[name] = [0] * total
+        report.fetched_per_period[name] = []
+        report.carried_over[name] = [0] * total
+    pending: dict[str, Future[NightlyReport]] = {}
+    period_length = timedelta(seconds=demo.period)
+    with ThreadPoolExecutor(max_workers=len(sides), thread_name_prefix="nightly") as pool:
+        for k in range(1, total + 1):
+            end = started + k * demo.period
+            while (left := end - time.monotonic()) > 0:
+                for side in sides:
+                    if side.name in pending:
+                        if not pending[side.name].done():
+                            continue
+                        _nightly_done(side, pending.pop(side.name).result(), report, say)
+                    summary = release_period(side.db, min_delay_seconds=_MIN_DELAY)
+                    if summary.status == "released" and summary.starts_at is not None:
+                        # Counted in the plan period released (the clocks may differ by a
+                        # few milliseconds at a boundary), which is the demo's period.
+                        index = round((summary.starts_at - plan_start) / period_length)
+                        index = min(max(index, 0), total - 1)
+                        report.released[side.name][index] += summary.released
+                        # ReleaseSummary.carried_over comes with the released-pages work
+                        # (store migration 0008); 0 where the pipeline does not report it.
+                        queued = int(getattr(summary, "carried_over", 0))
+                        report.carried_over[side.name][index] = queued
+                        short = report.short.setdefault(side.name, {})
+                        for gap in summary.shortfalls:
+                            short[gap.reason] = short.get(gap.reason, 0) + gap.quota - gap.chosen
+                    assert side.crawl is not None
+                    side.crawl.poll()
+                time.sleep(min(0.25, max(left, 0.0)))
+            _sample(k, demo, sides, truth, report, say, fetched_before)
+            cycle, period = divmod(k - 1, demo.periods)
+            if period == demo.periods - 1:
+                lo = k - demo.periods
+                report.cycles.append(
+                    (
+                        cycle + 1,
+                        sum(report.planned[lo:k]) / demo.periods,
+                        sum(report.uniform[lo:k]) / demo.periods,
+                    )
+                )
+                if k < total:
+                    for side in sides:
+                        if side.name in pending:  # a run longer than a cycle: wait for it
+                            _nightly_done(side, pending.pop(side.name).result(), report, say)
+                        pending[side.name] = pool.submit(run_nightly, side.db, side.nightly)
+        for side in sides:
+            if side.name in pending:
+                _nightly_done(side, pending.pop(side.name).result(), report, say)
+
+
+def _nightly_done(
+    side: _Side, done: NightlyReport, report: DemoReport, say: Callable[[str], None]
+) -> None:
+    report.plans += done.status == "published"
+    solver = done.solver
+    detail = (
+        f"{solver.get('buckets', 0)} buckets, solver {solver.get('status')}"
+        if side.nightly.optimize
+        else "the uniform plan"
+    )
+    say(
+        f"  nightly ({side.name}): plan {done.plan} {done.status} ({detail}, "
+        f"{sum(done.stages.values()):.1f} s)"
+    )
+
+
+def _sample(
+    k: int,
+    demo: DemoSettings,
+    sides: list[_Side],
+    truth: _Truth,
+    report: DemoReport,
+    say: Callable[[str], None],
+    fetched_before: dict[str, int],
+) -> None:
+    """Score both repositories at the end of period ``k`` and print the progress line."""
+    fresh = {}
+    for side in sides:
+        fetched_at = _latest_fetches(side.db, side.by_url, side.server.epoch, truth.web.n_pages)
+        fresh[side.name] = truth.freshness(fetched_at, side.server.now())
+    stats = {}
+    for side in sides:
+        assert side.crawl is not None
+        stats[side.name] = side.crawl.poll()
+        fetched = stats[side.name].fetched
+        report.fetched_per_period[side.name].append(fetched - fetched_before[side.name])
+        fetched_before[side.name] = fetched
+    report.seconds.append(round(k * demo.period, 3))
+    report.planned.append(fresh["crawlplan"])
+    report.uniform.append(fresh["uniform"])
+    cycle, period = divmod(k - 1, demo.periods)
+    a, b = stats["crawlplan"], stats["uniform"]
+    released = {name: report.released[name][k - 1] for name in _NAMES}
+    say(
+        f"cycle {cycle + 1} period {period + 1}: freshness crawlplan {fresh['crawlplan']:.3f}, "
+        f"uniform {fresh['uniform']:.3f}; released {released['crawlplan']:,} / "
+        f"{released['uniform']:,}, fetched {report.fetched_per_period['crawlplan'][-1]:,} / "
+        f"{report.fetched_per_period['uniform'][-1]:,} ({a.fetched:,} / {b.fetched:,} in all, "
+        f"{a.pages_per_second():.0f} / {b.pages_per_second():.0f} pages/s)"
+    )
+
+
+def _checks(
+    report: DemoReport,
+    web: SyntheticWeb,
+    planned: _Side,
+    logs: dict[str, list[LoggedRequest]],
+    say: Callable[[str], None],
+) -> None:
+    for name, log in logs.items():
+        times_by_host: dict[int, list[float]] = {}
+        for r in log:
+            times_by_host.setdefault(r.host, []).append(r.t)
+        gaps = smallest_gaps(times_by_host)
+        smallest = min(gaps.values()) if gaps else 0.0
+        report.smallest_gap = min(report.smallest_gap or smallest, smallest)
+        say(
+            f"politeness of {name} (its server's own log): {len(log):,} requests; smallest "
+            f"gap between two requests to one host {smallest:.3f} s (minimum "
+            f"{report.min_delay:g} s)"
+        )
+    served, observed = served_and_observed(planned.db, web, planned.by_url, logs["crawlplan"])
+    score = score_change_detection(web, served, observed)
+    report.detection = (
+        f"{score.revisits:,} revisits, {score.real_changes:,} real changes, "
+        f"{score.detected:,} detected, {score.missed:,} missed, "
+        f"{score.false_alarms:,} false alarms"
+    )
+
+
+def _quotas(report: DemoReport, planned_db: Database) -> None:
+    plan = latest_plan(planned_db)
+    if plan is None:
+        return
+    detail = plan_detail(planned_db, plan.version)
+    for (_period, bucket), pages in detail.quotas.items():
+        report.quotas[bucket] = report.quotas.get(bucket, 0.0) + pages / plan.periods
+    report.new_pages_quota = sum(detail.new_pages.values()) / plan.periods
+    with planned_db.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.bucket, func.avg(PAGES.c.rate)).group_by(PAGES.c.bucket)
+        ).all()
+    report.bucket_rates = {int(b): float(r) / _DAY for b, r in rows if r is not None}
+
+
+def _keeping_up(report: DemoReport) -> list[str]:
+    lines = []
+    for name in _NAMES:
+        released = sum(report.released.get(name, []))
+        fetched = sum(report.fetched_per_period.get(name, []))
+        carried = report.carried_over.get(name, [])
+        short = report.short.get(name, {})
+        unmet = (
+            f"; quotas not released: {sum(short.values()):,} pages ("
+            + ", ".join(f"{reason}: {pages:,}" for reason, pages in sorted(short.items()))
+            + ")"
+            if short
+            else ""
+        )
+        lines.append(
+            f"Kept up, {name}: {fetched:,} fetched of {released:,} released "
+            f"({fetched / max(released, 1):.0%}); the most pages still queued from earlier "
+            f"releases when a period was released: {max(carried, default=0):,}{unmet}."
+        )
+    return lines
+
+
+def _write(
+    report: DemoReport, directory: Path, cycle_seconds: float, say: Callable[[str], None]
+) -> None:
+    with (directory / "freshness.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "seconds",
+                "crawlplan",
+                "uniform",
+                "released_crawlplan",
+                "fetched_crawlplan",
+                "released_uniform",
+                "fetched_uniform",
+            ]
+        )
+        per_period = zip(
+            report.seconds,
+            report.planned,
+            report.uniform,
+            report.released["crawlplan"],
+            report.fetched_per_period["crawlplan"],
+            report.released["uniform"],
+            report.fetched_per_period["uniform"],
+            strict=True,
+        )
+        for seconds, planned, uniform, *counts in per_period:
+            writer.writerow(
+                [f"{seconds:.4f}", f"{planned:.4f}", f"{uniform:.4f}", *map(str, counts)]
+            )
+    plot_freshness(
+        directory / "freshness.png",
+        report.seconds,
+        {"crawlplan": report.planned, "uniform recrawl": report.uniform},
+        cycle_seconds=cycle_seconds,
+    )
+    lines = [
+        "# crawlplan demo",
+        "",
+        f"{report.pages:,} pages, {report.budget:,} crawls per period for each crawl; "
+        f"{report.elapsed:.0f} s in all.",
+        "",
+        "Repository freshness against ground truth (mean over each cycle's periods):",
+        "",
+        "| cycle | crawlplan | uniform | difference | fetches crawlplan | fetches uniform |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    per = report.periods
+    for cycle, planned, uniform in report.cycles:
+        a, b = (
+            sum(report.fetched_per_period[name][(cycle - 1) * per : cycle * per]) for name in _NAMES
+        )
+        lines.append(
+            f"| {cycle} | {planned:.3f} | {uniform:.3f} | {planned - uniform:+.3f} "
+            f"| {a:,} | {b:,} |"
+        )
+    lines += [
+        "",
+        f"Fetches: crawlplan {report.fetched.get('crawlplan', 0):,}, uniform "
+        f"{report.fetched.get('uniform', 0):,}. Plans published: {report.plans}.",
+        *_keeping_up(report),
+        "",
+        "The last plan's quotas (crawls per period) by change-rate bucket:",
+        "",
+        "| bucket | mean change rate (per s) | crawls per period |",
+        "|---:|---:|---:|",
+    ]
+    table_at = len(lines)
+    for bucket, per_period_quota in sorted(report.quotas.items()):
+        rate = report.bucket_rates.get(bucket, float("nan"))
+        lines.append(f"| {bucket} | {rate:.4f} | {per_period_quota:.1f} |")
+    lines.append(f"| new pages | - | {report.new_pages_quota:.1f} |")
+    lines += ["", f"Change detection (crawlplan's store): {report.detection}.", ""]
+    (directory / "report.md").write_text("\n".join(lines))
+    shown = [*lines[:table_at], *_merged_quota_rows(report), *lines[-4:]]
+    for line in shown[2:]:
+        if line.startswith(("|", "Fetches", "Kept", "Change")):
+            say(line)
+    say(
+        f"report: {directory / 'report.md'}, {directory / 'freshness.csv'}, "
+        f"{directory / 'freshness.png'} ({report.elapsed:.0f} s in all)"
+    )
+
+
+def _merged_quota_rows(report: DemoReport, small: float = 5.0) -> list[str]:
+    """The quota table for the terminal: runs of adjacent buckets with under ``small`` crawls
+    a period each merged into one row (bucket and rate ranges, quotas summed)."""
+    rows: list[str] = []
+    run: list[tuple[int, float, float]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        (b0, r0, _), (b1, r1, _) = run[0], run[-1]
+        total = sum(q for _, _, q in run)
+        if len(run) == 1:
+            rows.append(f"| {b0} | {r0:.4f} | {total:.1f} |")
+        else:
+            rows.append(f"| {b0}-{b1} | {r0:.4f}-{r1:.4f} | {total:.1f} |")
+        run.clear()
+
+    for bucket, quota in sorted(report.quotas.items()):
+        rate = report.bucket_rates.get(bucket, float("nan"))
+        if bucket > 0 and quota < small:
+            run.append((bucket, rate, quota))
+            continue
+        flush()
+        rows.append(f"| {bucket} | {rate:.4f} | {quota:.1f} |")
+    flush()
+    return rows
+
+
+def served_and_observed(
+    database: Database, web: SyntheticWeb, by_url: dict[str, int], log: list[LoggedRequest]
+) -> tuple[dict[int, list[float]], dict[int, list[bool | None]]]:
+    """Per synthetic page: when the server served it, and what the crawler flagged.
+
+    ``by_url`` maps each page's normalized URL (on this server's ports) to its page id."""
+    served: dict[int, list[float]] = {}
+    for r in log:
+        page = web.page_at(r.host, r.path)
+        if page is not None and r.status in _ANSWERED:
+            served.setdefault(page, []).append(r.t)
+    observed: dict[int, list[bool | None]] = {}
+    with database.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.url, OBSERVATIONS.c.changed)
+            .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
+            .where(OBSERVATIONS.c.http_status.in_(_ANSWERED))
+            .order_by(OBSERVATIONS.c.page_id, OBSERVATIONS.c.fetched_at)
+        ).all()
+    for row in rows:
+        if row.url in by_url:
+            observed.setdefault(by_url[row.url], []).append(row.changed)
+    return served, observed

@@ -1,0 +1,509 @@
+"""``crawlplan nightly``: from the crawl's evidence to a published plan and its page schedule.
+
+Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly_runs`` row):
+
+1. ``measure``: capacity (configured, else the fetches of the last ``window_days``), the
+   seconds per fetch of each bucket, and the discovery rates oldnwt, newnwt, nconst
+   (:mod:`store.measurements`, :mod:`estimators.discovery`). First, so that a store with no
+   capacity to plan fails before the long stages.
+2. ``estimate``: every fetched page's change rate and bucket from its observations
+   (:func:`service.pipeline.estimate_from_store`); ``importance``: the OPIC virtual page's
+   cash spread and every page's importance stored (:func:`store.importance.spread_virtual_cash`).
+3. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
+   the never-fetched pages n (:func:`service.pipeline.aggregates_from_store`); the instance
+   over the populated buckets (:func:`planner.cycle.plan_inputs.plan_inputs`).
+4. ``solve``: the WebFountain model on the populated buckets, warm-started from the current
+   plan moved on to this cycle (:mod:`planner.cycle.plan_inputs`,
+    :mod:`planner.solver.plan_solver`).
+5. ``publish``: whole-page quotas within capacity, written and published in one transaction;
+   until that commit workers keep leasing from the previous plan.
+6. ``schedule``: every page's refresh interval and scheduled time inside its bucket's quota
+   (:func:`service.page_schedule.schedule_pages`); periods of the new plan are released only
+   after it.
+
+**Idempotent and resumable.** A cycle starts at ``now`` rounded down to a whole period since
+the epoch. A run for a cycle whose plan is already published does nothing (``unchanged``),
+unless ``force``. A run that finds the current plan's page schedule unfinished (the run that
+published it was killed) finishes it first. A killed run leaves the previous plan current; the
+next run marks it ``abandoned`` and does the work again. One run at a time
+(:func:`store.nightly_runs.start_run`).
+
+``dry_run`` plans from the estimates already in the store, writes nothing, and returns the
+new cycle beside the current plan's.
+
+Service edge: wires store, estimators and the planner core; no planning logic here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from estimators.buckets import BucketScale
+from estimators.discovery import DiscoveryRates, discovery_rates
+from estimators.opic import crawl_virtual_gift
+from estimators.reliability import LastModifiedPolicy
+from planner.cycle.plan_inputs import (
+    EXPLORE_REVISITS,
+    PlanInputs,
+    PlannedCycle,
+    cold_start_cycle,
+    cycle_from_trajectory,
+    model_horizon,
+    plan_inputs,
+    planning_weights,
+    warm_start,
+)
+from planner.model.instance import InstanceError
+from planner.model.webfountain import uniform_crawl
+from planner.schedules.objectives import OBJECTIVES
+from planner.solver.plan_solver import PlanSolver
+from service.errors import ConfigError
+from service.page_schedule import UNIFORM, schedule_pages
+from service.pipeline import StoreAggregates, aggregates_from_store, estimate_from_store
+from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
+from store.due_times import page_schedule_finished
+from store.errors import NightlyRunBusyError
+from store.importance import spread_virtual_cash
+from store.measurements import CrawlMeasurements, measure_crawl
+from store.nightly_runs import finish_run, heartbeat, start_run
+from store.plans import PlanSummary, plan_detail
+
+if TYPE_CHECKING:
+    from service.config import Settings
+
+__all__ = ["NightlyReport", "NightlySettings", "StoreReading", "cycle_start", "run_nightly"]
+
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class NightlySettings:
+    """The ``plan.*`` configuration: period length (days), periods T, strategy 1-3, capacity
+    (crawls per period, 0 = measured), history window (days) and page-schedule objective."""
+
+    period_days: float = 1.0
+    periods: int = 14
+    strategy: int = 1
+    capacity: float = 0.0
+    window_days: float = 7.0
+    objective: str = "obsolescence"
+    stale_after: timedelta = timedelta(minutes=30)
+    #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
+    scale: BucketScale | None = None
+    #: The Last-Modified reliability test's thresholds (None: the estimators' defaults).
+    last_modified: LastModifiedPolicy | None = None
+    #: ``measured``: a crawl of bucket i costs its measured mean fetch time (the capacity is
+    #: crawl time); ``equal``: every crawl costs the same (the capacity is a number of crawls).
+    crawl_cost: str = "measured"
+    #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
+    #: off; :func:`planner.cycle.plan_inputs.explore`).
+    explore: float = EXPLORE_REVISITS
+    #: Periods the model looks ahead (0: the cycle;
+    #: :func:`planner.cycle.plan_inputs.model_horizon`); the plan publishes the first
+    #: ``periods`` of them.
+    horizon: int = 0
+    #: ``False``: the baseline a fixed-schedule crawler follows instead of the optimized plan:
+    #: the uniform crawl (every known page equally often, filling capacity) and a round robin
+    #: inside each bucket; for comparisons on the same machinery and budget.
+    optimize: bool = True
+
+    @classmethod
+    def from_config(cls, settings: Settings) -> NightlySettings:
+        """The ``plan.*`` values of a loaded configuration."""
+        v = settings.values
+        return cls(
+            period_days=float(v["plan.period_days"]),
+            periods=int(v["plan.periods"]),
+            horizon=int(v["plan.horizon"]),
+            crawl_cost=str(v["plan.crawl_cost"]),
+            explore=float(v["plan.explore"]),
+            strategy=int(v["plan.strategy"]),
+            capacity=float(v["plan.capacity"]),
+            window_days=float(v["plan.window_days"]),
+            objective=str(v["plan.objective"]),
+            scale=settings.bucket_scale,
+            last_modified=settings.last_modified_policy,
+        )
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (1, 2, 3):
+            raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
+        if self.crawl_cost not in ("measured", "equal"):
+            raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
+        if self.explore < 0:
+            raise ConfigError(f"plan.explore must be >= 0 (0: off), got {self.explore}")
+        if self.horizon < 0:
+            raise ConfigError(
+                f"plan.horizon must be 0 (the cycle) or a number of periods, got {self.horizon}"
+            )
+        if self.objective not in (*OBJECTIVES, UNIFORM):
+            raise ConfigError(
+                f"plan.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
+            )
+
+
+@dataclass(frozen=True)
+class StoreReading:
+    """What a run read from store ``db`` to build its plan instance: the crawl measured over
+    the window ending at ``until``, the discovery rates fitted to it, and the per-bucket
+    aggregates at ``until`` for periods of ``period_days``. A dry run of the same store with
+    the same ``until``, window and period reuses it (:func:`run_nightly`'s ``reading``):
+    those reads scan the whole store, and only the plan's capacity, strategy and periods
+    differ between what-if runs. Valid while the store does not change: the caller's to
+    know (``scenario whatif`` runs its two dry runs back to back, writing nothing)."""
+
+    db: Database
+    until: datetime
+    window_days: float
+    period_days: float
+    measured: CrawlMeasurements
+    discovery: DiscoveryRates
+    aggregates: StoreAggregates
+
+    def fits(self, db: Database, settings: NightlySettings, until: datetime) -> bool:
+        """True when a run of ``settings`` on ``db`` at ``until`` would read the same."""
+        return self.db is db and (self.until, self.window_days, self.period_days) == (
+            until,
+            settings.window_days,
+            settings.period_days,
+        )
+
+
+@dataclass
+class NightlyReport:
+    """What a run did. ``status``: ``published``, ``unchanged``, ``resumed`` (finished an
+    interrupted run's page schedule and found this cycle already planned), ``failed`` (no
+    plan: the previous one stays current), ``dry-run``. ``cycle`` is the new plan's quotas
+    (also for a dry run), ``current`` the previous plan's summary, ``reading`` what the run
+    read from the store to plan (for a real run, after its estimate)."""
+
+    status: str
+    cycle_start: datetime
+    run_id: int | None = None
+    plan: int | None = None
+    message: str = ""
+    stages: dict[str, float] = field(default_factory=dict)
+    inputs: PlanInputs | None = None
+    cycle: PlannedCycle | None = None
+    current: PlanSummary | None = None
+    current_quotas: dict[tuple[int, int], int] = field(default_factory=dict)
+    current_new_pages: dict[int, int] = field(default_factory=dict)
+    solver: dict[str, Any] = field(default_factory=dict)
+    resumed: int | None = None
+    reading: StoreReading | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the run left a usable plan in place as intended, 1 when solving failed."""
+        return 1 if self.status == "failed" else 0
+
+
+def cycle_start(now: datetime, period_days: float) -> datetime:
+    """``now`` rounded down to a whole number of periods since the epoch (UTC)."""
+    period = period_days * _DAY
+    start = (now.timestamp() // period) * period
+    return datetime.fromtimestamp(start, UTC)
+
+
+class _Stages:
+    """Times stages and moves the run's heartbeat after each."""
+
+    def __init__(self, db: Database, run_id: int | None, say: Callable[[str], None]) -> None:
+        self.db, self.run_id, self.say = db, run_id, say
+        self.seconds: dict[str, float] = {}
+
+    def beat(self) -> None:
+        """Move the heartbeat now (from inside a long stage)."""
+        if self.run_id is not None:
+            heartbeat(self.db, self.run_id, self.seconds)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - t0, 3)
+        self.say(f"{name}: {self.seconds[name]:.1f} s")
+        if self.run_id is not None:
+            heartbeat(self.db, self.run_id, self.seconds)
+
+
+def _objective(settings: NightlySettings) -> str:
+    return settings.objective if settings.optimize else UNIFORM
+
+
+def _capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
+    if settings.capacity > 0:
+        return settings.capacity
+    if fetches == 0 or window_seconds <= 0:
+        raise ConfigError(
+            "no crawl throughput has been measured yet: set plan.capacity (crawls per period) "
+            "in crawlplan.toml or $CRAWLPLAN_CAPACITY, or crawl first"
+        )
+    return fetches * settings.period_days * _DAY / window_seconds
+
+
+def _solve(
+    db: Database,
+    inputs: PlanInputs,
+    settings: NightlySettings,
+    current: PlanSummary | None,
+    start: datetime,
+) -> tuple[PlannedCycle | None, dict[str, Any], str]:
+    """Solve the cycle; returns (cycle or None when the solver failed, solver record, message)."""
+    if inputs.instance is None:
+        cycle = cold_start_cycle(inputs, settings.periods)
+        return cycle, {"status": "cold start", "note": "no page fetched yet"}, ""
+    if not settings.optimize:
+        crawl = uniform_crawl(inputs.instance)
+        record = {"status": "uniform", "buckets": int(inputs.instance.buckets)}
+        return cycle_from_trajectory(inputs, crawl, settings.periods), record, ""
+    solver = PlanSolver(
+        inputs.instance,
+        planning_weights(inputs.instance, settings.strategy, inputs.capacity_crawls),
+    )
+    warm = None
+    if current is not None:
+        detail = plan_detail(db, current.version)
+        shift = round((start - current.starts_at).total_seconds() / (current.period_days * _DAY))
+        warm = warm_start(
+            inputs.instance,
+            inputs.bucket_ids,
+            detail.fractions,
+            detail.new_pages,
+            shift=max(shift, 0),
+        )
+    solution = solver.solve(warm)
+    if not solution.status.ok and warm is not None:
+        solution = solver.solve(None)  # the solver's own starts (always feasible)
+    record = {
+        "status": solution.status.value,
+        "objective": solution.objective,
+        "iterations": solution.iterations,
+        "build_seconds": round(solution.build_seconds, 3),
+        "solve_seconds": round(solution.solve_seconds, 3),
+        "starts": [s.name for s in solution.starts],
+        "weights": solution.weights,
+        "buckets": int(inputs.instance.buckets),
+    }
+    if solution.status.ok:
+        # What the cycle leaves behind (comparable across strategies, unlike the objective).
+        last = min(settings.periods, inputs.instance.periods) - 1
+        record["obsolete_at_cycle_end"] = float(solution.trajectory.y[:, last].sum())
+        record["new_left_at_cycle_end"] = max(float(solution.trajectory.n[last]), 0.0)
+    if not solution.status.ok:
+        return None, record, solution.message
+    cycle = cycle_from_trajectory(
+        inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
+    )
+    return cycle, record, ""
+
+
+def _draft(
+    start: datetime,
+    settings: NightlySettings,
+    inputs: PlanInputs,
+    cycle: PlannedCycle,
+    solver: dict[str, Any],
+) -> PlanDraft:
+    period = timedelta(days=settings.period_days)
+    instance = inputs.instance
+    recorded: dict[str, Any] = {
+        "buckets": inputs.bucket_ids.tolist(),
+        "capacity_crawls": inputs.capacity_crawls,
+        "seconds_per_fetch": inputs.seconds_per_fetch,
+        "new_pages": inputs.new_pages,
+        "discovery": {
+            "oldnwt": inputs.discovery.oldnwt,
+            "newnwt": inputs.discovery.newnwt,
+            "nconst": inputs.discovery.nconst,
+            "method": inputs.discovery.method,
+        },
+    }
+    if instance is not None:
+        recorded.update(
+            b0=instance.b0.tolist(),
+            y0=instance.y0.tolist(),
+            a=instance.a[:, 0].tolist(),
+            horizon=instance.periods,
+        )
+    return PlanDraft(
+        starts_at=start,
+        period_days=settings.period_days,
+        strategy=f"strategy {settings.strategy}",
+        periods=[
+            PlanPeriodDraft(
+                period=t + 1,
+                starts_at=start + t * period,
+                ends_at=start + (t + 1) * period,
+                capacity=inputs.capacity_crawls,
+                new_pages=cycle.new_pages[t],
+                quotas=cycle.quotas[t],
+                fractions=cycle.fractions[t],
+            )
+            for t in range(settings.periods)
+        ],
+        inputs=recorded,
+        solver=solver,
+        objective=solver.get("objective"),
+        solver_status=str(solver.get("status")),
+        note=f"nightly run for the cycle starting {start:%Y-%m-%d %H:%M:%S} UTC",
+    )
+
+
+def run_nightly(
+    db: Database,
+    settings: NightlySettings,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _line: None,
+    reading: StoreReading | None = None,
+) -> NightlyReport:
+    """Run the nightly stages; see the module docstring. A dry run given the ``reading`` of
+    an earlier dry run (:attr:`NightlyReport.reading`) that :meth:`StoreReading.fits` it
+    skips the measure and aggregate stages' reads of the store."""
+    if reading is not None and not dry_run:
+        raise ValueError("only a dry run reuses a reading: a real run estimates in between")
+    when = now or datetime.now(UTC)
+    start = cycle_start(when, settings.period_days)
+    run_id = (
+        None
+        if dry_run
+        else start_run(db, cycle_start=start, stale_after=settings.stale_after, now=now)
+    )
+    stages = _Stages(db, run_id, say)
+    report = NightlyReport("running", start, run_id=run_id, stages=stages.seconds)
+    try:
+        _run(db, settings, report, stages, when, dry_run=dry_run, force=force, reading=reading)
+    except NightlyRunBusyError:
+        raise  # taken over: the run that took over owns the record now
+    except BaseException as error:
+        if run_id is not None:
+            finish_run(db, run_id, status="failed", stages=stages.seconds, message=repr(error))
+        raise
+    if run_id is not None:
+        finish_run(
+            db,
+            run_id,
+            status=report.status,
+            stages=stages.seconds,
+            plan_id=report.plan,
+            message=report.message or None,
+        )
+    return report
+
+
+def _run(
+    db: Database,
+    settings: NightlySettings,
+    report: NightlyReport,
+    stages: _Stages,
+    when: datetime,
+    *,
+    dry_run: bool,
+    force: bool,
+    reading: StoreReading | None = None,
+) -> None:
+    start = report.cycle_start
+    current = latest_plan(db)
+    report.current = current
+    if current is not None and not dry_run and not page_schedule_finished(db, current.version):
+        with stages.stage("schedule (resumed)"):
+            schedule_pages(db, objective=_objective(settings))
+        report.resumed = current.version
+    if current is not None and current.starts_at == start and not force and not dry_run:
+        report.status = "resumed" if report.resumed else "unchanged"
+        report.plan = current.version
+        report.message = (
+            f"plan {current.version} already covers the cycle starting "
+            f"{start:%Y-%m-%d %H:%M:%S} UTC"
+        )
+        return
+    reuse = reading if reading is not None and reading.fits(db, settings, when) else None
+    with stages.stage("measure"):
+        if reuse is not None:
+            measured, discovery = reuse.measured, reuse.discovery
+        else:
+            window = timedelta(days=settings.window_days)
+            period_seconds = settings.period_days * _DAY
+            bin_seconds = min(period_seconds, window.total_seconds()) / 4
+            measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
+            discovery = discovery_rates(
+                measured.old_crawls,
+                measured.new_crawls,
+                measured.discovered,
+                bin_seconds=bin_seconds,
+                period_seconds=period_seconds,
+            )
+        capacity = _capacity(settings, measured.fetches, measured.window_seconds)
+    if not dry_run:
+        with stages.stage("estimate"):
+            # A heartbeat every chunk: a long estimate is alive, not killed.
+            estimate_from_store(
+                db,
+                scale=settings.scale,
+                policy=settings.last_modified,
+                progress=lambda _pages: stages.beat(),
+            )
+        with stages.stage("importance"):
+            # OPIC: the virtual page's cash to every page, and every page's importance
+            # (H + C) / (G + 1) stored for the page schedule.
+            spread_virtual_cash(db, crawl_virtual_gift)
+    with stages.stage("aggregate"):
+        try:
+            if reuse is not None:
+                aggregates = reuse.aggregates
+            else:
+                aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+            report.reading = StoreReading(
+                db,
+                when,
+                settings.window_days,
+                settings.period_days,
+                measured,
+                discovery,
+                aggregates,
+            )
+            inputs = plan_inputs(
+                aggregates.buckets,
+                new_pages=aggregates.new_pages,
+                periods=model_horizon(settings.periods, settings.horizon),
+                capacity_crawls=capacity,
+                bucket_seconds=(
+                    measured.bucket_seconds
+                    if settings.crawl_cost == "measured"
+                    else np.full_like(measured.bucket_seconds, np.nan)
+                ),
+                seconds_per_fetch=measured.seconds_per_fetch,
+                discovery=discovery,
+            )
+        except InstanceError as error:
+            raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
+    report.inputs = inputs
+    with stages.stage("solve"):
+        cycle, solver, message = _solve(db, inputs, settings, current, start)
+    report.solver = solver
+    if current is not None:
+        detail = plan_detail(db, current.version)
+        report.current_quotas, report.current_new_pages = detail.quotas, detail.new_pages
+    if cycle is None:
+        report.status = "failed"
+        report.message = f"the solver found no plan ({solver['status']}): {message}"
+        return
+    report.cycle = cycle
+    if dry_run:
+        report.status = "dry-run"
+        return
+    with stages.stage("publish"):
+        report.plan = publish_plan(db, _draft(start, settings, inputs, cycle, solver))
+    with stages.stage("schedule"):
+        schedule_pages(db, objective=_objective(settings))
+    report.status = "published"

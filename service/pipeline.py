@@ -1,0 +1,490 @@
+"""The nightly pipeline's stages, wiring the store to the estimators (service edge).
+
+Stage 2, :func:`aggregates_from_store`: the planner's per-bucket inputs (pages b_i, mean
+rate, change fraction a_i per period, expected obsolete pages y_i now) and the pool of
+never-fetched pages n, summed chunk by chunk; their size is 256 numbers whatever the size of
+the store.
+
+Stage 1, :func:`estimate_from_store`: every page's fetch evidence is streamed from the store
+in chunks of whole pages, turned into a fetch table, estimated (change rate, interval,
+estimator, bucket) and written back. The population prior of the empirical-Bayes estimator is
+fitted on the first chunk and reused for the rest, so every page is shrunk toward the same
+prior however the pages are chunked.
+
+Stage 6, :func:`release_period`: the current period of the published plan is released once:
+candidates read from the store by index (per bucket in ``scheduled_at`` order, new pages by
+cash), chosen and timed by :func:`planner.cycle.due_urls.select_due_pages`, written back in one
+transaction (:func:`store.releases.queue_release`: the chosen pages go to the release queue
+that the lease queue takes from; pages of earlier releases not fetched yet stay queued).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import chain
+from queue import Empty, Queue
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
+from estimators.estimator_choice import ChangeRateEstimator
+from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
+from estimators.notifications import notification_rates
+from estimators.reliability import LastModifiedPolicy
+from planner.cycle.due_urls import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
+from planner.cycle.quotas import charge_urgent
+from planner.model.instance import InstanceError
+from store import Database, latest_plan
+from store.due_times import NOTIFIED, page_schedule_finished
+from store.estimates import (
+    iter_fetch_rows,
+    iter_page_states,
+    write_estimates,
+)
+from store.notifications import notification_times
+from store.releases import (
+    Candidates,
+    PeriodWork,
+    drop_unrecorded,
+    host_delays,
+    is_released,
+    new_page_candidates,
+    period_work,
+    queue_release,
+    refresh_candidates,
+)
+from store.urgent import urgent_requests_between
+
+__all__ = [
+    "EstimateSummary",
+    "ReleaseSummary",
+    "StoreAggregates",
+    "aggregates_from_store",
+    "estimate_from_store",
+    "release_period",
+]
+
+_DAY_S = 86_400.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EstimateSummary:
+    """What :func:`estimate_from_store` did."""
+
+    pages: int
+    fetches: int
+    by_estimator: dict[str, int]
+    problems: int
+
+
+def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """Iterate ``chunks`` with the next one read by a background thread meanwhile.
+
+    The database driver releases the GIL while it reads, so reading chunk k+1 overlaps
+    estimating and writing chunk k. An error in the reader is raised here.
+    """
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                if stop.is_set():
+                    return
+                queue.put((True, chunk))
+            queue.put((False, None))
+        except BaseException as error:  # handed to the consumer
+            queue.put((False, error))
+
+    reader = threading.Thread(target=read, name="evidence-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            more, item = queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():  # let a reader blocked on a full queue finish
+            try:
+                queue.get_nowait()
+            except Empty:
+                reader.join(timeout=0.05)
+
+
+def _with_notifications(
+    result: FetchArrayEstimate,
+    notes: npt.NDArray[np.float64],
+    page_id: npt.NDArray[np.float64],
+    fetched_days: npt.NDArray[np.float64],
+    changed: npt.NDArray[np.float64],
+    scale: BucketScale,
+) -> FetchArrayEstimate:
+    """The chunk's estimates, with the rates of pages whose change notifications are
+    reliable taken from the notifications (estimator ``notifications``)."""
+    if notes.size == 0:
+        return result
+    lo, hi = (
+        np.searchsorted(notes[:, 0], [result.page[0], result.page[-1]], side="left")[0],
+        (np.searchsorted(notes[:, 0], result.page[-1], side="right")),
+    )
+    mine = notes[lo:hi]
+    if mine.size == 0:
+        return result
+    found = notification_rates(
+        page_id.astype(np.int64), fetched_days, changed, mine[:, 0], mine[:, 1] / _DAY_S
+    )
+    if found.page.size == 0:
+        return result
+    at = np.searchsorted(result.page, found.page)
+    rate, low, high = result.rate.copy(), result.rate_low.copy(), result.rate_high.copy()
+    names = result.estimator.astype(object)
+    rate[at], low[at], high[at], names[at] = found.rate, found.rate_low, found.rate_high, NOTIFIED
+    return replace(
+        result,
+        rate=rate,
+        rate_low=low,
+        rate_high=high,
+        estimator=names.astype(np.str_),
+        bucket=scale.assign(rate),
+    )
+
+
+def estimate_from_store(
+    db: Database,
+    *,
+    chunk_pages: int = 50_000,
+    progress: Callable[[int], None] | None = None,
+    scale: BucketScale | None = None,
+    policy: LastModifiedPolicy | None = None,
+) -> EstimateSummary:
+    """Re-estimate every fetched page from its observations and store rates and buckets
+    (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
+    reliability test's thresholds; the defaults otherwise)."""
+    prior = None
+    pages = fetches = 0
+    by_estimator: dict[str, int] = {}
+    now_days = datetime.now(UTC).timestamp() / _DAY_S
+    notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
+    for rows in _prefetched(iter_fetch_rows(db, chunk_pages=chunk_pages)):
+        estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
+        # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
+        page_id, host_id, fetched_s, changed, modified_s = np.array(rows, dtype=np.float64).T
+        result = estimate_fetch_arrays(
+            page_id.astype(np.int64),
+            fetched_s / _DAY_S,
+            changed,
+            modified_s / _DAY_S,
+            host_id.astype(np.int64),
+            now=now_days,
+            estimator=estimator,
+            scale=scale,
+            policy=policy,
+        )
+        if prior is None:
+            prior = result.fitted.prior_
+        chosen = _with_notifications(
+            result, notes, page_id, fetched_s / _DAY_S, changed, scale or BucketScale()
+        )
+        rate, low, high = (
+            [None if math.isnan(v) else v for v in column.tolist()]
+            for column in (chosen.rate, chosen.rate_low, chosen.rate_high)
+        )
+        write_estimates(
+            db,
+            chosen.page.tolist(),
+            rate,
+            low,
+            high,
+            chosen.estimator.tolist(),
+            chosen.bucket.tolist(),
+        )
+        names, counts = np.unique(chosen.estimator, return_counts=True)
+        for name, count in zip(names.tolist(), counts.tolist(), strict=True):
+            by_estimator[name] = by_estimator.get(name, 0) + count
+        pages += int(result.page.size)
+        fetches += int(result.fetches.sum())
+        if progress is not None:
+            progress(pages)
+    return EstimateSummary(pages, fetches, by_estimator, 0)
+
+
+@dataclass(frozen=True)
+class StoreAggregates:
+    """The NLP's inputs from the store: per-bucket aggregates of fetched pages, and n."""
+
+    buckets: BucketAggregates
+    new_pages: int
+
+
+def aggregates_from_store(
+    db: Database, *, period_days: float, now: datetime | None = None, chunk_pages: int = 100_000
+) -> StoreAggregates:
+    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages.
+
+    Raises :class:`InstanceError` naming how many fetched pages have a bucket but no rate
+    (a store whose estimates were not written by ``crawlplan estimate``, which writes both)."""
+    when = now or datetime.now(UTC)
+    parts = []
+    new_pages = 0
+    unrated, first_unrated = 0, 0
+    now_s = when.timestamp()
+    for chunk in iter_page_states(db, chunk_pages=chunk_pages):
+        # None (never fetched, no rate) becomes NaN.
+        ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
+        fetched = np.isfinite(last_s)
+        new_pages += int((~fetched).sum())
+        bad = fetched & (bucket > 0) & ~(rate >= 0)  # NaN (no rate) or negative
+        if bad.any():
+            if not unrated:
+                first_unrated = int(ids[bad][0])
+            unrated += int(bad.sum())
+        if unrated or not fetched.any():
+            continue
+        elapsed = ((now_s - last_s[fetched]) / _DAY_S).clip(min=0.0)
+        parts.append(
+            bucket_aggregates(
+                bucket[fetched].astype(np.int64), rate[fetched], elapsed, period=period_days
+            )
+        )
+    if unrated:
+        pages = "1 fetched page has" if unrated == 1 else f"{unrated:,} fetched pages have"
+        raise InstanceError(
+            f"{pages} a change-rate bucket but no rate >= 0 (page id {first_unrated}, for "
+            "one): run `crawlplan estimate`, which writes every estimated page's rate and "
+            "bucket together"
+        )
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        parts.append(
+            bucket_aggregates(empty, empty.astype(float), empty.astype(float), period=period_days)
+        )
+    return StoreAggregates(combine_aggregates(parts), new_pages)
+
+
+@dataclass(frozen=True)
+class ReleaseSummary:
+    """What :func:`release_period` did.
+
+    ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls
+    outside the published plan's periods); ``not scheduled yet`` (the plan's page schedule
+    has not finished). ``by_bucket`` maps each quota bucket to the pages
+    chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
+    queued (given a due time); ``carried_over`` the pages of earlier releases still queued,
+    not fetched yet, when this one ran (they stay queued and come first in their hosts'
+    leases: a number that grows from period to period says the workers fetch less than the
+    plan releases); ``withdrawn`` the pages due from before the plan that the release read
+    but did not choose (their due time cleared); ``shortfalls`` names the quotas not met and
+    why; ``urgent`` the urgent crawls of the previous period's span charged against this
+    period's quotas.
+    """
+
+    status: str
+    plan: int | None = None
+    period: int | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    released: int = 0
+    by_bucket: dict[int, int] = field(default_factory=dict)
+    new_pages: int = 0
+    carried_over: int = 0
+    withdrawn: int = 0
+    shortfalls: tuple[Shortfall, ...] = ()
+    urgent: int = 0
+
+
+def _limit(quota: int, factor: float) -> int:
+    return max(int(quota * factor), quota + 64) if quota > 0 else 0
+
+
+def _epoch(when: datetime) -> float:
+    return when.timestamp()
+
+
+def _choose(
+    db: Database,
+    per_bucket: dict[int, Candidates],
+    new: Candidates,
+    work: PeriodWork,
+    now: datetime,
+    min_delay_seconds: float,
+    pull_forward: bool,
+) -> Selection:
+    parts = list(per_bucket.values())
+
+    def column(name: str, dtype: type) -> npt.NDArray[Any]:
+        return np.concatenate(
+            [np.asarray(getattr(c, name), dtype=dtype) for c in parts] or [np.zeros(0, dtype)]
+        )
+
+    page_id, host_id = column("page_id", np.int64), column("host_id", np.int64)
+    new_hosts = np.asarray(new.host_id, dtype=np.int64)
+    hosts = np.unique(np.concatenate([host_id, new_hosts]))
+    robots = host_delays(db, hosts.tolist())
+    delay = np.array(
+        [max(min_delay_seconds, robots.get(h) or 0.0) for h in hosts.tolist()], dtype=float
+    )
+    return select_due_pages(
+        page_id=page_id,
+        host_id=host_id,
+        bucket=column("bucket", np.int64),
+        scheduled_at=column("scheduled_s", np.float64),
+        importance=column("importance", np.float64),
+        quotas=work.quotas,
+        new_page_id=np.asarray(new.page_id, dtype=np.int64),
+        new_host_id=new_hosts,
+        new_quota=work.new_pages,
+        host_ids=hosts,
+        host_delay=delay,
+        start=_epoch(work.starts_at),
+        end=_epoch(work.ends_at),
+        now=_epoch(now),
+        pull_forward=pull_forward,
+    )
+
+
+def release_period(
+    db: Database,
+    *,
+    now: datetime | None = None,
+    min_delay_seconds: float = 1.0,
+    candidate_factor: float = 1.25,
+    max_rounds: int = 4,
+    require_schedule: bool = True,
+    pull_forward: bool = True,
+) -> ReleaseSummary:
+    """Release the current period of the published plan: choose the pages and their times.
+
+    ``min_delay_seconds`` is the configured minimum delay between two requests to one host;
+    a host's polite delay is the larger of it and its robots.txt crawl delay. Each bucket
+    reads ``candidate_factor`` times its quota (at least quota + 64) candidates; a quota left
+    short because hosts were full, with more candidates unread, reads four times more, up to
+    ``max_rounds`` reads. Releasing a period twice (or from two processes at once) releases
+    it once.
+
+    A period is released only once the plan's page schedule is written in full
+    (:func:`service.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
+    before that the pages' scheduled times are the previous plan's. ``require_schedule=False``
+    releases anyway (for scheduled times written by other means). ``pull_forward``: a bucket
+    with too few pages due in the period fills its quota with the pages scheduled soonest
+    after it (:func:`planner.cycle.due_urls.select_due_pages`).
+    """
+    when = now or datetime.now(UTC)
+    plan = latest_plan(db)
+    if plan is None:
+        return ReleaseSummary("no plan")
+    work = period_work(db, plan.version, when)
+    if work is None:
+        return ReleaseSummary("no current period", plan=plan.version)
+    done = ReleaseSummary(
+        "already released",
+        plan=plan.version,
+        period=work.period,
+        starts_at=work.starts_at,
+        ends_at=work.ends_at,
+    )
+    if is_released(db, work.plan_id, work.period):
+        return done
+    if require_schedule and not page_schedule_finished(db, plan.version):
+        return replace(done, status="not scheduled yet")
+    # A failed earlier attempt's committed half, out of the queue before the read (which
+    # leaves queued pages out): the period is chosen again whole.
+    drop_unrecorded(db)
+    # Urgent crawls asked for during the previous period's span are charged to this one.
+    urgent = urgent_requests_between(
+        db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at
+    )
+    if urgent:
+        quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
+        work = replace(work, quotas=quotas, new_pages=new_pages)
+    limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
+    new_limit = _limit(work.new_pages, candidate_factor)
+    per_bucket: dict[int, Candidates] = {}
+    new = Candidates()
+    to_read, read_new = set(limits), new_limit > 0
+    for _ in range(max_rounds):
+        if to_read:
+            per_bucket.update(
+                refresh_candidates(
+                    db,
+                    {b: limits[b] for b in to_read},
+                    before=None if pull_forward else work.ends_at,
+                    now=when,
+                )
+            )
+        if read_new:
+            new = new_page_candidates(db, new_limit, now=when)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, pull_forward)
+        to_read, read_new = set(), False
+        for short in selection.shortfalls:
+            if short.reason != HOST_CAPACITY:
+                continue
+            if short.bucket == NEW_PAGES:
+                if not new.exhausted.get(NEW_PAGES, True):
+                    new_limit *= 4
+                    read_new = True
+            elif not per_bucket[short.bucket].exhausted[short.bucket]:
+                limits[short.bucket] *= 4
+                to_read.add(short.bucket)
+        if not to_read and not read_new:
+            break
+    chosen = selection.page_id
+    # Candidates due from before the plan (pending): every one loses that due time, the
+    # chosen ones because they are queued now; withdrawn counts those not chosen.
+    read = [*per_bucket.values(), new]
+    ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
+    pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
+    waiting = ids[pending]
+    withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen))) if len(waiting) else 0
+    # Each chosen page's fetch count, bucket and index key as read (the release checks the
+    # first and finds the page's index entry by the others).
+    order = np.argsort(ids, kind="stable")
+    at = order[np.searchsorted(ids[order], chosen)]
+    # In the order read (bucket by bucket, each in index order): the release then looks the
+    # pages up in each bucket's index entries in order.
+    as_read = np.argsort(at, kind="stable")
+    at, chosen, release_at = at[as_read], chosen[as_read], selection.release_at[as_read]
+    counts = np.concatenate([np.asarray(c.fetches, dtype=np.int64) for c in read])
+    buckets = np.concatenate([np.asarray(c.bucket, dtype=np.int64) for c in read])
+    # The keys as the store gave them (SQLite's text, PostgreSQL's integers, new pages'
+    # cash: scalars), gathered by index without a Python step per page.
+    keys = np.fromiter(chain.from_iterable(c.key for c in read), dtype=object, count=len(ids))
+    queued = queue_release(
+        db,
+        work.plan_id,
+        work.period,
+        page_ids=chosen.tolist(),
+        due_epoch_s=release_at.tolist(),
+        fetches=counts[at].tolist(),
+        buckets=buckets[at].tolist(),
+        keys=keys[at].tolist(),
+        withdraw_ids=waiting.tolist(),
+        now=when,
+    )
+    if queued is None:
+        return done
+    return ReleaseSummary(
+        "released",
+        plan=plan.version,
+        period=work.period,
+        starts_at=work.starts_at,
+        ends_at=work.ends_at,
+        released=queued.released,
+        by_bucket=selection.chosen,
+        new_pages=selection.new_chosen,
+        carried_over=queued.carried_over,
+        withdrawn=withdrawn,
+        shortfalls=selection.shortfalls,
+        urgent=urgent,
+    )
