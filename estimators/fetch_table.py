@@ -336,8 +336,68 @@ def estimate_fetch_table(
     scale = scale or BucketScale()
     problems: list[Problem] = []
     rows = table.reset_index(drop=True)
-    line = np.arange(len(rows), dtype=np.int64) + first_line
+    read = _read_rows(rows, first_line, _now_days(now), problems)
+    # pages in order of first appearance, including pages none of whose rows is usable
+    codes, names = pd.factorize(
+        read.page_text.where(~pd.Series(read.bad_page)), use_na_sentinel=True
+    )
+    n_pages = len(names)
+    frame = pd.DataFrame(
+        {
+            "code": codes,
+            "t": read.fetched,
+            "outcome": read.outcome,
+            "lm": read.modified,
+            "line": read.line,
+            "pos": np.arange(len(rows)),
+            "reported": read.bad_changed,  # outcome already reported as unknown
+        }
+    )[read.usable]
+    frame = _one_fetch_per_time(_sorted_by_time(frame, problems), problems)
+    page = frame["code"].to_numpy(dtype=np.intp)
+    t = frame["t"].to_numpy(dtype=np.float64)
+    out = _interval_outcomes(frame, problems)
+    lm = frame["lm"].to_numpy(dtype=np.float64)
+    host_ids = None
+    if "host" in rows.columns and np.isfinite(lm).any():
+        host_ids = _page_hosts(codes, rows["host"].astype("string"), n_pages)
+    fitted = _fit(page, t, out, lm, n_pages, host_ids, estimator, policy)
 
+    result = pd.DataFrame(
+        {
+            "page": pd.Series(names, dtype="string"),
+            "rate": fitted.rate_,
+            "rate_low": fitted.rate_low_,
+            "rate_high": fitted.rate_high_,
+            "estimator": pd.Series(fitted.estimator_).astype("string"),
+            "fetches": np.bincount(page, minlength=n_pages).astype(np.int64),
+            "bucket": scale.assign(fitted.rate_),
+        },
+        columns=list(OUTPUT_COLUMNS),
+    )
+    return FetchTableEstimate(result, tuple(problems), fitted)
+
+
+@dataclass(frozen=True)
+class _ReadRows:
+    """The table's columns parsed, one entry per input row, and which rows are usable."""
+
+    line: NDArray[np.int64]
+    page_text: pd.Series
+    bad_page: BoolArray
+    fetched: FloatArray
+    outcome: FloatArray
+    bad_changed: BoolArray
+    modified: FloatArray
+    usable: BoolArray
+
+
+def _read_rows(
+    rows: pd.DataFrame, first_line: int, now_days: float | None, problems: list[Problem]
+) -> _ReadRows:
+    """Parse every column; rows with no page, no readable time or a time after ``now`` are
+    not usable. Each kind of bad value is appended to ``problems`` with its lines."""
+    line = np.arange(len(rows), dtype=np.int64) + first_line
     page_text = rows["page"].astype("string").str.strip()
     bad_page = (page_text.isna() | (page_text == "")).to_numpy(dtype=bool, na_value=True)
     if bad_page.any():
@@ -355,8 +415,6 @@ def estimate_fetch_table(
             )
         )
     usable = ~bad_page & ~np.isnan(fetched)
-
-    now_days = _now_days(now)
     if now_days is not None:
         future = usable & (fetched > now_days)
         if future.any():
@@ -377,6 +435,7 @@ def estimate_fetch_table(
             )
         )
 
+    modified = np.full(len(rows), np.nan)
     if "last_modified" in rows.columns:
         modified, bad_lm = _to_days(rows["last_modified"])
         if (bad_lm & usable).any():
@@ -388,28 +447,12 @@ def estimate_fetch_table(
                     "treated as absent",
                 )
             )
-    else:
-        modified = np.full(len(rows), np.nan)
+    return _ReadRows(line, page_text, bad_page, fetched, outcome, bad_changed, modified, usable)
 
-    host_text = rows["host"].astype("string") if "host" in rows.columns else None
 
-    # pages in order of first appearance, including pages none of whose rows is usable
-    codes, names = pd.factorize(page_text.where(~pd.Series(bad_page)), use_na_sentinel=True)
-    n_pages = len(names)
-
-    frame = pd.DataFrame(
-        {
-            "code": codes,
-            "t": fetched,
-            "outcome": outcome,
-            "lm": modified,
-            "line": line,
-            "pos": np.arange(len(rows)),
-            "reported": bad_changed,  # outcome already reported as unknown
-        }
-    )[usable]
-
-    # out of order within a page: a row earlier in time than a row above it of the same page
+def _sorted_by_time(frame: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
+    """The usable rows sorted by page and time; a row earlier in time than a row above it of
+    the same page is reported, as ``changed`` is read as since the previous fetch in time."""
     running_max = frame.groupby("code")["t"].cummax()
     late = frame["t"].to_numpy() < running_max.to_numpy()
     if late.any():
@@ -421,42 +464,48 @@ def estimate_fetch_table(
                 "time (changed is read as since the previous fetch in time)",
             )
         )
-    frame = frame.sort_values(["code", "t", "pos"], kind="stable")
+    return frame.sort_values(["code", "t", "pos"], kind="stable")
 
-    # repeats of (page, time)
+
+def _one_fetch_per_time(frame: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
+    """One row per (page, time): an exact repeat counts once; rows that disagree keep the
+    fetch with an unknown outcome and no Last-Modified."""
     key_dup = frame.duplicated(["code", "t"], keep="first").to_numpy()
-    if key_dup.any():
-        same = frame.duplicated(["code", "t", "outcome", "lm"], keep="first").to_numpy()
-        exact = key_dup & same
-        if exact.any():
-            problems.append(
-                _problem(
-                    "duplicate",
-                    frame["line"].to_numpy()[exact],
-                    "repeat an earlier row of the same page and fetched_at; counted once",
-                )
+    if not key_dup.any():
+        return frame
+    same = frame.duplicated(["code", "t", "outcome", "lm"], keep="first").to_numpy()
+    exact = key_dup & same
+    if exact.any():
+        problems.append(
+            _problem(
+                "duplicate",
+                frame["line"].to_numpy()[exact],
+                "repeat an earlier row of the same page and fetched_at; counted once",
             )
-        clash_keys = frame.loc[key_dup & ~same, ["code", "t"]]
-        if len(clash_keys):
-            in_clash = frame.set_index(["code", "t"]).index.isin(
-                pd.MultiIndex.from_frame(clash_keys)
+        )
+    clash_keys = frame.loc[key_dup & ~same, ["code", "t"]]
+    if len(clash_keys):
+        in_clash = frame.set_index(["code", "t"]).index.isin(pd.MultiIndex.from_frame(clash_keys))
+        problems.append(
+            _problem(
+                "conflict",
+                frame["line"].to_numpy()[in_clash],
+                "rows of the same page and fetched_at disagree on changed or "
+                "last_modified; the fetch is kept with both unknown",
             )
-            problems.append(
-                _problem(
-                    "conflict",
-                    frame["line"].to_numpy()[in_clash],
-                    "rows of the same page and fetched_at disagree on changed or "
-                    "last_modified; the fetch is kept with both unknown",
-                )
-            )
-            frame.loc[in_clash, ["outcome", "lm"]] = np.nan
-            frame.loc[in_clash, "reported"] = True
-        frame = frame[~key_dup]
+        )
+        frame = frame.copy()
+        frame.loc[in_clash, ["outcome", "lm"]] = np.nan
+        frame.loc[in_clash, "reported"] = True
+    return frame[~key_dup]
 
+
+def _interval_outcomes(frame: pd.DataFrame, problems: list[Problem]) -> FloatArray:
+    """Each fetch's outcome (1 changed, 0 not, NaN unknown), NaN on a page's first fetch:
+    there is no interval before it. Outcomes given there, and unknown outcomes on later
+    fetches not reported yet, are reported."""
     page = frame["code"].to_numpy(dtype=np.intp)
-    t = frame["t"].to_numpy(dtype=np.float64)
     out = frame["outcome"].to_numpy(dtype=np.float64, copy=True)
-    lm = frame["lm"].to_numpy(dtype=np.float64)
     first = np.ones(page.size, dtype=np.bool_)
     first[1:] = page[1:] != page[:-1]
     given_first = first & ~np.isnan(out)
@@ -470,8 +519,7 @@ def estimate_fetch_table(
             )
         )
     out[first] = np.nan
-    unknown_later = ~first & np.isnan(out)
-    lost = unknown_later & ~frame["reported"].to_numpy(dtype=bool)
+    lost = ~first & np.isnan(out) & ~frame["reported"].to_numpy(dtype=bool)
     if lost.any():
         problems.append(
             _problem(
@@ -481,28 +529,16 @@ def estimate_fetch_table(
                 "ending there is not used",
             )
         )
+    return out
 
-    host_ids = None
-    if host_text is not None and np.isfinite(lm).any():
-        first_host = (
-            pd.DataFrame({"code": codes, "host": host_text})[codes >= 0]
-            .drop_duplicates("code")
-            .set_index("code")["host"]
-            .reindex(range(n_pages))
-        )
-        host_ids, _ = pd.factorize(first_host.fillna(""))
-    fitted = _fit(page, t, out, lm, n_pages, host_ids, estimator, policy)
 
-    result = pd.DataFrame(
-        {
-            "page": pd.Series(names, dtype="string"),
-            "rate": fitted.rate_,
-            "rate_low": fitted.rate_low_,
-            "rate_high": fitted.rate_high_,
-            "estimator": pd.Series(fitted.estimator_).astype("string"),
-            "fetches": np.bincount(page, minlength=n_pages).astype(np.int64),
-            "bucket": scale.assign(fitted.rate_),
-        },
-        columns=list(OUTPUT_COLUMNS),
+def _page_hosts(codes: NDArray[np.intp], host_text: pd.Series, n_pages: int) -> NDArray[np.intp]:
+    """Each page's host id (its first row's host; pages with none share the id of "")."""
+    first_host = (
+        pd.DataFrame({"code": codes, "host": host_text})[codes >= 0]
+        .drop_duplicates("code")
+        .set_index("code")["host"]
+        .reindex(range(n_pages))
     )
-    return FetchTableEstimate(result, tuple(problems), fitted)
+    host_ids, _ = pd.factorize(first_host.fillna(""))
+    return host_ids
