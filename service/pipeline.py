@@ -51,7 +51,6 @@ from store.notifications import notification_times
 from store.releases import (
     Candidates,
     PeriodWork,
-    drop_unrecorded,
     host_delays,
     is_released,
     new_page_candidates,
@@ -398,9 +397,6 @@ def release_period(
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")
-    # A failed earlier attempt's committed half, out of the queue before the read (which
-    # leaves queued pages out): the period is chosen again whole.
-    drop_unrecorded(db)
     # Urgent crawls asked for during the previous period's span are charged to this one.
     urgent = urgent_requests_between(
         db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at

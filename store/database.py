@@ -16,7 +16,6 @@ writers queue instead of failing. PostgreSQL: psycopg 3, READ COMMITTED, row loc
 from __future__ import annotations
 
 import fcntl
-import gc
 import os
 import random
 import threading
@@ -255,51 +254,6 @@ def sqlite_bulk_cache(conn: Connection) -> Iterator[None]:
         conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
 
 
-_GC_PAUSE = threading.Lock()
-_gc_pauses = 0  # pauses under way (guarded by _GC_PAUSE)
-_gc_was_enabled = False  # the collector's state when the first of them began
-_gc_off_since = 0.0  # time.monotonic() when it was paused, or last collected while paused
-#: Longest the collector stays off while pauses overlap, in seconds: threads leasing at once
-#: (the API server's) can keep a pause under way for good, and reference cycles would pile
-#: up. Past it, the pause that ends runs one full collection (outside the lock).
-GC_PAUSE_LIMIT_S = 30.0
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a bulk read builds many objects.
-
-    A lease batch or a release builds 100,000 row tuples and pages, none of them in a
-    reference cycle; each 700 new objects start a collection, and the older generations'
-    collections walk every object of the process: measured a third of a lease's time.
-    Reference counting still frees everything but cycles. Process-wide, so counted across
-    threads (the API server leases from several): the first pause records whether the
-    collector was on, the last to end restores that, even after an error; pauses that
-    overlap for longer than :data:`GC_PAUSE_LIMIT_S` collect once on the way.
-    """
-    global _gc_pauses, _gc_was_enabled, _gc_off_since
-    with _GC_PAUSE:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            _gc_off_since = time.monotonic()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        collect = False
-        with _GC_PAUSE:
-            _gc_pauses -= 1
-            if _gc_pauses == 0:
-                if _gc_was_enabled:
-                    gc.enable()
-            elif _gc_was_enabled and time.monotonic() - _gc_off_since > GC_PAUSE_LIMIT_S:
-                _gc_off_since = time.monotonic()
-                collect = True
-        if collect:
-            gc.collect()
-
-
 def _install_sqlite_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -351,8 +305,8 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
         # Crawler workers run a thread per leased host; their reports are short transactions.
         kwargs.update(pool_pre_ping=True, pool_size=8, max_overflow=16)
         # The store's transactions are written for READ COMMITTED (each statement sees what
-        # committed before it: a split release sees its second half), whatever the server's
-        # default_transaction_isolation says.
+        # committed before it: a lease skips the rows a concurrent one locked, a release sees
+        # the pages queued before it), whatever the server's default_transaction_isolation says.
         kwargs["isolation_level"] = "READ COMMITTED"
         kwargs["connect_args"] = {"connect_timeout": 10, "application_name": "crawlplan"}
         engine = create_engine(url, **kwargs)

@@ -60,7 +60,6 @@ from store.database import (
     Database,
     DriverStatement,
     driver_cursor,
-    gc_paused,
     sqlite_bulk_cache,
 )
 from store.errors import InvalidReportError, LeaseNotFoundError
@@ -596,11 +595,8 @@ class LeaseQueue:
         Returns an empty list when nothing is due on a host that is free and polite to fetch.
         """
         limit = min(max_urls or self.policy.max_urls, self.policy.max_urls)
-        with gc_paused():
-            leases = self.db.run_write(
-                lambda conn: self._lease(conn, worker, limit, now or utcnow())
-            )
-            self._page_ids.remember((p.url, p.page_id) for lease in leases for p in lease.pages)
+        leases = self.db.run_write(lambda conn: self._lease(conn, worker, limit, now or utcnow()))
+        self._page_ids.remember((p.url, p.page_id) for lease in leases for p in lease.pages)
         return leases
 
     def _lease(self, conn: Connection, worker: str, limit: int, now: datetime) -> list[Lease]:

@@ -51,7 +51,6 @@ __all__ = [
     "PLAN_PERIODS",
     "QUOTAS",
     "RELEASED_PAGES",
-    "SPLIT_RELEASES",
     "URGENT_REQUESTS",
     "URGENT_SOURCES",
     "Base",
@@ -66,7 +65,6 @@ __all__ = [
     "PlanPeriod",
     "Quota",
     "ReleasedPage",
-    "SplitRelease",
     "UrgentRequest",
 ]
 
@@ -393,25 +391,6 @@ class PeriodRelease(Base):
     pages: Mapped[int] = mapped_column(Integer)
 
 
-class SplitRelease(Base):
-    """A PostgreSQL release whose second half committed before the release itself.
-
-    A large release queues its second half on a second connection, in a transaction of its
-    own that inserts this row and commits just before the release's transaction, which
-    deletes the row (:func:`store.releases._pg_queue_split`). A row that stays marks a
-    release that failed after its second half committed: its rows in ``released_pages`` are
-    not recorded in ``period_releases``, and the next release of any period (or the failed
-    release's retry) deletes them first (:func:`store.releases.drop_unrecorded`, or the
-    release itself under its lock). Empty but
-    for those moments; SQLite never uses it.
-    """
-
-    __tablename__ = "split_releases"
-
-    plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
-    period: Mapped[int] = mapped_column(Integer, primary_key=True)
-
-
 class ReleasedPage(Base):
     """A page released for a plan period and not fetched since: the release queue.
 
@@ -537,7 +516,6 @@ PLAN_PERIODS = cast(Table, PlanPeriod.__table__)
 QUOTAS = cast(Table, Quota.__table__)
 PERIOD_RELEASES = cast(Table, PeriodRelease.__table__)
 RELEASED_PAGES = cast(Table, ReleasedPage.__table__)
-SPLIT_RELEASES = cast(Table, SplitRelease.__table__)
 PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)
 NIGHTLY_RUNS = cast(Table, NightlyRun.__table__)
 URGENT_REQUESTS = cast(Table, UrgentRequest.__table__)

@@ -8,9 +8,8 @@ cash (partial index ``ix_pages_new_cash``); the planner chooses among them (that
 planning logic and lives in ``planner.cycle.due_urls``); :func:`queue_release` then appends the
 chosen pages to the release queue (``released_pages``, with their release time, URL and
 validators, read from the candidate indexes' entries, which hold them, not from the table)
-and writes the ``period_releases`` row in one transaction (on PostgreSQL a large release
-queues its second half on a second connection at the same time, committed before it:
-:func:`_pg_queue_split`). The primary key of
+and writes the ``period_releases`` row in one transaction: a release that fails leaves
+nothing queued. The primary key of
 ``period_releases`` makes the release happen once: a second release of the same period, even
 one racing from another process, changes nothing. The lease queue takes released pages from
 ``released_pages`` by host and due time; a report of the page deletes its row.
@@ -36,16 +35,14 @@ import math
 import operator
 import sqlite3
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain, repeat
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, bindparam, func, select, text, update
 
-from store.database import PG_BY_ID, Database, driver_cursor, gc_paused, sqlite_bulk_cache
+from store.database import PG_BY_ID, Database, driver_cursor, sqlite_bulk_cache
 from store.host_ready import hold_hosts, lower_ready_from_queue, refresh_ready
 from store.models import (
     HOSTS,
@@ -55,7 +52,6 @@ from store.models import (
     PLAN_PERIODS,
     QUOTAS,
     RELEASED_PAGES,
-    SPLIT_RELEASES,
 )
 from store.pages import insert_ignoring_conflicts, lock_pages
 from store.types import UTCDateTime, sqlite_text, utcnow
@@ -65,7 +61,6 @@ __all__ = [
     "Candidates",
     "PeriodWork",
     "QueuedRelease",
-    "drop_unrecorded",
     "host_delays",
     "is_released",
     "new_page_candidates",
@@ -81,10 +76,6 @@ __all__ = [
 REFRESH_STATUSES = ("ok", "gone", "redirect")
 
 _HOST_CHUNK = 5_000
-#: PostgreSQL: a candidate read of at least this many rows, and a release of at least this
-#: many pages, run on two connections at once (two server processes, one core each: the
-#: work is the server's): :func:`_pg_candidate_rows`, :func:`_pg_queue_split`.
-PG_SPLIT_PAGES = 20_000
 
 
 @dataclass(frozen=True)
@@ -268,44 +259,14 @@ def refresh_candidates(
         out[bucket] = Candidates()
         if limit <= 0:
             out[bucket].exhausted[bucket] = False
-    with gc_paused():
+    with db.read() as conn:
         if db.dialect == "postgresql":
-            rows = _pg_candidate_rows(db, sql, [(b, until, at, n) for b, n in asked])
-            for (bucket, limit), found in zip(asked, rows, strict=True):
-                out[bucket].extend(found, bucket, limit)
-            return out
-        with db.read() as conn:
-            for bucket, limit in asked:
-                found = _driver_rows(conn, sql, (bucket, until, at, limit))
-                out[bucket].extend(found, bucket, limit)
+            rows = _pg_pipelined_rows(conn, sql, [(b, until, at, n) for b, n in asked])
+        else:
+            rows = [_driver_rows(conn, sql, (b, until, at, n)) for b, n in asked]
+    for (bucket, limit), found in zip(asked, rows, strict=True):
+        out[bucket].extend(found, bucket, limit)
     return out
-
-
-def _pg_candidate_rows(db: Database, sql: str, arguments: Sequence[Any]) -> list[list[Any]]:
-    """The rows of the candidate query ``sql`` for each of ``arguments`` (``(bucket, until,
-    now, limit)``), in that order.
-
-    When they ask for :data:`PG_SPLIT_PAGES` rows or more, every other bucket is read on a
-    second connection at the same time: the read is the server's work (index scans, from
-    disk when cold; this process converts as the rows come), and two server processes do it
-    on two cores (0.17 s against 0.25 to 0.34 s for 125,000 rows, cold). Each connection
-    reads in a snapshot of its own, as the buckets' queries each did before: the release
-    checks every page again when it writes.
-    """
-
-    def read(part: Sequence[Any]) -> list[list[Any]]:
-        with db.read() as conn:
-            return _pg_pipelined_rows(conn, sql, part)
-
-    if len(arguments) < 2 or sum(args[-1] for args in arguments) < PG_SPLIT_PAGES:
-        return read(arguments)
-    # Leaving the block waits for the second connection, whatever happened to the first.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlplan-read") as pool:
-        odd = pool.submit(read, arguments[1::2])
-        even = read(arguments[0::2])
-    rows: list[list[Any]] = [[] for _ in arguments]
-    rows[0::2], rows[1::2] = even, odd.result()
-    return rows
 
 
 def _pg_pipelined_rows(
@@ -342,10 +303,9 @@ def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidate
     if limit <= 0:
         return out
     sql = _PG_NEW if db.dialect == "postgresql" else _SQLITE_NEW
-    with gc_paused():
-        with db.read() as conn:
-            rows = _driver_rows(conn, sql, (_stamp(db, now), limit))
-        out.extend(rows, -1, limit)
+    with db.read() as conn:
+        rows = _driver_rows(conn, sql, (_stamp(db, now), limit))
+    out.extend(rows, -1, limit)
     return out
 
 
@@ -630,7 +590,6 @@ def _sqlite_fill_chosen(conn: Connection, values: list[Any]) -> None:
         cursor.close()
 
 
-@gc_paused()  # while it builds the chosen pages' columns too
 def queue_release(
     db: Database,
     plan_id: int,
@@ -644,9 +603,8 @@ def queue_release(
     withdraw_ids: Sequence[int] = (),
     now: datetime | None = None,
 ) -> QueuedRelease | None:
-    """Release period ``period`` of plan ``plan_id``: one transaction, once (on PostgreSQL a
-    release of :data:`PG_SPLIT_PAGES` pages or more, keyed, each page once, queues its second
-    half on a second connection: :func:`_pg_queue_split`).
+    """Release period ``period`` of plan ``plan_id``: one transaction, once (a release that
+    fails queues nothing).
 
     Queues ``page_ids`` in ``released_pages`` with due times ``due_epoch_s`` (seconds since
     the epoch, one per page), clears ``next_due_at`` of ``withdraw_ids`` (and recomputes their
@@ -677,12 +635,11 @@ def queue_release(
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
     chosen: _PgChosen | None = None
-    keyed = repeats = split = False
+    keyed = repeats = False
     if db.dialect == "postgresql":
         keyed = buckets is not None and keys is not None and None not in keys
         chosen = _PgChosen.of(ids, secs, counts, *((buckets, keys) if keyed else (None, None)))
         repeats = len(set(ids)) < len(ids)
-        split = keyed and not repeats and len(ids) >= PG_SPLIT_PAGES
 
     def work(conn: Connection) -> QueuedRelease | None:
         inserted = conn.execute(
@@ -693,17 +650,6 @@ def queue_release(
             return None
         if db.dialect == "postgresql":
             conn.exec_driver_sql(_PG_RELEASE_LOCK)
-            if conn.execute(_PG_SPLIT_FOUND).first() is not None:
-                # A failed release's committed second half (this one's, when retried after
-                # a deadlock): deleted first. A split release deletes it in a transaction
-                # of its own, committed before it queues (a deletion of this transaction's
-                # would hide those pages from its own second half).
-                if spare is None:
-                    conn.execute(_PG_DROP_UNRECORDED)
-                else:
-                    with spare.begin():
-                        spare.exec_driver_sql(_PG_SPARE_LOCKS)
-                        spare.execute(_PG_DROP_UNRECORDED)
         carried = int(conn.execute(queued).scalar_one())
         if chosen is not None:
             # Withdrawn pages by id through the primary key, never a hash join over a scan of
@@ -716,9 +662,7 @@ def queue_release(
                 hold_hosts(conn, db.dialect, owners)
                 lock_pages(conn, db.dialect, withdraw)  # in id order, as every page writer
                 conn.execute(_PG_WITHDRAW, {"ids": sorted(withdraw), "now": when})
-            if spare is not None:
-                count = _pg_queue_split(conn, spare, chosen, plan_id, period, when)
-            elif keyed:
+            if keyed:
                 params = chosen.params(plan_id, period, when)
                 count = _pg_insert_keyed(conn, params, len(ids), repeats)
             else:
@@ -744,51 +688,7 @@ def queue_release(
         )
         return QueuedRelease(released=count, carried_over=carried)
 
-    with ExitStack() as stack:
-        # A split release's second connection, taken from the pool before the release holds
-        # any lock: waiting for it then holds up no one (taken under the release's locks, it
-        # could wait for connections held by requests waiting on those locks).
-        spare = stack.enter_context(db.engine.connect()) if split else None
-        return db.run_write(work)
-
-
-#: A failed split release's committed second half (:func:`_pg_queue_split`), if any.
-_PG_SPLIT_FOUND = text("SELECT 1 FROM split_releases LIMIT 1")
-#: Delete the queue rows of every failed split release, and their marks (under the release
-#: lock: a split release running now has committed or not started). A scan of the queue,
-#: run only when a release failed after its second half committed.
-_PG_DROP_UNRECORDED = text(
-    """
-    WITH failed AS (DELETE FROM split_releases RETURNING plan_id, period)
-    DELETE FROM released_pages r USING failed f
-    WHERE r.plan_id = f.plan_id AND r.period = f.period
-    """
-)
-_PG_SPLIT_MARK = insert(SPLIT_RELEASES)
-_PG_SPLIT_DONE = text("DELETE FROM split_releases WHERE plan_id = :plan AND period = :period")
-#: A split release's second connection waits at most this long for each lock: a lock
-#: request queued behind the release's locks (DDL, ``LOCK TABLE``) would otherwise make it
-#: wait for a release that waits for it, a deadlock PostgreSQL cannot see (it spans two
-#: connections and a thread). The release then fails with SQLSTATE 55P03 (not retried: the
-#: period's next attempt releases it).
-_PG_SPARE_LOCKS = "SET LOCAL lock_timeout = '10s'"
-
-
-def drop_unrecorded(db: Database) -> int:
-    """Delete the queue rows of every PostgreSQL release that failed after its second half
-    committed (:func:`_pg_queue_split`); the number deleted. Run before a period's
-    candidates are read (they leave queued pages out), so that the period is chosen again
-    whole. A probe of a table empty but for those failures; the release lock only when it
-    finds one. SQLite releases in one transaction: 0.
-    """
-    if db.dialect != "postgresql":
-        return 0
-    with db.read() as conn:
-        if conn.execute(_PG_SPLIT_FOUND).first() is None:
-            return 0
-    with db.write() as conn:
-        conn.exec_driver_sql(_PG_RELEASE_LOCK)
-        return int(conn.execute(_PG_DROP_UNRECORDED).rowcount or 0)
+    return db.run_write(work)
 
 
 @dataclass(frozen=True)
@@ -832,19 +732,6 @@ class _PgChosen:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def part(self, start: int, stop: int) -> _PgChosen:
-        """Pages ``start`` to ``stop`` (excluded)."""
-        cut = slice(start, stop)
-        return _PgChosen(
-            self.ids[cut],
-            self.due_us[cut],
-            self.fetches[cut],
-            self.keyed,
-            self.buckets[cut],
-            self.keys[cut],
-            self.cash[cut],
-        )
-
     def params(self, plan: int, period: int, when: datetime) -> dict[str, Any]:
         """The statement parameters. Arrays sent as text literals (``repr`` of a float is
         exact): much faster than adapting 100,000 Python numbers one by one."""
@@ -875,58 +762,6 @@ def _pg_insert_keyed(conn: Connection, params: dict[str, Any], pages: int, repea
         # Pages not found by their key (moved since the read), and repeated ids.
         missing = _pg_statement(_PG_QUEUE_MISSING_SQL, repeats)
         count += int(conn.execute(missing, params).rowcount or 0)
-    return count
-
-
-def _pg_queue_split(
-    conn: Connection,
-    spare: Connection,
-    chosen: _PgChosen,
-    plan: int,
-    period: int,
-    when: datetime,
-) -> int:
-    """Queue the chosen pages (PostgreSQL, keyed, each page once) on two connections at
-    once; the number queued.
-
-    The first half goes in the release's transaction ``conn``; the second half on ``spare``,
-    in a transaction of its own that also marks the period in ``split_releases`` and commits
-    before the release does, which deletes the mark. The insert is the server's work, and
-    two server processes do it on two cores (0.40 to 0.44 s a half, against 0.68 s for
-    100,000 pages on one connection). Releases stay serialized: the second half works under
-    the release's lock and commits before the release does.
-
-    What that gives up. The second half is visible from its commit on: a lease may hand its
-    pages out before the release commits, on hosts already ready (their ``ready_at`` set by
-    work carried over; the other hosts' are lowered by the release itself). When the release
-    then fails, the second half stays queued, chosen but not recorded, and the mark stays:
-    the release's retry, or the next release, deletes those rows first
-    (:func:`drop_unrecorded`), and the period is chosen again whole. A page leased from them
-    meanwhile is not queued again while its lease lives (the release leaves leased pages
-    out), nor once reported (its fetch count changed); only an unreported page whose lease
-    expired before the period is released again is fetched twice, as any expired lease's.
-    """
-    n = len(chosen)
-    half = n // 2
-    second = chosen.part(half, n).params(plan, period, when)
-    mark = {"plan_id": plan, "period": period}
-
-    def queue_second() -> int:
-        with spare.begin():
-            spare.exec_driver_sql(_PG_SPARE_LOCKS)
-            count = _pg_insert_keyed(spare, second, n - half, False)
-            spare.execute(_PG_SPLIT_MARK, mark)
-            return count
-
-    # Leaving the block waits for the second half, whatever happened to the first.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlplan-release") as pool:
-        pending = pool.submit(queue_second)
-        first = chosen.part(0, half).params(plan, period, when)
-        count = _pg_insert_keyed(conn, first, half, False)
-    count += pending.result()
-    if conn.execute(_PG_SPLIT_DONE, {"plan": plan, "period": period}).rowcount != 1:
-        # Its mark would outlive the release, and the next release delete its pages.
-        raise RuntimeError("a split release must see its second half: run at READ COMMITTED")
     return count
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -227,106 +228,31 @@ def test_finish_reports_and_releases_in_one_step(db: Database) -> None:
     assert [p.page_id for p in again.pages] == [lease.pages[2].page_id]
 
 
-def test_gc_paused_restores_the_collector_as_it_found_it() -> None:
-    """The lease and the release pause the cyclic collector; it comes back on when it was on
-    (even after an error), stays off when the caller had turned it off, and an inner pause
-    does not turn it back on early."""
+def test_a_lease_leaves_the_garbage_collector_as_the_process_set_it(db: Database) -> None:
+    """The store never switches the cyclic collector: it is on during every statement of a
+    lease when the process has it on, and stays off when the process turned it off (its
+    entry points decide: ``gc.freeze()`` after start-up, say)."""
     import gc
 
-    from store.database import gc_paused
+    from sqlalchemy import event
 
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-        raise RuntimeError("boom")
-    assert gc.isenabled()
-    gc.disable()
+    _seed(db, hosts=1, per_host=3)
+    seen: list[bool] = []
+
+    def before(*_args: Any) -> None:
+        seen.append(gc.isenabled())
+
+    event.listen(db.engine, "before_cursor_execute", before)
     try:
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
+        assert gc.isenabled()
+        (lease,) = LeaseQueue(db).lease("w1", now=T0)
+        assert seen and all(seen) and gc.isenabled()
+        gc.disable()
+        try:
+            seen.clear()
+            LeaseQueue(db).release(lease.lease_id, now=T0)
+            assert seen and not any(seen) and not gc.isenabled()
+        finally:
+            gc.enable()
     finally:
-        gc.enable()
-
-
-def test_gc_paused_from_overlapping_threads_leaves_the_collector_on() -> None:
-    """Pauses that overlap in time, from several threads (the API server leases from a
-    pool), end with the collector on: the last pause to end restores it."""
-    import gc
-    import threading
-
-    from store.database import gc_paused
-
-    inside = threading.Barrier(4)
-    leave = [threading.Event() for _ in range(4)]
-
-    def pause(i: int) -> None:
-        with gc_paused():
-            inside.wait(timeout=10)
-            leave[i].wait(timeout=10)
-
-    threads = [threading.Thread(target=pause, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for i in (2, 0, 3):  # end in another order than they began; one still paused
-        leave[i].set()
-        threads[i].join(timeout=10)
-        assert not gc.isenabled()
-    leave[1].set()
-    threads[1].join(timeout=10)
-    assert gc.isenabled()
-
-
-class _Cycle:
-    """An object that refers to itself: only the cyclic collector frees it."""
-
-    def __init__(self) -> None:
-        self.me = self
-
-
-def test_gc_paused_overlapping_past_the_limit_collects_the_cycles_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Pauses kept under way for good by overlapping callers would leave reference cycles to
-    pile up: past ``GC_PAUSE_LIMIT_S`` the pause that ends collects them, once, outside the
-    pauses' lock (the collector stays off for the others); within the limit it does not."""
-    import gc
-    import weakref
-    from types import SimpleNamespace
-
-    from store import database
-
-    clock = [1000.0]
-    monkeypatch.setattr(database, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    locked: list[bool] = []  # at each collection's start: was the pauses' lock held?
-
-    def collecting(phase: str, _info: dict[str, int]) -> None:
-        if phase == "start":
-            locked.append(database._GC_PAUSE.locked())
-
-    def cycle_garbage() -> weakref.ref[_Cycle]:
-        ref = weakref.ref(_Cycle())
-        assert ref() is not None  # alive: nothing but a collection frees it
-        return ref
-
-    gc.callbacks.append(collecting)
-    try:
-        with database.gc_paused():
-            clock[0] += database.GC_PAUSE_LIMIT_S - 1
-            with database.gc_paused():
-                within = cycle_garbage()
-            assert within() is not None and locked == []  # within the limit: no collection
-            clock[0] += 2
-            with database.gc_paused():
-                past = cycle_garbage()
-            assert past() is None and within() is None  # collected on the way ...
-            assert locked == [False]  # ... once, outside the lock
-            with database.gc_paused():  # the limit counts again from that collection
-                pass
-            assert locked == [False] and not gc.isenabled()
-    finally:
-        gc.callbacks.remove(collecting)
-    assert gc.isenabled()
+        event.remove(db.engine, "before_cursor_execute", before)
