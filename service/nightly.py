@@ -43,27 +43,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from estimators.buckets import BucketScale
 from estimators.discovery import DiscoveryRates, discovery_rates
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
-from planner.cycle.plan_inputs import (
-    EXPLORE_REVISITS,
-    PlanInputs,
-    PlannedCycle,
-    cold_start_cycle,
-    cycle_from_trajectory,
-    model_horizon,
-    plan_inputs,
-    planning_weights,
-    warm_start,
-)
+from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, WarmStart, plan_cycle
+from planner.cycle.plan_inputs import EXPLORE_REVISITS, PlanInputs, PlannedCycle
 from planner.model.instance import InstanceError
-from planner.model.webfountain import uniform_crawl
 from planner.schedules.objectives import OBJECTIVES
-from planner.solver.plan_solver import PlanSolver
 from service.errors import ConfigError
 from service.page_schedule import UNIFORM, schedule_pages
 from service.pipeline import StoreAggregates, aggregates_from_store, estimate_from_store
@@ -73,7 +60,7 @@ from store.errors import NightlyRunBusyError
 from store.importance import spread_virtual_cash
 from store.measurements import CrawlMeasurements, measure_crawl
 from store.nightly_runs import finish_run, heartbeat, start_run
-from store.plans import PlanSummary, plan_detail
+from store.plans import PlanDetail, PlanSummary, plan_detail
 
 if TYPE_CHECKING:
     from service.config import Settings
@@ -113,6 +100,20 @@ class NightlySettings:
     #: the uniform crawl (every known page equally often, filling capacity) and a round robin
     #: inside each bucket; for comparisons on the same machinery and budget.
     optimize: bool = True
+
+    def cycle_settings(self, capacity: float) -> CycleSettings:
+        """What :func:`planner.cycle.plan_cycle.plan_cycle` needs of these settings, for
+        ``capacity`` crawls per period (configured or measured)."""
+        return CycleSettings(
+            capacity=capacity,
+            periods=self.periods,
+            strategy=self.strategy,
+            horizon=self.horizon,
+            terminal_value=True,
+            explore=self.explore,
+            optimize=self.optimize,
+            fallback_uniform=False,  # the previous plan stays current
+        )
 
     @classmethod
     def from_config(cls, settings: Settings) -> NightlySettings:
@@ -249,60 +250,15 @@ def _capacity(settings: NightlySettings, fetches: int, window_seconds: float) ->
     return fetches * settings.period_days * _DAY / window_seconds
 
 
-def _solve(
-    db: Database,
-    inputs: PlanInputs,
-    settings: NightlySettings,
-    current: PlanSummary | None,
-    start: datetime,
-) -> tuple[PlannedCycle | None, dict[str, Any], str]:
-    """Solve the cycle; returns (cycle or None when the solver failed, solver record, message)."""
-    if inputs.instance is None:
-        cycle = cold_start_cycle(inputs, settings.periods)
-        return cycle, {"status": "cold start", "note": "no page fetched yet"}, ""
-    if not settings.optimize:
-        crawl = uniform_crawl(inputs.instance)
-        record = {"status": "uniform", "buckets": int(inputs.instance.buckets)}
-        return cycle_from_trajectory(inputs, crawl, settings.periods), record, ""
-    solver = PlanSolver(
-        inputs.instance,
-        planning_weights(inputs.instance, settings.strategy, inputs.capacity_crawls),
-    )
-    warm = None
-    if current is not None:
-        detail = plan_detail(db, current.version)
-        shift = round((start - current.starts_at).total_seconds() / (current.period_days * _DAY))
-        warm = warm_start(
-            inputs.instance,
-            inputs.bucket_ids,
-            detail.fractions,
-            detail.new_pages,
-            shift=max(shift, 0),
-        )
-    solution = solver.solve(warm)
-    if not solution.status.ok and warm is not None:
-        solution = solver.solve(None)  # the solver's own starts (always feasible)
-    record = {
-        "status": solution.status.value,
-        "objective": solution.objective,
-        "iterations": solution.iterations,
-        "build_seconds": round(solution.build_seconds, 3),
-        "solve_seconds": round(solution.solve_seconds, 3),
-        "starts": [s.name for s in solution.starts],
-        "weights": solution.weights,
-        "buckets": int(inputs.instance.buckets),
-    }
-    if solution.status.ok:
-        # What the cycle leaves behind (comparable across strategies, unlike the objective).
-        last = min(settings.periods, inputs.instance.periods) - 1
-        record["obsolete_at_cycle_end"] = float(solution.trajectory.y[:, last].sum())
-        record["new_left_at_cycle_end"] = max(float(solution.trajectory.n[last]), 0.0)
-    if not solution.status.ok:
-        return None, record, solution.message
-    cycle = cycle_from_trajectory(
-        inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
-    )
-    return cycle, record, ""
+def _warm(
+    db: Database, current: PlanSummary | None, start: datetime
+) -> tuple[WarmStart | None, PlanDetail | None]:
+    """The current plan moved on to the cycle starting at ``start``, and its detail."""
+    if current is None:
+        return None, None
+    detail = plan_detail(db, current.version)
+    shift = round((start - current.starts_at).total_seconds() / (current.period_days * _DAY))
+    return WarmStart(detail.fractions, detail.new_pages, shift=max(shift, 0)), detail
 
 
 def _draft(
@@ -472,38 +428,37 @@ def _run(
                 discovery,
                 aggregates,
             )
-            inputs = plan_inputs(
-                aggregates.buckets,
-                new_pages=aggregates.new_pages,
-                periods=model_horizon(settings.periods, settings.horizon),
-                capacity_crawls=capacity,
-                bucket_seconds=(
-                    measured.bucket_seconds
-                    if settings.crawl_cost == "measured"
-                    else np.full_like(measured.bucket_seconds, np.nan)
-                ),
-                seconds_per_fetch=measured.seconds_per_fetch,
-                discovery=discovery,
+        except InstanceError as error:
+            raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
+    measures = CrawlMeasures(
+        new_pages=aggregates.new_pages,
+        bucket_seconds=measured.bucket_seconds if settings.crawl_cost == "measured" else None,
+        seconds_per_fetch=measured.seconds_per_fetch,
+        discovery=discovery,
+    )
+    warm, detail = _warm(db, current, start)
+    with stages.stage("solve"):
+        try:
+            outcome = plan_cycle(
+                aggregates.buckets, settings.cycle_settings(capacity), measures, warm=warm
             )
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
-    report.inputs = inputs
-    with stages.stage("solve"):
-        cycle, solver, message = _solve(db, inputs, settings, current, start)
+    report.inputs, cycle = outcome.inputs, outcome.cycle
+    solver = outcome.solver.as_dict()
     report.solver = solver
-    if current is not None:
-        detail = plan_detail(db, current.version)
+    if detail is not None:
         report.current_quotas, report.current_new_pages = detail.quotas, detail.new_pages
     if cycle is None:
         report.status = "failed"
-        report.message = f"the solver found no plan ({solver['status']}): {message}"
+        report.message = f"the solver found no plan ({solver['status']}): {outcome.solver.message}"
         return
     report.cycle = cycle
     if dry_run:
         report.status = "dry-run"
         return
     with stages.stage("publish"):
-        report.plan = publish_plan(db, _draft(start, settings, inputs, cycle, solver))
+        report.plan = publish_plan(db, _draft(start, settings, outcome.inputs, cycle, solver))
     with stages.stage("schedule"):
         schedule_pages(db, objective=_objective(settings))
     report.status = "published"

@@ -205,7 +205,7 @@ def test_killed_before_publish_keeps_the_previous_plan(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(nightly_module, "_solve", killed)
+        patch.setattr(nightly_module, "plan_cycle", killed)
         with pytest.raises(KeyboardInterrupt):
             run_nightly(db, SETTINGS, now=now + DAY)
     plan = latest_plan(db)

@@ -1,0 +1,319 @@
+"""One planning cycle, from bucket aggregates to the published quotas: :func:`plan_cycle`.
+
+The nightly run (``service.nightly``), ``crawlplan scenario whatif`` (a nightly dry run) and
+the simulator's planner policy (``scenarios.policies.webfountain``) all plan through this one
+function, so a simulation measures the planner that is deployed. What differs between them is
+an input, not a code path:
+
+============================  ====================================  ===========================
+input                         nightly                               simulator
+============================  ====================================  ===========================
+``aggregates``                the store's (256 classes, class 0:    the policy's own buckets of
+                              fetched, no estimate yet)             its estimated rates
+``CrawlMeasures.bucket_       measured mean fetch time per class    None: every crawl costs 1
+seconds``                     (``plan.crawl_cost = "measured"``)
+``CrawlMeasures.discovery``   fitted oldnwt, newnwt, nconst         nconst = pages born per
+                                                                    period, no link discovery
+``CycleSettings.fallback_     False: a failed solve publishes       True: a crawler must crawl,
+uniform``                     nothing, the previous plan stays      so the uniform crawl
+``warm``                      the current plan, moved on            None
+============================  ====================================  ===========================
+
+Steps: the instance over the populated classes (:func:`planner.cycle.plan_inputs.plan_inputs`);
+no fetched page yet: new pages up to capacity (:func:`~planner.cycle.plan_inputs.
+cold_start_cycle`); ``optimize = False``: the uniform crawl; else the WebFountain model over
+``model_horizon(periods, horizon)`` periods with the strategy's weights (plus the terminal
+value), from the warm start and, when that fails, from the solver's own starts; then the
+first ``periods`` periods as whole-page quotas, spare capacity spent and every bucket explored
+(:func:`~planner.cycle.plan_inputs.cycle_from_trajectory`).
+
+Pure: no store, no file, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from estimators.buckets import BucketAggregates
+from estimators.discovery import DiscoveryRates
+from planner.cycle.plan_inputs import (
+    EXPLORE_REVISITS,
+    PlanInputs,
+    PlannedCycle,
+    cold_start_cycle,
+    cycle_from_trajectory,
+    model_horizon,
+    plan_inputs,
+    planning_weights,
+    warm_start,
+)
+from planner.model.webfountain import uniform_crawl
+from planner.model.weights import ObjectiveWeights, strategy_weights
+from planner.solver.plan_solver import PlanSolution, PlanSolver
+
+__all__ = [
+    "NO_DISCOVERY",
+    "CrawlMeasures",
+    "CycleSettings",
+    "PlanOutcome",
+    "SolverRecord",
+    "WarmStart",
+    "plan_cycle",
+]
+
+#: No page found by crawling, none from outside (the simulator's crawler, before births).
+NO_DISCOVERY = DiscoveryRates(oldnwt=0.0, newnwt=0.0, nconst=0.0, method="none")
+
+
+@dataclass(frozen=True)
+class CycleSettings:
+    """How to plan a cycle.
+
+    Attributes
+    ----------
+    capacity : float
+        Crawls a period allows, > 0.
+    periods : int
+        T, periods of the published cycle, >= 1.
+    strategy : int
+        1, 2 or 3: the WebFountain objective weights (:mod:`planner.model.weights`).
+    horizon : int
+        Periods the model looks ahead (0: the cycle; :func:`planner.cycle.plan_inputs.
+        model_horizon`); only the first ``periods`` are published.
+    terminal_value : bool
+        Value the pages left fresh at the horizon's end (:func:`planner.cycle.plan_inputs.
+        planning_weights`); ``False`` is the paper's objective over the horizon alone.
+    explore : float
+        Every bucket crawled at least once per this many mean revisit intervals (0: off).
+    optimize : bool
+        ``False``: the uniform crawl (every known page equally often, filling capacity),
+        the baseline a fixed-schedule crawler follows.
+    fallback_uniform : bool
+        When the solver fails: ``True`` plans the uniform crawl instead, ``False`` plans
+        nothing (:attr:`PlanOutcome.cycle` is None).
+    """
+
+    capacity: float
+    periods: int
+    strategy: int = 1
+    horizon: int = 0
+    terminal_value: bool = True
+    explore: float = EXPLORE_REVISITS
+    optimize: bool = True
+    fallback_uniform: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.capacity) and self.capacity > 0):
+            raise ValueError(f"capacity must be > 0 crawls per period, got {self.capacity}")
+        if self.periods < 1:
+            raise ValueError(f"periods must be >= 1, got {self.periods}")
+        if self.strategy not in (1, 2, 3):
+            raise ValueError(f"strategy must be 1, 2 or 3, got {self.strategy}")
+        if self.horizon < 0:
+            raise ValueError(f"horizon must be >= 0 (0: the cycle), got {self.horizon}")
+        if self.explore < 0:
+            raise ValueError(f"explore must be >= 0 (0: off), got {self.explore}")
+
+
+@dataclass(frozen=True)
+class CrawlMeasures:
+    """What the crawl measured besides the bucket aggregates.
+
+    Attributes
+    ----------
+    new_pages : int
+        n0: pages known but never fetched.
+    bucket_seconds : array_like of float, shape like the aggregates', or None
+        Mean seconds per fetch of each class (NaN: not measured, the overall mean is used);
+        None: every crawl costs the same.
+    seconds_per_fetch : float
+        Mean seconds per fetch overall (NaN: not measured; only cost ratios matter).
+    discovery : DiscoveryRates
+        New pages found per old-page crawl, per new-page crawl, and per period.
+    """
+
+    new_pages: int
+    bucket_seconds: npt.ArrayLike | None = None
+    seconds_per_fetch: float = math.nan
+    discovery: DiscoveryRates = NO_DISCOVERY
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """The previous plan, as a start: ``fractions`` maps (period, class) to its crawl
+    fraction x/b, ``new_pages`` period to its new-page quota; ``shift`` periods between its
+    start and this cycle's (>= 0)."""
+
+    fractions: Mapping[tuple[int, int], float]
+    new_pages: Mapping[int, int]
+    shift: int = 0
+
+
+@dataclass(frozen=True)
+class SolverRecord:
+    """How the cycle was planned, as stored with a published plan.
+
+    ``status``: a :class:`planner.solver.ipopt.SolveStatus` value, ``"cold start"`` (no page
+    fetched yet) or ``"uniform"`` (``optimize = False``). The solver's figures (objective,
+    iterations, seconds of model build and of all Ipopt runs, starts tried best first, weights
+    label) are None for a cycle planned without the solver. ``warm_start``: ``"used"``,
+    ``"failed"`` (the solver's own starts were tried next) or None (no warm start given).
+    ``fallback``: the solve failed and the uniform crawl was planned instead.
+    ``obsolete_at_cycle_end``, ``new_left_at_cycle_end``: what the solved cycle leaves behind,
+    pages (comparable across strategies, unlike the objective).
+    """
+
+    status: str
+    buckets: int = 0
+    objective: float | None = None
+    iterations: int | None = None
+    build_seconds: float | None = None
+    solve_seconds: float | None = None
+    starts: tuple[str, ...] = ()
+    weights: str | None = None
+    warm_start: str | None = None
+    fallback: bool = False
+    obsolete_at_cycle_end: float | None = None
+    new_left_at_cycle_end: float | None = None
+    message: str = ""
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields that say something, as JSON-ready values: no None, no empty text or
+        starts, no ``fallback`` unless taken, no ``buckets`` for a cycle without buckets."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if value is None or (isinstance(value, str | tuple) and not value):
+                continue
+            if (key == "fallback" and not value) or (key == "buckets" and not value):
+                continue
+            out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The planned cycle (None when the solver failed and ``fallback_uniform`` is off), the
+    instance it was planned on, and how."""
+
+    inputs: PlanInputs
+    cycle: PlannedCycle | None
+    solver: SolverRecord
+
+    @property
+    def ok(self) -> bool:
+        """True when there is a cycle to publish."""
+        return self.cycle is not None
+
+
+def plan_cycle(
+    aggregates: BucketAggregates,
+    settings: CycleSettings,
+    measures: CrawlMeasures,
+    *,
+    warm: WarmStart | None = None,
+) -> PlanOutcome:
+    """Plan one cycle (module docstring).
+
+    Parameters
+    ----------
+    aggregates : BucketAggregates
+        Per class (index 0: fetched pages without an estimate yet): pages b, change fraction
+        a per period, obsolete pages y now; any number of classes, shape (classes,) each.
+    settings : CycleSettings
+    measures : CrawlMeasures
+    warm : WarmStart, optional
+        The previous plan; a solve from it that fails is repeated from the solver's own
+        starts (always feasible).
+
+    Raises
+    ------
+    planner.model.instance.InstanceError
+        The aggregates make no valid instance.
+    """
+    horizon = model_horizon(settings.periods, settings.horizon)
+    cost = (
+        np.full(aggregates.pages.shape, np.nan)
+        if measures.bucket_seconds is None
+        else measures.bucket_seconds
+    )
+    inputs = plan_inputs(
+        aggregates,
+        new_pages=int(measures.new_pages),
+        periods=horizon,
+        capacity_crawls=float(settings.capacity),
+        bucket_seconds=cost,
+        seconds_per_fetch=float(measures.seconds_per_fetch),
+        discovery=measures.discovery,
+    )
+    instance = inputs.instance
+    if instance is None:
+        cycle = cold_start_cycle(inputs, settings.periods)
+        return PlanOutcome(inputs, cycle, SolverRecord("cold start", note="no page fetched yet"))
+    buckets = int(instance.buckets)
+    if not settings.optimize:
+        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
+        return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
+    solver = PlanSolver(instance, _weights(inputs, settings))
+    start = None
+    if warm is not None:
+        start = warm_start(
+            instance, inputs.bucket_ids, warm.fractions, warm.new_pages, shift=max(warm.shift, 0)
+        )
+    solution = solver.solve(start)
+    warm_used = None if start is None else "used"
+    if not solution.status.ok and start is not None:
+        solution = solver.solve(None)  # the solver's own starts (always feasible)
+        warm_used = "failed"
+    record = _record(solution, inputs, settings, warm_used)
+    if solution.status.ok:
+        cycle = cycle_from_trajectory(
+            inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
+        )
+        return PlanOutcome(inputs, cycle, record)
+    if settings.fallback_uniform:
+        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
+        note = "the solve failed: the uniform crawl instead"
+        return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
+    return PlanOutcome(inputs, None, record)
+
+
+def _weights(inputs: PlanInputs, settings: CycleSettings) -> ObjectiveWeights:
+    """The strategy's weights over the instance, with the terminal value when asked."""
+    instance = inputs.instance
+    assert instance is not None
+    if settings.terminal_value:
+        return planning_weights(instance, settings.strategy, inputs.capacity_crawls)
+    return strategy_weights(settings.strategy, instance.buckets, instance.periods)
+
+
+def _record(
+    solution: PlanSolution, inputs: PlanInputs, settings: CycleSettings, warm: str | None
+) -> SolverRecord:
+    instance = inputs.instance
+    assert instance is not None
+    obsolete = new_left = None
+    if solution.status.ok:
+        last = min(settings.periods, instance.periods) - 1
+        obsolete = float(solution.trajectory.y[:, last].sum())
+        new_left = max(float(solution.trajectory.n[last]), 0.0)
+    return SolverRecord(
+        status=solution.status.value,
+        buckets=int(instance.buckets),
+        objective=float(solution.objective),
+        iterations=int(solution.iterations),
+        build_seconds=round(solution.build_seconds, 3),
+        solve_seconds=round(solution.solve_seconds, 3),
+        starts=tuple(s.name for s in solution.starts),
+        weights=solution.weights,
+        warm_start=warm,
+        obsolete_at_cycle_end=obsolete,
+        new_left_at_cycle_end=new_left,
+        message="" if solution.status.ok else solution.message,
+    )
