@@ -40,7 +40,8 @@ seen); ``shrink="never"`` never does (MLE 0 and +inf are then reported as they a
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -63,6 +64,15 @@ __all__ = ["ESTIMATORS", "ChangeRateEstimator"]
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
+
+
+class _FittedRate(Protocol):
+    """What every fitted estimator gives: rates and interval bounds, changes per day."""
+
+    rate_: FloatArray
+    rate_low_: FloatArray
+    rate_high_: FloatArray
+
 
 #: Names recorded per page (at most 32 characters: the store's ``pages.estimator``).
 ESTIMATORS = ("none", "last_modified", "last_modified_eb", "poisson_mle", "poisson_eb")
@@ -152,59 +162,104 @@ class ChangeRateEstimator:
         n = intervals.n_pages
         if (last_modified is None) != (last_modified_reliable is None):
             raise ValueError("give last_modified and last_modified_reliable together")
-
-        changes = intervals.n_changes
-        counts = intervals.n_intervals
-        code = np.full(n, _CODE["none"], dtype=np.int8)
-        rate = np.full(n, np.nan)
-        low = np.full(n, np.nan)
-        high = np.full(n, np.nan)
-
-        has_intervals = counts > 0
-        use_lm = np.zeros(n, dtype=np.bool_)
+        reliable = None
         if last_modified is not None and last_modified_reliable is not None:
             if last_modified.n_pages != n or np.shape(last_modified_reliable) != (n,):
                 raise ValueError(f"Last-Modified evidence must cover the same {n} pages")
-            use_lm = np.asarray(last_modified_reliable, dtype=np.bool_) & (
-                last_modified.intervals > 0
-            )
-            lm_rich = last_modified.changes >= self.min_last_modified_changes
-            if self.shrink == "always":
-                lm_rich[:] = False
-            elif self.shrink == "never":
-                lm_rich[:] = True
+            reliable = np.asarray(last_modified_reliable, dtype=np.bool_)
+
+        code = self._choose(intervals, last_modified, reliable)
+        single = self._single_fetches(intervals, last_modified, reliable)
+        prior = self._prior(intervals, last_modified, code, single)
+        if prior is not None:
+            code[single] = _CODE["last_modified_eb"]
+        else:
+            single[:] = False  # no prior to shrink one change towards: no estimate
+
+        rate = np.full(n, np.nan)
+        low = np.full(n, np.nan)
+        high = np.full(n, np.nan)
+        for name, fitted in self._fits(intervals, last_modified, code, single, prior):
+            mask = code == _CODE[name]
+            rate[mask], low[mask], high[mask] = fitted.rate_, fitted.rate_low_, fitted.rate_high_
+
+        self.rate_ = rate
+        self.rate_low_ = low
+        self.rate_high_ = high
+        self.estimator_code_ = code
+        self.estimator_ = pd.Categorical.from_codes(code, categories=pd.Index(ESTIMATORS))
+        self.prior_ = prior
+        self.n_changes_ = intervals.n_changes
+        self.n_intervals_ = intervals.n_intervals
+        return self
+
+    def _choose(
+        self,
+        intervals: ChangeIntervals,
+        last_modified: LastModifiedEvidence | None,
+        reliable: BoolArray | None,
+    ) -> NDArray[np.int8]:
+        """Each page's estimator code (:data:`ESTIMATORS`), by the rules of the module
+        docstring, before pages fetched once are considered."""
+        n = intervals.n_pages
+        changes = intervals.n_changes
+        counts = intervals.n_intervals
+        code = np.full(n, _CODE["none"], dtype=np.int8)
+        has_intervals = counts > 0
+        use_lm = np.zeros(n, dtype=np.bool_)
+        if last_modified is not None and reliable is not None:
+            use_lm = reliable & (last_modified.intervals > 0)
+            lm_rich = self._rich(last_modified.changes >= self.min_last_modified_changes)
             code[use_lm & lm_rich] = _CODE["last_modified"]
             code[use_lm & ~lm_rich] = _CODE["last_modified_eb"]
-
-        rich = (changes >= self.min_changes) & (counts - changes >= self.min_unchanged)
-        if self.shrink == "always":
-            rich[:] = False
-        elif self.shrink == "never":
-            rich[:] = True
+        rich = self._rich((changes >= self.min_changes) & (counts - changes >= self.min_unchanged))
         observed = has_intervals & ~use_lm
         code[observed & rich] = _CODE["poisson_mle"]
         code[observed & ~rich] = _CODE["poisson_eb"]
-
         if last_modified is not None and not has_intervals.any():
             # no change/no-change interval anywhere to fit a prior to: no shrinkage possible
             code[code == _CODE["last_modified_eb"]] = _CODE["last_modified"]
+        return code
 
-        # pages fetched once with a reliable Last-Modified: one change in exposure A
-        single = np.zeros(n, dtype=np.bool_)
+    def _rich(self, enough: BoolArray) -> BoolArray:
+        """Which pages have evidence enough to skip shrinkage, as ``shrink`` rules."""
+        if self.shrink == "always":
+            return np.zeros_like(enough)
+        if self.shrink == "never":
+            return np.ones_like(enough)
+        return enough
+
+    def _single_fetches(
+        self,
+        intervals: ChangeIntervals,
+        last_modified: LastModifiedEvidence | None,
+        reliable: BoolArray | None,
+    ) -> BoolArray:
+        """Pages fetched once with a reliable Last-Modified: one change in exposure A."""
+        n = intervals.n_pages
         if (
-            last_modified is not None
-            and last_modified_reliable is not None
-            and last_modified.single_fetch_age is not None
-            and self.shrink != "never"
+            last_modified is None
+            or reliable is None
+            or last_modified.single_fetch_age is None
+            or self.shrink == "never"
         ):
-            age = last_modified.single_fetch_age
-            if np.shape(age) != (n,):
-                raise ValueError(f"single_fetch_age must cover the same {n} pages")
-            # NaN (not fetched once, or a date within the tolerance) compares False
-            single = np.asarray(last_modified_reliable, dtype=np.bool_) & (age > 0)
-            single &= (counts == 0) & (last_modified.intervals == 0)
+            return np.zeros(n, dtype=np.bool_)
+        age = last_modified.single_fetch_age
+        if np.shape(age) != (n,):
+            raise ValueError(f"single_fetch_age must cover the same {n} pages")
+        # NaN (not fetched once, or a date within the tolerance) compares False
+        single = reliable & (age > 0)
+        return single & (intervals.n_intervals == 0) & (last_modified.intervals == 0)
 
-        prior = self.prior
+    def _prior(
+        self,
+        intervals: ChangeIntervals,
+        last_modified: LastModifiedEvidence | None,
+        code: NDArray[np.int8],
+        single: BoolArray,
+    ) -> LogNormalRatePrior | None:
+        """The population prior: the one given (fitted here if it is not yet), or one fitted
+        when some page needs shrinking; None when nothing can be fitted or nothing needs it."""
         needs_prior = (
             single.any() or np.isin(code, [_CODE["poisson_eb"], _CODE["last_modified_eb"]]).any()
         )
@@ -214,75 +269,70 @@ class ChangeRateEstimator:
         if single.any():
             assert last_modified is not None and last_modified.single_fetch_age is not None
             exposure = np.where(single, last_modified.single_fetch_age, np.nan)
-        can_fit = has_intervals.any() or single.any()
+        can_fit = bool((intervals.n_intervals > 0).any() or single.any())
+        prior = self.prior
         if prior is not None and not hasattr(prior, "mu_"):
-            prior = _fit_prior(prior, intervals, exposure) if can_fit else None
-        elif prior is None and can_fit and needs_prior:
-            prior = _fit_prior(LogNormalRatePrior(), intervals, exposure)
+            return _fit_prior(prior, intervals, exposure) if can_fit else None
+        if prior is None and can_fit and needs_prior:
+            return _fit_prior(LogNormalRatePrior(), intervals, exposure)
+        return prior
 
-        if prior is not None:
-            code[single] = _CODE["last_modified_eb"]
-        else:
-            single[:] = False  # no prior to shrink one change towards: no estimate
-
-        def fill(name: str, fitted_rate: tuple[FloatArray, FloatArray, FloatArray]) -> None:
-            mask = code == _CODE[name]
-            rate[mask], low[mask], high[mask] = (a for a in fitted_rate)
-
+    def _fits(
+        self,
+        intervals: ChangeIntervals,
+        last_modified: LastModifiedEvidence | None,
+        code: NDArray[np.int8],
+        single: BoolArray,
+        prior: LogNormalRatePrior | None,
+    ) -> Iterator[tuple[str, _FittedRate]]:
+        """Each chosen estimator fitted on its pages, as (estimator name, fitted)."""
         for name in ("poisson_mle", "poisson_eb"):
             pages = np.flatnonzero(code == _CODE[name])
             if pages.size == 0:
                 continue
             subset = intervals.take(pages)
-            fitted: PoissonChangeMLE | EmpiricalBayesChangeRate
             if name == "poisson_mle":
-                fitted = PoissonChangeMLE(
-                    confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
-                ).fit(subset)
-            else:
-                fitted = EmpiricalBayesChangeRate(
-                    prior=prior, confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
-                ).fit(subset)
-            fill(name, (fitted.rate_, fitted.rate_low_, fitted.rate_high_))
-
-        if last_modified is not None:
-            for name in ("last_modified", "last_modified_eb"):
-                mask = code == _CODE[name]
-                if not mask.any():
-                    continue
-                evidence = LastModifiedEvidence(
-                    last_modified.intervals[mask],
-                    last_modified.changes[mask],
-                    last_modified.exposure[mask],
-                    last_modified.age_sum[mask],
+                yield (
+                    name,
+                    PoissonChangeMLE(
+                        confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
+                    ).fit(subset),
                 )
-                if name == "last_modified_eb" and single.any():
-                    assert last_modified.single_fetch_age is not None  # single is all False
-                    _add_single_fetches(
-                        evidence, single[mask], last_modified.single_fetch_age[mask]
-                    )
-                lm: ChoLastModifiedRate | EmpiricalBayesLastModifiedRate
-                if name == "last_modified":
-                    lm = ChoLastModifiedRate(confidence=self.confidence).fit(evidence)
-                else:
-                    assert prior is not None  # ensured above
-                    lm = EmpiricalBayesLastModifiedRate(
+            else:
+                yield (
+                    name,
+                    EmpiricalBayesChangeRate(
                         prior=prior,
                         confidence=self.confidence,
                         tol=self.tol,
                         max_iter=self.max_iter,
-                    ).fit(evidence)
-                fill(name, (lm.rate_, lm.rate_low_, lm.rate_high_))
-
-        self.rate_ = rate
-        self.rate_low_ = low
-        self.rate_high_ = high
-        self.estimator_code_ = code
-        self.estimator_ = pd.Categorical.from_codes(code, categories=pd.Index(ESTIMATORS))
-        self.prior_ = prior
-        self.n_changes_ = changes
-        self.n_intervals_ = counts
-        return self
+                    ).fit(subset),
+                )
+        if last_modified is None:
+            return
+        for name in ("last_modified", "last_modified_eb"):
+            mask = code == _CODE[name]
+            if not mask.any():
+                continue
+            evidence = LastModifiedEvidence(
+                last_modified.intervals[mask],
+                last_modified.changes[mask],
+                last_modified.exposure[mask],
+                last_modified.age_sum[mask],
+            )
+            if name == "last_modified":
+                yield name, ChoLastModifiedRate(confidence=self.confidence).fit(evidence)
+                continue
+            if single.any():
+                assert last_modified.single_fetch_age is not None  # single is all False
+                _add_single_fetches(evidence, single[mask], last_modified.single_fetch_age[mask])
+            assert prior is not None  # ensured by _prior
+            yield (
+                name,
+                EmpiricalBayesLastModifiedRate(
+                    prior=prior, confidence=self.confidence, tol=self.tol, max_iter=self.max_iter
+                ).fit(evidence),
+            )
 
 
 def _fit_prior(
