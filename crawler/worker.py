@@ -210,10 +210,6 @@ class CrawlWorker:
         return not self.queue.work_remaining()
 
     # -- a batch of leases -------------------------------------------------------------------
-    def crawl_lease(self, lease: Lease) -> None:
-        """Crawl one lease (see :meth:`crawl_batch`)."""
-        self.crawl_batch([lease])
-
     def crawl_batch(self, leases: list[Lease]) -> None:
         """Crawl several hosts at once, each in a thread of its own at its own polite pace.
 

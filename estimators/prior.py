@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special
+from scipy import optimize
 
 from estimators.defaults import PRIOR_MAX_PAGES, PRIOR_MIN_INTERVAL_PAGES
 from estimators.evidence import ChangeIntervals
@@ -222,16 +222,6 @@ class LogNormalRatePrior:
         usable &= intervals.n_intervals == 0
         pages = np.flatnonzero(usable)
         return pages, c[pages], t[pages]
-
-    @property
-    def median_rate_(self) -> float:
-        """``exp(mu_)``: the prior's median rate, changes per day."""
-        return math.exp(self.mu_)
-
-    def quantiles(self, probabilities: FloatArray) -> FloatArray:
-        """Prior quantiles of the rate (per day) at the given probabilities, same shape."""
-        p = np.asarray(probabilities, dtype=np.float64)
-        return np.exp(self.mu_ + self.sigma_ * special.ndtri(p))
 
 
 def _exposure_loglik_on_grid(

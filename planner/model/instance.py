@@ -244,8 +244,3 @@ class CrawlInstance:
             data.pop("a")
         data.update(changes)
         return CrawlInstance.from_mapping(data)
-
-    @property
-    def total_pages(self) -> float:
-        """Pages in the repository at the start of the cycle, sum of b0."""
-        return float(self.b0.sum())

@@ -345,16 +345,6 @@ class CompiledNLP:
         self.g_lower = np.array(cl)
         self.g_upper = np.array(cu)
 
-    @property
-    def jacobian_nnz(self) -> int:
-        """Number of structural nonzeros of the constraint Jacobian."""
-        return self._jac.nnz
-
-    @property
-    def hessian_nnz(self) -> int:
-        """Number of structural nonzeros of the lower triangle of the Lagrangian Hessian."""
-        return self._hess.nnz
-
     def initial_point(self) -> np.ndarray:
         """The variables' current values in the model (0 when unset), clipped to their bounds."""
         x = np.array([0.0 if v.value is None else float(v.value) for v in self.variables])
@@ -468,10 +458,6 @@ class CompiledNLP:
         out = np.zeros((self.n, self.n))
         out[self._hess.rows, self._hess.cols] = self.hessian(x, lagrange, obj_factor)
         return out + np.tril(out, -1).T
-
-    def variable_names(self) -> list[str]:
-        """Pyomo names of the variables, in index order."""
-        return [v.name for v in self.variables]
 
 
 def compile_model(model: pyo.ConcreteModel) -> CompiledNLP:
