@@ -229,24 +229,7 @@ def assess_sorted_log(
     tol = rules.clock_tolerance
 
     present = ~np.isnan(dates)
-    flags: dict[str, BoolArray] = {
-        "equals_fetch_time": present & (np.abs(dates - times) <= tol),
-        "in_future": present & (dates > times + tol),
-    }
-    # interval checks: fetch i against fetch i-1 of the same page, both with Last-Modified
-    pair = np.zeros(pages.shape, dtype=np.bool_)
-    moved = np.zeros(pages.shape, dtype=np.bool_)
-    previous_time = np.full(pages.shape, np.nan)
-    if pages.size > 1:
-        pair[1:] = (pages[1:] == pages[:-1]) & present[1:] & present[:-1]
-        moved[1:] = np.abs(dates[1:] - dates[:-1]) > tol
-        previous_time[1:] = times[:-1]
-    moved &= pair
-    known = pair & ~np.isnan(outcome)
-    content_changed = known & (outcome == 1)
-    flags["moved_without_change"] = known & moved & (outcome == 0)
-    flags["static_while_changed"] = content_changed & ~moved
-    flags["outside_interval"] = moved & ~((dates > previous_time - tol) & (dates <= times + tol))
+    flags, content_changed, moved = _fetch_flags(pages, times, outcome, dates, present, tol)
 
     runs = PageRuns(pages, n)
     per_page = runs.count
@@ -259,7 +242,7 @@ def assess_sorted_log(
     violating = per_page(fetch_violation)
     violations = {name: per_page(flags[name]) for name in VIOLATIONS}
     content_changes = per_page(content_changed)
-    moves = per_page(known & moved)
+    moves = per_page(moved)
 
     limit = rules.max_page_violation_share
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -287,19 +270,12 @@ def assess_sorted_log(
         hosts = np.asarray(host, dtype=np.intp)
         if hosts.shape != (n,):
             raise ValueError(f"host must have one id per page, shape ({n},)")
-        n_hosts = int(hosts.max()) + 1 if hosts.size else 0
-
-        def host_fails(bad: IntArray, total: IntArray) -> BoolArray:
-            host_total = np.bincount(hosts, weights=total, minlength=n_hosts)
-            host_bad = np.bincount(hosts, weights=bad, minlength=n_hosts)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = host_bad / host_total
-            return (host_total >= rules.min_host_checks) & (share > rules.max_host_violation_share)
-
-        host_reliable = ~(
-            host_fails(violating, checked)
-            | host_fails(violations["static_while_changed"], content_changes)
-            | host_fails(violations["moved_without_change"], moves)
+        host_reliable = _host_reliable(
+            hosts,
+            rules,
+            (violating, checked),
+            (violations["static_while_changed"], content_changes),
+            (violations["moved_without_change"], moves),
         )
         lying_host = ~host_reliable[hosts]
         reason[reliable & lying_host] = code["host"]
@@ -326,6 +302,57 @@ def assess_sorted_log(
         moves=moves,
         rate_deviance=rate_deviance,
     )
+
+
+def _fetch_flags(
+    pages: IntArray,
+    times: FloatArray,
+    outcome: FloatArray,
+    dates: FloatArray,
+    present: BoolArray,
+    tol: float,
+) -> tuple[dict[str, BoolArray], BoolArray, BoolArray]:
+    """Each fetch's violations (:data:`VIOLATIONS`), whether its content changed, and
+    whether its date moved, where its outcome is known; all shape (n_fetches,).
+
+    The interval checks compare fetch i with fetch i-1 of the same page, both with a
+    Last-Modified date."""
+    flags: dict[str, BoolArray] = {
+        "equals_fetch_time": present & (np.abs(dates - times) <= tol),
+        "in_future": present & (dates > times + tol),
+    }
+    pair = np.zeros(pages.shape, dtype=np.bool_)
+    moved = np.zeros(pages.shape, dtype=np.bool_)
+    previous_time = np.full(pages.shape, np.nan)
+    if pages.size > 1:
+        pair[1:] = (pages[1:] == pages[:-1]) & present[1:] & present[:-1]
+        moved[1:] = np.abs(dates[1:] - dates[:-1]) > tol
+        previous_time[1:] = times[:-1]
+    moved &= pair
+    known = pair & ~np.isnan(outcome)
+    content_changed = known & (outcome == 1)
+    flags["moved_without_change"] = known & moved & (outcome == 0)
+    flags["static_while_changed"] = content_changed & ~moved
+    flags["outside_interval"] = moved & ~((dates > previous_time - tol) & (dates <= times + tol))
+    return flags, content_changed, known & moved
+
+
+def _host_reliable(
+    hosts: IntArray, rules: LastModifiedPolicy, *tests: tuple[IntArray, IntArray]
+) -> BoolArray:
+    """Per host: False when any test's (bad, total) counts, summed over the host's pages,
+    reach ``min_host_checks`` with a bad share over ``max_host_violation_share``."""
+    n_hosts = int(hosts.max()) + 1 if hosts.size else 0
+    reliable = np.ones(n_hosts, dtype=np.bool_)
+    for bad, total in tests:
+        host_total = np.bincount(hosts, weights=total, minlength=n_hosts)
+        host_bad = np.bincount(hosts, weights=bad, minlength=n_hosts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = host_bad / host_total
+        reliable &= ~(
+            (host_total >= rules.min_host_checks) & (share > rules.max_host_violation_share)
+        )
+    return reliable
 
 
 def _rate_deviance(
