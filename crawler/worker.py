@@ -268,42 +268,54 @@ class CrawlWorker:
         return None if rules.expired(self.clock()) else rules
 
     def _step(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
-        """One request to the host: its robots.txt when needed, else its next page."""
-        s = self.settings
+        """One request to the host: its robots.txt when needed, else a sitemap, else its next
+        page that robots.txt allows."""
         if time.monotonic() >= crawl.renew_at:
             self.queue.renew(crawl.lease.lease_id)
             crawl.renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
         if crawl.rules is None:
-            outcome = fetcher.fetch(robots_url(crawl.lease.origin))
-            # A robots.txt cut short (or otherwise unreadable) is not "allow everything":
-            # it counts as unreachable, as a network error does (RFC 9309 sec. 2.3.1.4).
-            status = outcome.status if outcome.error is None else None
-            rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
-            crawl.rules = rules
-            crawl.host = replace(
-                crawl.host,
-                robots_txt=rules.body or "",
-                robots_status=outcome.status if outcome.status is not None else 599,
-                robots_fetched_at=rules.fetched_at,
-                robots_expires_at=rules.expires_at,
-                crawl_delay=rules.crawl_delay(s.agent) or 0.0,
-            )
-            delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
-            crawl.next_request = time.monotonic() + delay
-            if rules.unreachable:  # RFC 9309: assume complete disallow, ask again later
-                crawl.backoff_until = rules.expires_at
-                crawl.done = True
-            elif s.sitemaps:
-                crawl.sitemaps.extend(self._own_sitemaps(crawl.lease.origin, rules))
-            return
-        rules = crawl.rules
-        if crawl.sitemaps:
+            self._fetch_robots(crawl, fetcher)
+        elif crawl.sitemaps:
             self._read_sitemap(crawl, fetcher, crawl.sitemaps.popleft())
-            return
+        else:
+            page = self._next_allowed(crawl, crawl.rules)
+            if page is None:
+                crawl.done = True
+            else:
+                self._fetch_page(crawl, fetcher, crawl.rules, page)
+
+    def _fetch_robots(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
+        """Fetch the host's robots.txt, record it on the host, and pace the next request."""
+        s = self.settings
+        outcome = fetcher.fetch(robots_url(crawl.lease.origin))
+        # A robots.txt cut short (or otherwise unreadable) is not "allow everything":
+        # it counts as unreachable, as a network error does (RFC 9309 sec. 2.3.1.4).
+        status = outcome.status if outcome.error is None else None
+        rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
+        crawl.rules = rules
+        crawl.host = replace(
+            crawl.host,
+            robots_txt=rules.body or "",
+            robots_status=outcome.status if outcome.status is not None else 599,
+            robots_fetched_at=rules.fetched_at,
+            robots_expires_at=rules.expires_at,
+            crawl_delay=rules.crawl_delay(s.agent) or 0.0,
+        )
+        delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
+        crawl.next_request = time.monotonic() + delay
+        if rules.unreachable:  # RFC 9309: assume complete disallow, ask again later
+            crawl.backoff_until = rules.expires_at
+            crawl.done = True
+        elif s.sitemaps:
+            crawl.sitemaps.extend(self._own_sitemaps(crawl.lease.origin, rules))
+
+    def _next_allowed(self, crawl: _HostCrawl, rules: RobotsRules) -> LeasedPage | None:
+        """The next leased page robots.txt allows; the disallowed ones before it are recorded
+        as blocked. None when no page is left."""
         while crawl.pending:
             page = crawl.pending.popleft()
-            if rules.allows(page.url, s.agent):
-                break
+            if rules.allows(page.url, self.settings.agent):
+                return page
             crawl.results.append(
                 FetchResult(
                     page_id=page.page_id,
@@ -314,9 +326,14 @@ class CrawlWorker:
                 )
             )
             self.stats.add(blocked=1)
-        else:
-            crawl.done = True
-            return
+        return None
+
+    def _fetch_page(
+        self, crawl: _HostCrawl, fetcher: Fetcher, rules: RobotsRules, page: LeasedPage
+    ) -> None:
+        """Fetch one page, record what was seen, report when enough is pending, and pace
+        (or end) the host's crawl."""
+        s = self.settings
         crawl.current = page.page_id
         outcome = fetcher.fetch(
             page.url,
