@@ -11,13 +11,12 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    smallest and the largest rate, and computes the bucket aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n;
-3. solves the WebFountain model (:func:`planner.solver.plan_solver.solve_plan`) over ``horizon``
-   periods (0: the cycle, :func:`planner.cycle.plan_inputs.model_horizon`, as the nightly run
-   does) with the budget as capacity (one crawl costs 1), in the chosen strategy's weights
-   plus the worth of the pages left fresh at the horizon's end (``terminal_value``, as the
-   nightly run: :func:`planner.cycle.plan_inputs.planning_weights`), over the populated buckets
-   only, and rounds the plan's first ``cycle`` periods to whole
-   pages (:func:`planner.cycle.plan_inputs.trajectory_quotas`);
+3. plans the cycle with :func:`planner.cycle.plan_cycle.plan_cycle`, the function the
+   nightly run deploys: the budget as capacity (every crawl costs 1), the pages born per
+   period as the only discovery, ``horizon`` periods (0: the cycle), the strategy's weights
+   plus the terminal value (``terminal_value``), spare capacity spent, every bucket explored
+   (``explore``); a failed solve plans the uniform crawl (a simulated crawler has no
+   previous plan to keep);
 4. in each period, chooses the pages with the deployed due-URL selection
    (:func:`planner.cycle.due_urls.select_due_pages`): inside a bucket the most overdue first,
    where a page is due at its last fetch plus its interval under the bucket's share of the
@@ -42,22 +41,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from estimators.buckets import assign_buckets, bucket_aggregates, bucket_edges
+from estimators.buckets import BucketAggregates, assign_buckets, bucket_aggregates, bucket_edges
+from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.cycle.due_urls import select_due_pages
-from planner.cycle.plan_inputs import (
-    EXPLORE_REVISITS,
-    explore,
-    model_horizon,
-    planning_weights,
-    trajectory_quotas,
-)
-from planner.model.instance import CrawlInstance
-from planner.model.webfountain import uniform_crawl
-from planner.model.weights import Strategy, strategy_weights
+from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, PlanOutcome, plan_cycle
+from planner.cycle.plan_inputs import EXPLORE_REVISITS
+from planner.model.weights import Strategy
 from planner.schedules.optimal import bucket_intervals
-from planner.solver.plan_solver import solve_plan
 from scenarios.policies import (
     Policy,
     PolicyError,
@@ -133,6 +125,9 @@ class WebFountainPolicy(Policy):
         self.terminal_value = terminal_value
         self.explore = explore
         self.solves: list[float] = []
+        #: The last plan's inputs and outcome (for inspection: the same as the nightly run's).
+        self.last_inputs: tuple[BucketAggregates, CrawlMeasures] | None = None
+        self.last_plan: PlanOutcome | None = None
         self._cycle_start = -1
         self._old = np.zeros((0, 0), dtype=np.int64)
         self._new = np.zeros(0, dtype=np.int64)
@@ -172,13 +167,35 @@ class WebFountainPolicy(Policy):
             rate = np.where(np.isfinite(rate), rate, pooled[log.section])
         return filled_rates(rate, log)
 
-    def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
+    def cycle_settings(self, budget: int) -> CycleSettings:
+        """What :func:`planner.cycle.plan_cycle.plan_cycle` needs of this policy, for a budget
+        of ``budget`` crawls per period. A failed solve plans the uniform crawl: a simulated
+        crawler has no previous plan to keep."""
+        return CycleSettings(
+            capacity=float(budget),
+            periods=self.cycle,
+            strategy=self.strategy.value,
+            horizon=self.horizon,
+            terminal_value=self.terminal_value,
+            explore=self.explore,
+            fallback_uniform=True,
+        )
+
+    def aggregates(
+        self, log: CrawlLog, period: int
+    ) -> tuple[BucketAggregates, CrawlMeasures, FloatArray, IntArray]:
+        """The planner's inputs at the start of ``period``, from the log alone.
+
+        Returns the bucket aggregates of the fetched pages (``buckets + 1`` classes; rates
+        and times in periods), what the crawl measured (never-fetched pages; every crawl
+        costs 1; no link discovery, the pages born per period of the last cycle as
+        ``nconst``), and every page's rate and bucket, shape (n_pages,) each (bucket 0: not
+        fetched). Moves the births counter on: call once per plan.
+        """
         rate = self._rates(log, period)
         fetched = log.eligible & (log.fetches > 0)
         pages = np.flatnonzero(fetched)
         new_count = int(np.count_nonzero(log.eligible & (log.fetches == 0)))
-        T = self.cycle
-        H = model_horizon(T, self.horizon)
         bucket = np.zeros(log.n_pages, dtype=np.int64)
         if pages.size:
             r = np.maximum(rate[pages], 1e-9)
@@ -194,54 +211,29 @@ class WebFountainPolicy(Policy):
             period=1.0,
             n_buckets=self.buckets,
         )
-        populated = np.flatnonzero(agg.pages[1:] > 0) + 1
-        births = max(0, int(log.known.sum()) - self._known_at_start) / max(1, T)
-        self._known_at_start = int(log.known.sum())
-        B = max(1, populated.size)
+        known = int(log.known.sum())
+        births = max(0, known - self._known_at_start) / max(1, self.cycle)
+        self._known_at_start = known
+        discovery = DiscoveryRates(0.0, 0.0, float(births), "none")
+        return agg, CrawlMeasures(new_pages=new_count, discovery=discovery), rate, bucket
+
+    def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
+        agg, measures, rate, bucket = self.aggregates(log, period)
+        outcome = plan_cycle(agg, self.cycle_settings(budget), measures)
+        self.last_inputs, self.last_plan = (agg, measures), outcome
+        if outcome.solver.solve_seconds is not None:
+            self.solves.append(outcome.solver.solve_seconds)
+        cycle = outcome.cycle
+        assert cycle is not None  # fallback_uniform: always a cycle
+        T = self.cycle
         old = np.zeros((self.buckets + 1, T), dtype=np.int64)
-        new = np.full(T, 0, dtype=np.int64)
-        if populated.size or new_count:
-            b0 = agg.pages[populated].astype(float) if populated.size else np.ones(1)
-            y0 = np.minimum(np.nan_to_num(agg.obsolete[populated]), b0) if populated.size else b0
-            a = np.nan_to_num(agg.change_fraction[populated]) if populated.size else np.zeros(1)
-            instance = CrawlInstance.from_mapping(
-                {
-                    "periods": H,
-                    "buckets": B,
-                    "b0": b0,
-                    "y0": y0,
-                    "n0": float(new_count),
-                    "a": np.repeat(np.clip(a, 0.0, 1.0)[:, None], H, axis=1),
-                    "capacity": float(budget),
-                    "crawl_cost": 1.0,
-                    "new_crawl_cost": 1.0,
-                    "oldnwt": 0.0,
-                    "newnwt": 0.0,
-                    "nconst": float(births),
-                }
-            )
-            weights = (
-                planning_weights(instance, self.strategy, float(budget))
-                if self.terminal_value
-                else strategy_weights(self.strategy, B, H)
-            )
-            solution = solve_plan(instance, weights)
-            self.solves.append(solution.solve_seconds)
-            # a failed solve falls back to crawling every bucket alike (simulated forward)
-            trajectory = solution.trajectory if solution.status.ok else uniform_crawl(instance)
-            if self.explore > 0 and solution.status.ok:
-                before, _ = trajectory.before(instance)
-                quotas = trajectory_quotas(
-                    instance,
-                    trajectory,
-                    explore(instance, before, trajectory.x, float(budget), self.explore),
-                    trajectory.z,
-                )
-            else:
-                quotas = trajectory_quotas(instance, trajectory)
-            if populated.size:
-                old[populated] = quotas.old[:, :T]
-            new = quotas.new[:T]
+        for t, quotas in enumerate(cycle.quotas):
+            for k, count in quotas.items():
+                old[k, t] = count
+        new = np.asarray(cycle.new_pages, dtype=np.int64)
+        fetched = log.eligible & (log.fetches > 0)
+        pages = np.flatnonzero(fetched)
+        populated = np.flatnonzero(agg.pages[1:] > 0) + 1
         # Inside each bucket: the page-level schedule for the bucket's crawls per period.
         interval = np.full(log.n_pages, np.inf)
         for k in populated:

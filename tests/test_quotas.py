@@ -93,3 +93,27 @@ def test_limits_a_hair_below_zero_give_no_negative_quota() -> None:
         new_available=np.array([-1e-9]),
     )
     assert q.old.tolist() == [[0]] and q.new.tolist() == [0]
+
+
+def test_a_pool_a_hair_below_whole_is_the_whole_pool() -> None:
+    """The solver returns 200 - 120 new pages as 79.99999: the quota is 80, not 79 (a crawl
+    the capacity allows would be lost), and a pool a hair below 0 gives 0."""
+    q = integer_quotas(
+        np.array([[40.0]]),
+        np.array([80.0]),
+        np.ones((1, 1)),
+        np.ones(1),
+        np.array([120.0]),
+        available=np.array([[100.0]]),
+        new_available=np.array([79.9999929]),
+    )
+    assert q.new.tolist() == [80] and q.old.tolist() == [[40]]
+    q = integer_quotas(
+        np.array([[40.0]]),
+        np.array([1e-8]),
+        np.ones((1, 1)),
+        np.ones(1),
+        np.array([120.0]),
+        new_available=np.array([-1e-9]),
+    )
+    assert q.new.tolist() == [0]

@@ -53,6 +53,19 @@ def largest_remainder(values: np.ndarray, total: int) -> np.ndarray:
     return out
 
 
+#: Pages (at least; 1e-8 of the count for large counts) a solved count may fall short of a
+#: whole number and still count as it (the solver's
+#: tolerance: 200 new pages less 120 crawled come back as 79.99999 pages, not 79).
+_WHOLE_TOLERANCE = 1e-4
+
+
+def _whole_pages(limit: np.ndarray) -> np.ndarray:
+    """Whole pages within a solved limit: the floor, after forgiving the solver's tolerance
+    (a hair below a whole number counts as it, a hair below 0 as 0)."""
+    limit = np.clip(np.asarray(limit, dtype=float), 0.0, None)
+    return np.floor(limit + np.maximum(_WHOLE_TOLERANCE, 1e-8 * limit))
+
+
 def integer_quotas(
     x: np.ndarray,
     z: np.ndarray,
@@ -87,10 +100,9 @@ def integer_quotas(
     x = np.clip(np.asarray(x, dtype=float), 0.0, None)
     z = np.clip(np.asarray(z, dtype=float), 0.0, None)
     if available is not None:
-        x = np.minimum(x, np.floor(np.clip(np.asarray(available, dtype=float), 0.0, None)))
+        x = np.minimum(x, _whole_pages(available))
     if new_available is not None:
-        # The solver's n may end a hair below 0 (within its tolerance): no quota below 0.
-        z = np.minimum(z, np.floor(np.clip(np.asarray(new_available, dtype=float), 0.0, None)))
+        z = np.minimum(z, _whole_pages(new_available))
     B, T = x.shape
     old = np.zeros((B, T), dtype=np.int64)
     new = np.zeros(T, dtype=np.int64)
