@@ -24,18 +24,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
-from crawler.worker import CrawlSettings
-from estimators.buckets import BucketScale
-from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
-from estimators.reliability import LastModifiedPolicy
-from planner.cycle.plan_inputs import EXPLORE_REVISITS
 from service.errors import ConfigError
 from store.database import DEFAULT_DB_URL
 from store.leases import LeasePolicy
+
+if TYPE_CHECKING:
+    from crawler.worker import CrawlSettings
+    from estimators.buckets import BucketScale
+    from estimators.reliability import LastModifiedPolicy
 
 __all__ = ["SETTINGS", "Setting", "Settings", "load_settings"]
 
@@ -76,9 +75,18 @@ class Setting:
         return value
 
 
+#: Defaults whose owners live in heavy modules (the crawler's worker pool, the estimators, the
+#: planner), written here as values so that reading the configuration does not import numpy,
+#: scipy or Pyomo; tests/test_config.py checks that they equal their owners' defaults.
+DEFAULT_MAX_BYTES = 1_000_000  # crawler.fetch.FetchLimits().max_bytes
+DEFAULT_USER_AGENT = "crawlplan/0.1 (+https://example.invalid/crawlplan)"  # CrawlSettings()
+DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
+DEFAULT_MAX_RATE = 1e2  # estimators.defaults.MAX_RATE, changes per day
+DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
+DEFAULT_EXPLORE_REVISITS = 2.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
+
 _defaults = LeasePolicy()
 _polite = PolitenessPolicy()
-_limits = FetchLimits()
 SETTINGS: tuple[Setting, ...] = (
     Setting("store.db", "CRAWLPLAN_DB_URL", str, DEFAULT_DB_URL, "database URL"),
     Setting(
@@ -150,7 +158,7 @@ SETTINGS: tuple[Setting, ...] = (
         "crawl.max_bytes",
         "CRAWLPLAN_MAX_BYTES",
         int,
-        _limits.max_bytes,
+        DEFAULT_MAX_BYTES,
         "size cap of one page (bytes); the rest is not downloaded",
         minimum=1,
     ),
@@ -158,7 +166,7 @@ SETTINGS: tuple[Setting, ...] = (
         "crawl.user_agent",
         "CRAWLPLAN_USER_AGENT",
         str,
-        CrawlSettings().user_agent,
+        DEFAULT_USER_AGENT,
         "User-Agent header; its first word is the robots.txt token",
     ),
     Setting(
@@ -190,7 +198,7 @@ SETTINGS: tuple[Setting, ...] = (
         "estimate.min_rate",
         "CRAWLPLAN_MIN_RATE",
         float,
-        MIN_RATE,
+        DEFAULT_MIN_RATE,
         "lowest change rate of the 255 buckets, changes per day",
         minimum=1e-12,
     ),
@@ -198,7 +206,7 @@ SETTINGS: tuple[Setting, ...] = (
         "estimate.max_rate",
         "CRAWLPLAN_MAX_RATE",
         float,
-        MAX_RATE,
+        DEFAULT_MAX_RATE,
         "highest change rate of the 255 buckets, changes per day",
         minimum=1e-12,
     ),
@@ -206,7 +214,7 @@ SETTINGS: tuple[Setting, ...] = (
         "estimate.clock_tolerance",
         "CRAWLPLAN_CLOCK_TOLERANCE",
         float,
-        CLOCK_TOLERANCE_DAYS * 86_400.0,
+        DEFAULT_CLOCK_TOLERANCE_SECONDS,
         "seconds within which a Last-Modified counts as the fetch time (a server stamping "
         "the response time) or as unmoved; HTTP dates have whole seconds",
         minimum=0,
@@ -263,7 +271,7 @@ SETTINGS: tuple[Setting, ...] = (
         "plan.explore",
         "CRAWLPLAN_EXPLORE",
         float,
-        EXPLORE_REVISITS,
+        DEFAULT_EXPLORE_REVISITS,
         "every change-rate bucket's pages crawled at least once per this many mean revisit "
         "intervals (known pages / capacity periods), so that misjudged pages get re-measured; "
         "0: off",
@@ -307,6 +315,8 @@ class Settings:
     @property
     def bucket_scale(self) -> BucketScale:
         """The 255 change-rate buckets' range (``estimate.min_rate`` .. ``max_rate``)."""
+        from estimators.buckets import BucketScale
+
         try:
             return BucketScale(
                 float(self.values["estimate.min_rate"]), float(self.values["estimate.max_rate"])
@@ -317,6 +327,8 @@ class Settings:
     @property
     def last_modified_policy(self) -> LastModifiedPolicy:
         """The Last-Modified reliability test's thresholds (``estimate.clock_tolerance``)."""
+        from estimators.reliability import LastModifiedPolicy
+
         return LastModifiedPolicy(
             clock_tolerance=float(self.values["estimate.clock_tolerance"]) / 86_400.0
         )
@@ -329,6 +341,9 @@ class Settings:
 
     def crawl_settings(self, *, allow_private: bool = False) -> CrawlSettings:
         """The crawler's settings; ``allow_private`` lets it contact loopback (demo, tests)."""
+        from crawler.fetch import FetchLimits
+        from crawler.worker import CrawlSettings
+
         agent = str(self.values["crawl.user_agent"])
         return CrawlSettings(
             agent=agent.split("/")[0].split()[0].lower(),

@@ -1,8 +1,8 @@
 """The errors a user can cause, and the one place that knows them all.
 
 Each package raises its own user-facing errors; the CLI treats every class in
-:data:`USER_ERRORS` as a mistake the user can fix and prints ``error: <message>`` on one line
-with exit code 2, never a traceback::
+:func:`user_error_types` as a mistake the user can fix and prints ``error: <message>`` on one
+line with exit code 2, never a traceback::
 
     CrawlplanError (here)                 edge: configuration and input files
     ├── ConfigError                       a bad option, environment variable or crawlplan.toml
@@ -11,16 +11,17 @@ with exit code 2, never a traceback::
     crawler.urls.InvalidURLError          a URL that cannot be crawled (ValueError)
     planner.model.instance.InstanceError  a plan instance with a missing or bad key
     planner.schedules.optimal.ScheduleError       refresh-schedule input that cannot be scheduled
+
+The other packages' classes are imported by :func:`user_error_types`, not at module level:
+every command imports this module, and importing ``store`` or ``planner`` here would make
+``crawlplan --help`` pay for SQLAlchemy and numpy.
 """
 
 from __future__ import annotations
 
-from crawler.urls import InvalidURLError
-from planner.model.instance import InstanceError
-from planner.schedules.optimal import ScheduleError
-from store.errors import StoreError
+import functools
 
-__all__ = ["USER_ERRORS", "ConfigError", "CrawlplanError", "InputFileError"]
+__all__ = ["ConfigError", "CrawlplanError", "InputFileError", "user_error_types"]
 
 
 class CrawlplanError(Exception):
@@ -35,10 +36,12 @@ class InputFileError(CrawlplanError):
     """An input file is missing, unreadable or not in a format crawlplan reads."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (
-    CrawlplanError,
-    StoreError,
-    InvalidURLError,
-    InstanceError,
-    ScheduleError,
-)
+@functools.cache
+def user_error_types() -> tuple[type[Exception], ...]:
+    """Every error class whose message the CLI prints as one ``error:`` line (exit code 2)."""
+    from crawler.urls import InvalidURLError
+    from planner.model.instance import InstanceError
+    from planner.schedules.optimal import ScheduleError
+    from store.errors import StoreError
+
+    return (CrawlplanError, StoreError, InvalidURLError, InstanceError, ScheduleError)

@@ -10,11 +10,12 @@ import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TextIO
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TextIO
 
 from service.errors import InputFileError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["open_text_input", "read_json", "read_table", "write_json", "write_table"]
 
@@ -62,6 +63,8 @@ _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 def read_table(path: Path) -> pd.DataFrame:
     """A CSV (every column read as text) or Parquet table."""
+    import pandas as pd  # here, not at start-up: `crawlplan seed` reads text, not tables
+
     suffix = path.suffix.lower()
     if suffix not in _TABLE_SUFFIXES:
         raise InputFileError(f"{path}: expected a .csv or .parquet file")

@@ -64,3 +64,20 @@ def test_bad_values_are_named(tmp_path: Path, text: str, message: str) -> None:
 def test_bad_environment_value_is_named() -> None:
     with pytest.raises(ConfigError, match=r"\$CRAWLPLAN_LEASE_SECONDS: lease.seconds"):
         load_settings(environ={"CRAWLPLAN_LEASE_SECONDS": "soon"})
+
+
+def test_defaults_written_in_config_match_their_owners() -> None:
+    """config.py states some defaults as values (so that reading the configuration does not
+    import numpy, SciPy or Pyomo); each must equal the default of the class that owns it."""
+    from crawler.fetch import FetchLimits
+    from crawler.worker import CrawlSettings
+    from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
+    from planner.cycle.plan_inputs import EXPLORE_REVISITS
+
+    values = load_settings({}, environ={}).values
+    assert values["crawl.max_bytes"] == FetchLimits().max_bytes
+    assert values["crawl.user_agent"] == CrawlSettings().user_agent
+    assert values["estimate.min_rate"] == MIN_RATE
+    assert values["estimate.max_rate"] == MAX_RATE
+    assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0
+    assert values["plan.explore"] == EXPLORE_REVISITS

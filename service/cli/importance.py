@@ -13,22 +13,24 @@ import fnmatch
 import math
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
-import numpy as np
-import pandas as pd
 import typer
 
-from estimators.opic import DEFAULT_DAMPING, OPIC, interest_weights
-from estimators.opic_graph import GraphError, LinkGraph
-from estimators.opic_selection import STRATEGIES, PageSelection
-from estimators.opic_windows import HistoryWindow, InterpolationWindow, VariableWindow
-from estimators.pagerank import pagerank
 from service.cli.support import err, fail, out
-from service.errors import InputFileError
-from service.files import read_table, write_table
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from estimators.opic_graph import LinkGraph
+    from estimators.opic_windows import HistoryWindow
 
 __all__ = ["importance"]
+
+#: ``estimators.opic.DEFAULT_DAMPING``, written here for the option's default so that the CLI
+#: starts without numpy (tests/test_cli_startup.py checks that the two agree).
+DEFAULT_DAMPING = 0.85
 
 
 def _number(option: str, text: str, kind: type[int] | type[float], rule: str) -> float:
@@ -42,6 +44,10 @@ def _number(option: str, text: str, kind: type[int] | type[float], rule: str) ->
 
 
 def _names(table: pd.DataFrame, column: str, path: Path) -> pd.Series:
+    import numpy as np
+
+    from service.errors import InputFileError
+
     values = table[column]
     missing = values.isna() | (values.astype(str).str.strip() == "")
     if missing.any():
@@ -51,6 +57,12 @@ def _names(table: pd.DataFrame, column: str, path: Path) -> pd.Series:
 
 
 def _read_edges(path: Path, pages_file: Path | None) -> tuple[LinkGraph, pd.Index, int]:
+    import pandas as pd
+
+    from estimators.opic_graph import GraphError, LinkGraph
+    from service.errors import InputFileError
+    from service.files import read_table
+
     table = read_table(path)
     missing = [c for c in ("src", "dst") if c not in table.columns]
     if missing:
@@ -83,6 +95,8 @@ def _read_edges(path: Path, pages_file: Path | None) -> tuple[LinkGraph, pd.Inde
 
 
 def _window(size: str | None, measures: str | None) -> HistoryWindow | None:
+    from estimators.opic_windows import InterpolationWindow, VariableWindow
+
     if size is not None and measures is not None:
         raise fail("pass --window (units of G) or --window-measures (a count), not both")
     if size is not None:
@@ -187,6 +201,8 @@ def importance(
     page takes the rest and spreads it), and importance is read from the cash history. Prints
     how close it came to the PageRank fixpoint with the same damping.
     """
+    from estimators.opic_selection import STRATEGIES
+
     if graph_file is None or visits is None or out_file is None:
         raise fail("pass --graph EDGES, --visits N and --out FILE (.csv or .parquet)")
     if strategy not in STRATEGIES:
@@ -206,7 +222,6 @@ def importance(
         raise fail(f"{out_file}: the output must end in .csv or .parquet")
 
     graph, names, n_edges = _read_edges(graph_file, pages_file)
-    n = graph.n_pages
     if graph.self_loops_dropped or graph.duplicates_dropped:
         err.print(
             f"warning: {graph_file}: dropped {graph.self_loops_dropped} self-loop(s) and "
@@ -214,29 +229,70 @@ def importance(
             "cash never flows back to itself",
             markup=False,
         )
-    weights = None
-    if interest is not None:
-        pattern = re.compile(fnmatch.translate(interest))
-        mask = np.array([bool(pattern.match(name)) for name in names])
-        if not mask.any():
-            err.print(f"warning: --interest {interest!r} matches no page; no bias", markup=False)
-        weights = interest_weights(mask, boost=boost_value)
+    weights = None if interest is None else _interest(names, interest, boost_value)
     if batch is None:
-        step = max(1, math.ceil(n / 100))
+        step = max(1, math.ceil(graph.n_pages / 100))
     else:
         step = int(_number("--batch", batch, int, "an integer >= 1"))
         if step < 1:
             raise fail(f"--batch must be an integer >= 1, got {batch!r}")
-
-    selection: PageSelection = (
-        STRATEGIES["greedy"]() if strategy == "greedy" else STRATEGIES[strategy](seed=seed_value)
+    _run(
+        graph,
+        names,
+        _Run(strategy, seed_value, n_visits, step, d, history_window, weights),
+        out_file,
+        f"{n_edges:,} edge rows",
     )
-    opic = OPIC(damping=d, window=history_window, interest=weights).start(n)
-    while opic.state_.crawls < n_visits:
-        size = min(step, n_visits - opic.state_.crawls)
+
+
+class _Run(NamedTuple):
+    """One OPIC run's settings, checked: selection, visits, batch, damping, window, bias."""
+
+    strategy: str
+    seed: int
+    visits: int
+    step: int
+    damping: float
+    window: HistoryWindow | None
+    weights: np.ndarray | None
+
+
+def _interest(names: pd.Index, interest: str, boost: float) -> np.ndarray:
+    """Per page, shape (n_pages,): ``boost`` for names matching the glob, else 1 (normalized
+    by :func:`estimators.opic.interest_weights` so that total cash is conserved)."""
+    import numpy as np
+
+    from estimators.opic import interest_weights
+
+    pattern = re.compile(fnmatch.translate(interest))
+    mask = np.array([bool(pattern.match(name)) for name in names])
+    if not mask.any():
+        err.print(f"warning: --interest {interest!r} matches no page; no bias", markup=False)
+    return interest_weights(mask, boost=boost)
+
+
+def _run(graph: LinkGraph, names: pd.Index, run: _Run, out_file: Path, edges: str) -> None:
+    """Run OPIC and PageRank on ``graph``, write both per page and print how close they are."""
+    import numpy as np
+    import pandas as pd
+
+    from estimators.opic import OPIC
+    from estimators.opic_selection import STRATEGIES, PageSelection
+    from estimators.pagerank import pagerank
+    from service.files import write_table
+
+    n = graph.n_pages
+    selection: PageSelection = (
+        STRATEGIES["greedy"]()
+        if run.strategy == "greedy"
+        else STRATEGIES[run.strategy](seed=run.seed)
+    )
+    opic = OPIC(damping=run.damping, window=run.window, interest=run.weights).start(n)
+    while opic.state_.crawls < run.visits:
+        size = min(run.step, run.visits - opic.state_.crawls)
         opic.crawl(graph, selection.select(opic.state_.cash[:n], size))
     estimate = opic.importance()
-    reference = pagerank(graph, damping=d, interest=weights)
+    reference = pagerank(graph, damping=run.damping, interest=run.weights)
 
     table = pd.DataFrame(
         {"page": names.to_numpy(), "importance": estimate, "pagerank": reference.scores}
@@ -246,16 +302,16 @@ def importance(
     relative = np.abs(estimate - reference.scores) / reference.scores
     top = np.argsort(-reference.scores, kind="stable")[: max(1, n // 10)]
     out.print(
-        f"importance: {n:,} pages, {graph.n_links:,} links ({n_edges:,} edge rows), "
-        f"{opic.state_.crawls:,} visits ({opic.state_.crawls / n:.1f} x N) by {strategy}"
-        f"{'' if history_window is None else ', ' + _describe(history_window)}; "
+        f"importance: {n:,} pages, {graph.n_links:,} links ({edges}), "
+        f"{opic.state_.crawls:,} visits ({opic.state_.crawls / n:.1f} x N) by {run.strategy}"
+        f"{'' if run.window is None else ', ' + _describe(run.window)}; "
         f"G = {opic.state_.clock:.3g}; total cash {opic.total_cash():.17g}",
         markup=False,
     )
     out.print(
-        f"error vs PageRank (damping {d:g}, {reference.iterations} iterations, residual "
-        f"{reference.residual:.1e}): mean relative {_percent(relative.mean())}, top 10 % "
-        f"{_percent(relative[top].mean())}, max {_percent(relative.max())}, "
+        f"error vs PageRank (damping {run.damping:g}, {reference.iterations} iterations, "
+        f"residual {reference.residual:.1e}): mean relative {_percent(relative.mean())}, top "
+        f"10 % {_percent(relative[top].mean())}, max {_percent(relative.max())}, "
         f"L1 {np.abs(estimate - reference.scores).sum():.2e}; wrote {out_file}",
         markup=False,
     )
@@ -266,6 +322,8 @@ def _percent(value: float) -> str:
 
 
 def _describe(window: HistoryWindow) -> str:
+    from estimators.opic_windows import InterpolationWindow, VariableWindow
+
     if isinstance(window, InterpolationWindow):
         return f"Interpolation window {window.size:g} G"
     if isinstance(window, VariableWindow):

@@ -20,15 +20,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from scenarios.policies import PolicyError
-from scenarios.reports import key_table, write_report
-from scenarios.runner import run_scenario
-from scenarios.scenario_files import ScenarioError, load_scenario, shipped_scenarios
-from scenarios.simulator import SimulationError
 from service.cli.support import err, fail, out, user_errors
-from service.nightly import NightlyReport, NightlySettings, run_nightly
 
 if TYPE_CHECKING:
+    from service.nightly import NightlyReport, NightlySettings
     from store import Database
 
 __all__ = ["scenario_app"]
@@ -43,6 +38,8 @@ scenario_app = typer.Typer(
 @user_errors
 def list_scenarios() -> None:
     """Show the shipped scenarios (run one with `crawlplan scenario run NAME --out DIR`)."""
+    from scenarios.scenario_files import ScenarioError, shipped_scenarios
+
     try:
         scenarios = shipped_scenarios()
     except ScenarioError as error:
@@ -67,6 +64,12 @@ def run(
     ] = False,
 ) -> None:
     """Run a scenario and write its report: markdown, CSV of every metric, PNG plots."""
+    from scenarios.policies import PolicyError
+    from scenarios.reports import key_table, write_report
+    from scenarios.runner import run_scenario
+    from scenarios.scenario_files import ScenarioError, load_scenario
+    from scenarios.simulator import SimulationError
+
     try:
         loaded = load_scenario(scenario)
         if quick:
@@ -107,6 +110,8 @@ def _outcome(report: NightlyReport) -> str:
 def _dry_run(db: Database, settings: NightlySettings, now: datetime) -> NightlyReport:
     """The nightly run's plan for ``settings`` at ``now``, on the store as it is (estimates,
     importance and aggregates as the last nightly run left them); nothing written."""
+    from service.nightly import run_nightly
+
     report = run_nightly(db, settings, dry_run=True, now=now)
     if report.status == "failed":
         raise fail(report.message, code=1)  # as `crawlplan nightly` exits when the solve fails
@@ -131,6 +136,7 @@ def whatif(
     and exploration), with changed capacity, strategy or periods, and print what changes
     against the published plan; nothing is written."""
     from service.config import load_settings
+    from service.nightly import NightlySettings, run_nightly
     from store import open_database
     from store.plans import latest_plan, plan_detail
 

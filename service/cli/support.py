@@ -1,24 +1,32 @@
-"""What every ``crawlplan`` command shares: the two consoles and the user-error wrapper.
+"""What every ``crawlplan`` command shares: the consoles, the user-error wrapper, the store.
 
-Commands live in :mod:`service.cli.app` and in edge modules beside it (``crawlplan scenario``,
-``crawlplan importance``); they all print through :data:`out` and :data:`err` and wrap
-themselves in :func:`user_errors`, so a user's mistake is one ``error:`` line with exit code 2
-wherever the command is defined.
+Each command lives in its own module beside this one (``service/cli/seed.py``, ...); they all
+print through :data:`out` and :data:`err` and wrap themselves in :func:`user_errors`, so a
+user's mistake is one ``error:`` line with exit code 2 wherever the command is defined.
+
+Start-up cost: this module, :mod:`service.cli.options` and every command module import only
+the standard library, ``typer`` and ``rich`` at module level. Everything else (the store and
+SQLAlchemy, the crawler, numpy, pandas, Pyomo, FastAPI, ...) is imported inside the command
+that uses it, so that ``crawlplan --help`` does not pay for the libraries of every command
+(tests/test_cli_startup.py checks which modules a bare import loads).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
-from sqlalchemy import exc as sa_exc
 
-from service.errors import USER_ERRORS
+if TYPE_CHECKING:
+    from service.config import Settings
+    from store.database import Database
 
-__all__ = ["err", "fail", "out", "user_errors"]
+__all__ = ["err", "fail", "open_checked", "out", "settings_from", "user_errors"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -34,6 +42,24 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _user_message(error: Exception) -> str | None:
+    """The one-line message of a mistake the user can fix, or None for a bug.
+
+    The error classes are looked up only when something went wrong, so that start-up does
+    not import the packages that define them; a SQLAlchemy error can only have been raised
+    if SQLAlchemy was imported, so it is looked up in ``sys.modules`` rather than imported.
+    """
+    from service.errors import user_error_types
+
+    if isinstance(error, user_error_types()):
+        return str(error)
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(error, sa_exc.OperationalError):
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        return f"database error: {reason}"
+    return None
+
+
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the user's mistakes into one ``error:`` line and exit code 2, not a traceback."""
 
@@ -41,10 +67,28 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except USER_ERRORS as error:
-            raise fail(str(error)) from None
-        except sa_exc.OperationalError as error:
-            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-            raise fail(f"database error: {reason}") from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as error:
+            message = _user_message(error)
+            if message is None:
+                raise
+            raise fail(message) from None
 
     return wrapper
+
+
+def settings_from(db: str | None, config: Path | None) -> Settings:
+    """The resolved configuration of a command with the ``--db`` and ``--config`` options."""
+    from service.config import load_settings
+
+    return load_settings({"store.db": db}, config_file=config)
+
+
+def open_checked(settings: Settings) -> Database:
+    """Open the configured database and check that its schema is this version's."""
+    from store import check_schema, open_database
+
+    database = open_database(settings.db_url)
+    check_schema(database)
+    return database

@@ -1,0 +1,69 @@
+"""``crawlplan status``: pages by status and by bucket, hosts, leases and the current plan."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.options import ConfigOption, DbOption
+from service.cli.support import open_checked, out, settings_from, user_errors
+
+if TYPE_CHECKING:
+    from store.status import StoreStatus
+
+__all__ = ["status"]
+
+
+@user_errors
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Show pages by status and by change-rate bucket, hosts, leases and the current plan."""
+    from store import read_status
+
+    database = open_checked(settings_from(db, config))
+    st = read_status(database)
+    if as_json:
+        out.print_json(json.dumps(asdict(st), default=str))
+        return
+    out.print(f"store    {database.display_url}")
+    out.print(
+        f"pages    {st.pages:,} on {st.hosts:,} hosts; {st.due_now:,} due now, "
+        f"{st.leased_now:,} leased in {st.active_leases:,} active leases"
+    )
+    out.print(f"fetches  {st.observations:,} observations recorded")
+    out.print(_status_table(st))
+    out.print(_bucket_table(st))
+    if st.plan is None:
+        out.print("plan     none published yet")
+    else:
+        p = st.plan
+        out.print(
+            f"plan     version {p.version}, published {p.published_at:%Y-%m-%d %H:%M}Z, "
+            f"{p.strategy}, {p.periods} periods of {p.period_days:g} days, "
+            f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
+        )
+
+
+def _status_table(st: StoreStatus) -> Table:
+    table = Table(title="pages by status", title_justify="left", show_edge=False)
+    table.add_column("status")
+    table.add_column("pages", justify="right")
+    for name, count in sorted(st.by_status.items()):
+        table.add_row(name, f"{count:,}")
+    return table
+
+
+def _bucket_table(st: StoreStatus) -> Table:
+    table = Table(title="pages by change-rate bucket", title_justify="left", show_edge=False)
+    table.add_column("bucket")
+    table.add_column("pages", justify="right")
+    for bucket, count in st.by_bucket.items():
+        table.add_row("0 (no estimate yet)" if bucket == 0 else str(bucket), f"{count:,}")
+    return table
