@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -43,6 +44,9 @@ from sqlalchemy.sql.elements import ClauseElement
 
 from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
 from store.types import UTCDateTime, sqlite_text
+
+if TYPE_CHECKING:
+    from store.dialects.base import Backend
 
 __all__ = [
     "DEFAULT_DB_URL",
@@ -129,6 +133,18 @@ class Database:
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return self.engine.dialect.name
+
+    @cached_property
+    def backend(self) -> Backend:
+        """The SQL of this database's engine (:mod:`store.dialects`), chosen once.
+
+        The seam for tests that inject faults: assign a :class:`~store.dialects.base.Backend`
+        whose releases or leases are a subclass of the engine's, failing where the test
+        wants.
+        """
+        from store.dialects import backend_for
+
+        return backend_for(self.dialect)
 
     @property
     def display_url(self) -> str:

@@ -12,7 +12,9 @@ Leasing is one transaction per batch. Hosts are taken in the order their work be
 every host whose politeness delay has passed. On PostgreSQL the hosts are picked with
 ``SELECT ... FOR UPDATE SKIP LOCKED``: concurrent workers skip each other's candidate hosts
 instead of queueing on them. On SQLite the transaction takes the write lock up front
-(``BEGIN IMMEDIATE``), which serializes leasing between processes sharing the file.
+(``BEGIN IMMEDIATE``), which serializes leasing between processes sharing the file. Each
+engine's statements for reading a batch's due pages and marking them are in
+:mod:`store.dialects` (``sqlite_leases``, ``postgresql_leases``).
 
 What is due comes from two places: the release queue ``released_pages`` (the pages a plan
 period released, :mod:`store.releases`, each with its release time ``due_at``), and
@@ -33,11 +35,10 @@ published (the page waits for the release of a plan period), else, before any pl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import (
     BindParameter,
@@ -51,17 +52,11 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    text,
     update,
 )
 
-from store.database import (
-    PG_BY_ID,
-    Database,
-    DriverStatement,
-    driver_cursor,
-    sqlite_bulk_cache,
-)
+from store.database import Database, DriverStatement
+from store.dialects.base import LeaseBatch
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
     due_once,
@@ -80,7 +75,7 @@ from store.pages import CHUNK as PAGES_CHUNK
 from store.pages import add_pages, add_pages_in, insert_ignoring_conflicts, lock_pages
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
-from store.types import UTCDateTime, sqlite_text, utcnow
+from store.types import UTCDateTime, utcnow
 
 __all__ = [
     "FetchResult",
@@ -224,161 +219,23 @@ _LEASE: BindParameter[Any] = bindparam("lease")
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _QUEUE_DUE = RELEASED_PAGES.c.due_at <= _NOW
 
-# PostgreSQL: the first due pages of each picked host from pages and from the release queue,
-# one LATERAL pair of index scans ((host_id, next_due_at), (host_id, due_at, page_id)) per
-# host, in the hosts' order (one round trip per batch; through the driver). The rows come in
-# due order; their due time is not returned (one timestamp less to decode per row).
-_PG_PAGES_DUE = """
-    SELECT x.host_id, x.id, x.url, x.status, x.last_fetch_at, x.etag, x.last_modified,
-           x.signature, NULL AS due, x.queued
-    FROM unnest(%(hosts)s::bigint[]) WITH ORDINALITY AS h(id, ord)
-    CROSS JOIN LATERAL (
-        (SELECT pages.host_id, pages.id, pages.url, pages.status, pages.last_fetch_at,
-                pages.etag, pages.last_modified, pages.signature, pages.next_due_at AS due,
-                false AS queued
-         FROM pages
-         WHERE pages.host_id = h.id AND pages.next_due_at <= %(now)s
-           AND (pages.leased_until IS NULL OR pages.leased_until < %(now)s)
-         ORDER BY pages.next_due_at, pages.id
-         LIMIT %(limit)s)
-        UNION ALL
-        (SELECT r.host_id, r.page_id, r.url, r.status, r.last_fetch_at, r.etag,
-                r.last_modified, r.signature, r.due_at, true
-         FROM released_pages r
-         WHERE r.host_id = h.id AND r.due_at <= %(now)s
-         ORDER BY r.due_at, r.page_id
-         LIMIT %(limit)s)
-    ) AS x
-    ORDER BY h.ord, x.due, x.id
-"""
-
-
-def _sqlite_time(value: str | None) -> datetime | None:
-    """A time as SQLite stores a UTCDateTime (naive UTC text) as an aware datetime.
-
-    Parsed with its offset appended: one call, and ``tzinfo`` is ``UTC`` itself (much
-    cheaper than parsing the naive text, then replacing its ``tzinfo``).
-    """
-    return None if value is None else datetime.fromisoformat(value + "+00:00")
-
-
-#: Zones psycopg gives timestamptz values in when the session's time zone is UTC.
-_UTC_ZONES = (UTC, ZoneInfo("UTC"), ZoneInfo("Etc/UTC"))
-#: PostgreSQL: the lease transaction's session time zone, spelt so that psycopg gives
-#: timestamptz values with ``tzinfo`` ``UTC`` itself (nothing left to convert per value).
-_PG_UTC_SESSION = "SET LOCAL TimeZone = 'UTC'"
-
-
-def _pg_time(value: datetime | None) -> datetime | None:
-    """A timestamptz from the driver as an aware UTC datetime (``tzinfo`` is ``UTC``)."""
-    if value is None:
-        return None
-    zone = value.tzinfo
-    if zone is UTC:
-        return value
-    if zone in _UTC_ZONES:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def _leased_pages(
-    rows: Sequence[tuple[Any, ...]], to_utc: Callable[[Any], datetime | None]
-) -> tuple[LeasedPage, ...]:
-    """The :class:`LeasedPage` of each due row (``to_utc``: the dialect's time conversion).
-
-    Built by ``tuple.__new__`` (what ``LeasedPage._make`` does) with SQLite's times parsed
-    inline: no Python call per page but the time parsing (a lease of 100,000 pages spends
-    half as long here as through the named tuple's constructor).
-    """
-    new = tuple.__new__
-    if to_utc is _sqlite_time:
-        parse = datetime.fromisoformat
-        return tuple(
-            [
-                new(
-                    LeasedPage,
-                    (
-                        r[1],
-                        r[2],
-                        r[3],
-                        None if r[4] is None else parse(r[4] + "+00:00"),
-                        r[5],
-                        None if r[6] is None else parse(r[6] + "+00:00"),
-                        r[7],
-                    ),
-                )
-                for r in rows
-            ]
-        )
-    return tuple(
-        [new(LeasedPage, (r[1], r[2], r[3], to_utc(r[4]), r[5], to_utc(r[6]), r[7])) for r in rows]
-    )
-
-
-# PostgreSQL: a batch's leases inserted, and its hosts and pages marked, in one statement. A
-# leased host is not ready before its lease ends (its ``ready_at`` had passed: it was picked).
-_PG_TAKE_BATCH = text(
-    """
-    WITH leased AS (
-        INSERT INTO leases (worker, host_id, created_at, expires_at, pages)
-        SELECT :worker, t.h, :now, :until, t.n
-        FROM unnest(CAST(:hosts AS bigint[]), CAST(:counts AS integer[])) AS t(h, n)
-        RETURNING id, host_id
-    ), hosts_taken AS (
-        UPDATE hosts SET lease_id = leased.id, leased_until = :until, ready_at = :until
-        FROM leased WHERE hosts.id = leased.host_id
-    ), pages_taken AS (
-        UPDATE pages SET lease_id = leased.id, leased_until = :until
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:page_hosts AS bigint[])) AS t(i, h)
-        JOIN leased ON leased.host_id = t.h
-        WHERE pages.id = t.i
-    )
-    SELECT host_id, id FROM leased
-    """
-).bindparams(_NOW, _UNTIL)
-# SQLite: hosts and pages marked by id through the driver (times as UTCDateTime stores them).
-_SQLITE_TAKE_HOST = "UPDATE hosts SET lease_id = ?, leased_until = ?, ready_at = ? WHERE id = ?"
-_SQLITE_TAKE_PAGE = "UPDATE pages SET lease_id = ?, leased_until = ? WHERE id = ?"
-
-
-# Due pages of one host, straight through the driver (plain tuples; times as the driver
-# gives them: SQLite's stored text, PostgreSQL's timestamptz): from pages, and from the queue.
-_DUE_COLUMNS = "host_id, {id}, url, status, last_fetch_at, etag, last_modified, signature"
-_SQLITE_PAGES_DUE = (
-    f"SELECT {_DUE_COLUMNS.format(id='id')}, next_due_at, 0 FROM pages "
-    "WHERE host_id = ? AND next_due_at <= ? AND (leased_until IS NULL OR leased_until < ?) "
-    "ORDER BY next_due_at, id LIMIT ?"
-)
-_SQLITE_QUEUED_DUE = (
-    f"SELECT {_DUE_COLUMNS.format(id='page_id')}, due_at, 1 FROM released_pages "
-    "WHERE host_id = ? AND due_at <= ? ORDER BY due_at, page_id LIMIT ?"
-)
 #: Rounds a lease call takes when the hosts it picked turned out stale (nothing due; see
 #: :mod:`store.host_ready`), and hosts set right in ready order after such a round.
 _STALE_ROUNDS = 4
 _STALE_REPAIR = 1_000
 #: Columns of a due row: ``(host_id, id, url, status, last_fetch_at, etag, last_modified,
 #: signature, due, queued)``.
-_HOST, _ID, _DUE, _QUEUED = 0, 1, 8, 9
+_HOST, _ID, _QUEUED = 0, 1, 9
 
 
-@dataclass
-class _Batch:
-    """A lease batch being taken: per host its pages (due rows, in due order), and the pages
-    to mark leased in ``pages`` (queued pages need no mark: their host's lease is one)."""
-
-    by_host: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
-    pages: list[tuple[int, int]] = field(default_factory=list)  # (page id, host id)
-
-
-def _take_rows(rows: Sequence[tuple[Any, ...]], per_host: int, limit: int) -> _Batch:
+def _take_rows(rows: Sequence[tuple[Any, ...]], per_host: int, limit: int) -> LeaseBatch:
     """The batch from due rows in host order, then ``(due, id)`` order within a host.
 
     Each host gets its first ``per_host`` distinct pages, the batch its first ``limit``
     pages (a host gets min(per_host, what is left), as a loop over the hosts would). A page
     due both in ``pages`` and in the queue is leased once (and marked in ``pages``).
     """
-    batch = _Batch()
+    batch = LeaseBatch()
     total = 0
     host: int | None = None
     taken: list[tuple[Any, ...]] = []
@@ -413,8 +270,8 @@ class _Statements:
 
     def __init__(self, db: Database, insert_observation: Insert) -> None:
         dialect = db.dialect
+        sql = db.backend.leases
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
-        postgres = dialect == "postgresql"
         r = RELEASED_PAGES
         # Hosts in the order their work became ready, through ix_hosts_ready: the scan
         # stops after the batch's hosts (plus hosts leased or stale, which it skips or
@@ -438,11 +295,7 @@ class _Statements:
             .order_by(h.c.ready_at, h.c.id)
             .limit(bindparam("limit"))
         )
-        if postgres:
-            # Concurrent workers skip each other's candidate hosts instead of queueing.
-            self.hosts_due = self.hosts_due.with_for_update(skip_locked=True, of=h)
-        self.insert_leases = le.insert().returning(le.c.id, le.c.host_id)
-        self.take_batch = _PG_TAKE_BATCH
+        self.hosts_due = sql.for_lease(self.hosts_due)
         self.lease_row = select(
             le.c.id, le.c.worker, le.c.host_id, le.c.expires_at, le.c.released_at, le.c.pages
         ).where(le.c.id == _LEASE)
@@ -463,9 +316,7 @@ class _Statements:
         )
         # Once a plan is published, fetched pages wait for a period release (one probe).
         self.plan_published = PLAN_PUBLISHED
-        if postgres:
-            # Locked (held already by the report's lock_pages: no wait, no upgrade).
-            self.pages_reported = self.pages_reported.with_for_update(of=p, key_share=True)
+        self.pages_reported = sql.for_report(self.pages_reported)
         self.recorded = select(o.c.page_id).where(o.c.lease_id == _LEASE, o.c.page_id.in_(_IDS))
         self.previous_fetch = select(func.max(o.c.fetched_at)).where(
             o.c.page_id == bindparam("page"),
@@ -601,8 +452,8 @@ class LeaseQueue:
 
     def _lease(self, conn: Connection, worker: str, limit: int, now: datetime) -> list[Lease]:
         q = self._sql
-        if self.db.dialect == "postgresql":
-            conn.exec_driver_sql(_PG_UTC_SESSION)
+        sql = self.db.backend.leases
+        sql.begin(conn)
         expires = now + timedelta(seconds=self.policy.lease_seconds)
         per_host = min(self.policy.max_urls_per_host, limit)
         params = {"now": now, "limit": min(self.policy.max_hosts, limit)}
@@ -613,7 +464,7 @@ class LeaseQueue:
             # Each host's first due pages, hosts in the order picked; the batch's first
             # ``limit`` of them (a host gets min(per_host, what is left), as a loop over the
             # hosts would).
-            rows = self._due_pages(conn, [h.id for h in hosts], per_host, now)
+            rows = sql.due_rows(conn, [h.id for h in hosts], per_host, now)
             batch = _take_rows(rows, per_host, limit)
             with_work = {row[_HOST] for row in rows}
             stale = [h.id for h in hosts if h.id not in with_work]
@@ -626,11 +477,7 @@ class LeaseQueue:
         else:
             return []
         by_host = batch.by_host
-        to_utc = _sqlite_time if self.db.dialect == "sqlite" else _pg_time
-        if self.db.dialect == "postgresql":
-            lease_ids = self._take_postgresql(conn, worker, batch, now, expires)
-        else:
-            lease_ids = self._take_sqlite(conn, worker, batch, now, expires)
+        lease_ids = sql.take(conn, worker, batch, now, expires)
         return [
             Lease(
                 lease_id=lease_ids[host.id],
@@ -643,103 +490,11 @@ class LeaseQueue:
                 robots_status=host.robots_status,
                 robots_fetched_at=host.robots_fetched_at,
                 robots_expires_at=host.robots_expires_at,
-                pages=_leased_pages(by_host[host.id], to_utc),
+                pages=sql.leased_pages(by_host[host.id]),
             )
             for host in hosts
             if host.id in by_host
         ]
-
-    def _due_pages(
-        self, conn: Connection, host_ids: list[int], per_host: int, now: datetime
-    ) -> list[tuple[Any, ...]]:
-        """Up to ``per_host`` due, free pages of each host from ``pages`` and as many from the
-        release queue, in host order then ``(due, id)`` order.
-
-        Rows are plain tuples ``(host_id, id, url, status, last_fetch_at, etag,
-        last_modified, signature, due, queued)``, times as the driver gives them.
-        PostgreSQL: one statement (LATERAL index scans per host, one round trip); SQLite:
-        two indexed queries per host (in process, no round trips to save).
-        """
-        cursor = driver_cursor(conn)
-        try:
-            if self.db.dialect == "postgresql":
-                cursor.execute(_PG_PAGES_DUE, {"hosts": host_ids, "now": now, "limit": per_host})
-                return list(cursor.fetchall())
-            rows: list[tuple[Any, ...]] = []
-            at = sqlite_text(now)
-            for host in host_ids:
-                planned = cursor.execute(_SQLITE_PAGES_DUE, (host, at, at, per_host)).fetchall()
-                queued = cursor.execute(_SQLITE_QUEUED_DUE, (host, at, per_host)).fetchall()
-                if planned and queued:
-                    rows.extend(sorted([*planned, *queued], key=lambda r: (r[_DUE], r[_ID])))
-                else:
-                    rows.extend(planned or queued)
-            return rows
-        finally:
-            cursor.close()
-
-    def _take_postgresql(
-        self,
-        conn: Connection,
-        worker: str,
-        batch: _Batch,
-        now: datetime,
-        expires: datetime,
-    ) -> dict[int, int]:
-        """Insert the batch's leases and mark their hosts and pages: one statement."""
-        by_host = batch.by_host
-        hosts = list(by_host)
-        marks = sorted(batch.pages)
-        params = {
-            "worker": worker,
-            "hosts": hosts,
-            "counts": [len(by_host[h]) for h in hosts],
-            "ids": [i for i, _ in marks],
-            "page_hosts": [h for _, h in marks],
-            "now": now,
-            "until": expires,
-        }
-        # The pages to mark locked in id order first (the statement below marks them host by
-        # host), as every writer of pages locks them.
-        lock_pages(conn, self.db.dialect, [i for i, _ in marks])
-        # Index lookups by id, never a hash join over a scan of the whole table.
-        conn.exec_driver_sql(PG_BY_ID)
-        return dict(conn.execute(self._sql.take_batch, params).tuples().all())
-
-    def _take_sqlite(
-        self,
-        conn: Connection,
-        worker: str,
-        batch: _Batch,
-        now: datetime,
-        expires: datetime,
-    ) -> dict[int, int]:
-        """Insert the batch's leases (one multi-row INSERT) and mark hosts and pages by id."""
-        q = self._sql
-        by_host = batch.by_host
-        rows = [
-            {
-                "worker": worker,
-                "host_id": h,
-                "created_at": now,
-                "expires_at": expires,
-                "pages": len(pages),
-            }
-            for h, pages in by_host.items()
-        ]
-        lease_ids = {host: lease for lease, host in conn.execute(q.insert_leases, rows).all()}
-        until = sqlite_text(expires)
-        conn.exec_driver_sql(
-            _SQLITE_TAKE_HOST, [(lease_ids[h], until, until, h) for h in sorted(lease_ids)]
-        )
-        # By id (neighbouring rows share B-tree pages), straight through the driver.
-        marks = sorted((pid, lease_ids[h]) for pid, h in batch.pages)
-        if marks:
-            with sqlite_bulk_cache(conn):
-                conn.exec_driver_sql(
-                    _SQLITE_TAKE_PAGE, [(lease, until, pid) for pid, lease in marks]
-                )
-        return lease_ids
 
     # -- report ------------------------------------------------------------------------------
     def report(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
@@ -292,22 +293,24 @@ def test_pages_changed_after_the_read_are_released_as_they_are_now(
     assert queued[old[0]].status == "ok" and queued[new[1]].status == "new"
 
 
-def test_sqlite_release_reads_its_pages_from_the_candidate_indexes(db: Database) -> None:
+def test_sqlite_release_reads_its_pages_from_the_candidate_indexes(sqlite_url: str) -> None:
     """The release's write on SQLite looks its pages up in the covering candidate indexes
     only (every column it copies and checks is in them), never in the table."""
-    if db.dialect != "sqlite":
-        pytest.skip("SQLite's query plan")
-    from store import releases
+    from store import open_database, upgrade_schema
+    from store.dialects import sqlite_releases as sql
 
+    db = open_database(sqlite_url, create=True)
+    upgrade_schema(db)
     with db.write() as conn:
-        conn.exec_driver_sql(releases._SQLITE_CHOSEN_TABLE)
+        conn.exec_driver_sql(sql.CHOSEN_TABLE)
         plan = " | ".join(
             str(row[-1])
             for row in conn.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {releases._SQLITE_QUEUE_BY_INDEX}", (1, 1, "x") * 2
+                f"EXPLAIN QUERY PLAN {sql.QUEUE_BY_INDEX}", {"plan": 1, "period": 1, "now": "x"}
             )
         )
-        conn.exec_driver_sql(releases._SQLITE_CHOSEN_DROP)
+        conn.exec_driver_sql(sql.CHOSEN_DROP)
+    db.dispose()
     assert "COVERING INDEX ix_pages_bucket_scheduled (bucket=? AND scheduled_at=?)" in plan
     assert "COVERING INDEX ix_pages_new_cash (cash=? AND id=?" in plan
     assert "PRIMARY KEY (rowid" not in plan and "SCAN p" not in plan
@@ -512,9 +515,7 @@ def test_an_urgent_released_page_is_leased_once(db: Database) -> None:
     assert [p.page_id for p in lease.pages] == [ids[2], ids[0], ids[1]]
 
 
-def test_a_failed_candidate_read_leaves_the_connection_usable(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_candidate_read_leaves_the_connection_usable(db: Database) -> None:
     """A candidate query that fails (here one on a table that does not exist) raises, and
     the connection goes back to the pool as it was: on PostgreSQL, where the buckets' queries
     go out in one pipeline, out of pipeline mode. The next read and a write then work."""
@@ -522,11 +523,16 @@ def test_a_failed_candidate_read_leaves_the_connection_usable(
 
     _plan(db, {3: 1})
     (page,) = _fetched(db, "p", 3, [T0 - DAY])
-    monkeypatch.setattr(releases, "_PG_REFRESH", "SELECT %s, %s, %s, %s FROM no_such_table")
-    monkeypatch.setattr(releases, "_SQLITE_REFRESH", "SELECT ?, ?, ?, ? FROM no_such_table")
+    real = db.backend.releases
+    mark = "%s" if db.dialect == "postgresql" else "?"
+
+    class ReadsNoTable(type(real)):  # type: ignore[misc]
+        refresh_sql = f"SELECT {mark}, {mark}, {mark}, {mark} FROM no_such_table"
+
+    _use_releases(db, ReadsNoTable())
     with pytest.raises(Exception, match="no_such_table"):
         releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
-    monkeypatch.undo()
+    _use_releases(db, real)
     found = releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
     assert (found[3].page_id, found[4].page_id) == ([page], [])
     if db.dialect == "postgresql":  # every pooled connection
@@ -549,18 +555,16 @@ def test_a_failed_candidate_read_leaves_the_connection_usable(
     )
 )
 def test_chosen_rows_split_times_as_the_store_formats_them(secs: list[float]) -> None:
-    from store.releases import _chosen_values
+    from store.dialects.sqlite_releases import chosen_values
     from store.types import seconds_micros
 
     n = len(secs)
-    flat = _chosen_values([3] * n, ["k"] * n, list(range(n)), secs, [7] * n)
+    flat = chosen_values([3] * n, ["k"] * n, list(range(n)), secs, [7] * n)
     rows = [tuple(flat[k : k + 6]) for k in range(0, len(flat), 6)]
     assert rows == [(3, "k", i, *seconds_micros(s), 7) for i, s in enumerate(secs)]
 
 
-def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(db: Database) -> None:
     """The release stores each due time as ``seconds_micros`` splits it (microseconds rounded
     half to even, a fraction that rounds to the next second carried), whether a page is found
     by its candidate index key or by id, and on either backend."""
@@ -580,21 +584,30 @@ def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(
     fractions = [0.1234565, 0.9999996, 0.0000004, 0.5, 0.75, 0.25]
     ids = [*found.page_id, *fresh.page_id]
     due = [t + f for f in [*fractions, 0.0]][: len(ids)]
-    with monkeypatch.context() as patch:  # every page found by its key: no read by id
-        patch.setattr(releases, "_PG_QUEUE_MISSING_SQL", "not run {conflict}")
-        patch.setattr(releases, "_SQLITE_QUEUE_BY_ID", "not run {queued}")
-        done = releases.queue_release(
-            db,
-            1,
-            1,
-            page_ids=ids,
-            due_epoch_s=due,
-            fetches=[*found.fetches, *fresh.fetches],
-            buckets=[*found.bucket, *fresh.bucket],
-            keys=[*found.key, *fresh.key],
-            now=T0,
-        )
+    real = db.backend.releases
+
+    class ByKeyOnly(type(real)):  # type: ignore[misc]
+        """Every page found by its key: no read by id."""
+
+        def queue_by_id(self, *args: Any) -> int:
+            raise AssertionError("read by id")
+
+        queue_missing = queue_by_id
+
+    _use_releases(db, ByKeyOnly())
+    done = releases.queue_release(
+        db,
+        1,
+        1,
+        page_ids=ids,
+        due_epoch_s=due,
+        fetches=[*found.fetches, *fresh.fetches],
+        buckets=[*found.bucket, *fresh.bucket],
+        keys=[*found.key, *fresh.key],
+        now=T0,
+    )
     assert done is not None and done.released == len(ids)
+    _use_releases(db, real)
 
     def stored(secs: float) -> datetime:
         whole, micros = seconds_micros(secs)
@@ -611,31 +624,47 @@ def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(
 
 
 # -- A release is one transaction ---------------------------------------------------------------
-def _release_fails_after_queuing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from store import releases
-
-    def fails(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("the release failed here")
-
-    monkeypatch.setattr(releases, "lower_ready_from_queue", fails)
+def _use_releases(db: Database, releases: Any) -> None:
+    """The seam for a fault: ``db`` runs the release statements of ``releases`` (a subclass
+    of its engine's)."""
+    db.backend = replace(db.backend, releases=releases)
 
 
-def test_a_release_that_fails_leaves_nothing_queued(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _fails_after_queuing(db: Database, failure: Any) -> list[int]:
+    """Make ``db``'s releases call ``failure(conn, calls)`` once the chosen pages are queued
+    (``calls``: how many releases queued so far, this one included); their calls list."""
+    calls: list[int] = []
+
+    class Failing(type(db.backend.releases)):  # type: ignore[misc]
+        def queue(self, conn: Any, *args: Any) -> tuple[int, list[int]]:
+            done: tuple[int, list[int]] = super().queue(conn, *args)
+            calls.append(len(calls) + 1)
+            failure(conn, len(calls))
+            return done
+
+    _use_releases(db, Failing())
+    return calls
+
+
+def _raise(conn: Any, calls: int) -> None:
+    raise RuntimeError("the release failed here")
+
+
+def test_a_release_that_fails_leaves_nothing_queued(db: Database) -> None:
     """The release fails after it queued its pages: nothing of it stays (no queue row, no
     record of the period), and the next attempt releases the period whole, each page once."""
     ids = _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(10)])
     _fetched(db, "g", 2, [T0 - timedelta(hours=30 - i) for i in range(4)])
     _plan(db, {2: 8})
-    with monkeypatch.context() as patch:
-        _release_fails_after_queuing(patch)
-        with pytest.raises(RuntimeError, match="failed here"):
-            release_period(db, now=T0)
+    real = db.backend.releases
+    _fails_after_queuing(db, _raise)
+    with pytest.raises(RuntimeError, match="failed here"):
+        release_period(db, now=T0)
     with db.read() as conn:
         assert conn.execute(select(PERIOD_RELEASES)).all() == []
         assert conn.execute(select(RELEASED_PAGES)).all() == []
 
+    _use_releases(db, real)
     summary = release_period(db, now=T0)
     assert summary.status == "released" and summary.released == 8
     assert summary.carried_over == 0
@@ -648,30 +677,22 @@ def test_a_release_that_fails_leaves_nothing_queued(
     assert len(_due(db)) == 14
 
 
-def test_a_release_retried_after_a_deadlock_counts_each_page_once(
-    pg_store: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _deadlock_once(conn: Any, calls: int) -> None:
+    if calls == 1:  # as PostgreSQL reports a deadlock (SQLSTATE 40P01)
+        conn.exec_driver_sql(
+            "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$"
+        )
+
+
+def test_a_release_retried_after_a_deadlock_counts_each_page_once(pg_store: Database) -> None:
     """A deadlock after the pages were queued: the transaction is rolled back and retried,
     and records every page it queued, once."""
-    from store import releases
-
     db = pg_store
     _fetched(db, "h", 2, [T0 - timedelta(hours=10 - i) for i in range(10)])
     _plan(db, {2: 8})
-    real = releases.lower_ready_from_queue
-    calls: list[int] = []
-
-    def deadlocks_once(conn: Any, *args: Any) -> None:
-        calls.append(len(calls))
-        if len(calls) == 1:  # as PostgreSQL reports a deadlock (SQLSTATE 40P01)
-            conn.exec_driver_sql(
-                "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$"
-            )
-        real(conn, *args)
-
-    monkeypatch.setattr(releases, "lower_ready_from_queue", deadlocks_once)
+    calls = _fails_after_queuing(db, _deadlock_once)
     summary = release_period(db, now=T0)
-    assert len(calls) == 2 and summary.released == 8
+    assert calls == [1, 2] and summary.released == 8
     with db.read() as conn:
         (row,) = conn.execute(select(PERIOD_RELEASES)).all()
     assert row.pages == 8 and len(_due(db)) == 8

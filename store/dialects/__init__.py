@@ -1,0 +1,43 @@
+"""The store's SQL, one module per database engine and concern, behind small interfaces.
+
+The release (:mod:`store.releases`) and the lease queue (:mod:`store.leases`) hold what both
+engines share: the transaction, the checks, the bookkeeping. What differs between SQLite and
+PostgreSQL (the bulk statements, how rows are locked, how times cross the driver) lives here,
+as Frontera keeps one backend package per engine:
+
+=====================  =======================================  ==============================
+concern                interface (:mod:`store.dialects.base`)   modules
+=====================  =======================================  ==============================
+period releases        :class:`~store.dialects.base.ReleaseSql`  ``sqlite_releases``,
+                                                                 ``postgresql_releases``
+the lease queue        :class:`~store.dialects.base.LeaseSql`    ``sqlite_leases``,
+                                                                 ``postgresql_leases``
+=====================  =======================================  ==============================
+
+A :class:`~store.database.Database` picks its :class:`~store.dialects.base.Backend` once,
+by its engine's dialect (:attr:`store.database.Database.backend`); a test that injects a
+fault gives the database a subclass of one of these classes instead.
+
+Imports: the standard library, ``sqlalchemy``, the store's own modules.
+"""
+
+from __future__ import annotations
+
+from store.dialects.base import Backend, ChosenPages, LeaseBatch, LeaseSql, ReleaseSql
+
+__all__ = ["Backend", "ChosenPages", "LeaseBatch", "LeaseSql", "ReleaseSql", "backend_for"]
+
+
+def backend_for(dialect: str) -> Backend:
+    """The SQL of the engine named ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
+    if dialect == "postgresql":
+        from store.dialects.postgresql_leases import PostgresqlLeases
+        from store.dialects.postgresql_releases import PostgresqlReleases
+
+        return Backend(releases=PostgresqlReleases(), leases=PostgresqlLeases())
+    if dialect == "sqlite":
+        from store.dialects.sqlite_leases import SqliteLeases
+        from store.dialects.sqlite_releases import SqliteReleases
+
+        return Backend(releases=SqliteReleases(), leases=SqliteLeases())
+    raise ValueError(f"no store backend for the {dialect!r} dialect")

@@ -1,0 +1,140 @@
+"""The interfaces each engine's SQL implements, and the values that cross them.
+
+:class:`ReleaseSql` reads a period's candidates and writes its release queue;
+:class:`LeaseSql` reads a lease batch's due pages and marks them leased. Their callers
+(:mod:`store.releases`, :mod:`store.leases`) own the transaction: every method runs in the
+connection it is given and commits nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Connection, Select
+
+if TYPE_CHECKING:
+    from store.leases import LeasedPage
+
+__all__ = ["Backend", "ChosenPages", "LeaseBatch", "LeaseSql", "ReleaseSql", "whole_micros"]
+
+
+@dataclass(frozen=True)
+class ChosenPages:
+    """The pages a release queues, one entry per page in each list, each page once.
+
+    ``due_s``: the release time, seconds since the Unix epoch; ``fetches``: the page's fetch
+    count when its candidate was read (it is queued only if unchanged). ``buckets`` and
+    ``keys`` (both or neither): the candidate's bucket (-1: a new page) and index key
+    (:attr:`store.releases.Candidates.key`), with which the page's entry is found in the
+    index its candidate query read; pages in the order they were read are looked up
+    fastest.
+    """
+
+    plan_id: int
+    period: int
+    now: datetime
+    ids: list[int]
+    due_s: list[float]
+    fetches: list[int]
+    buckets: list[int] | None = None
+    keys: list[Any] | None = None
+
+
+class ReleaseSql(Protocol):
+    """One engine's statements of a period release."""
+
+    def refresh_rows(
+        self, conn: Connection, asked: Sequence[tuple[int, int]], *, before: datetime, now: datetime
+    ) -> list[list[Any]]:
+        """Per ``(bucket, limit)`` of ``asked``, in that order, up to ``limit`` candidate rows
+        ``(id, host_id, scheduled seconds, importance, pending, fetches, key)`` scheduled
+        before ``before``, in ``(scheduled_at, id)`` order
+        (:func:`store.releases.refresh_candidates`)."""
+        ...
+
+    def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
+        """Up to ``limit`` never-fetched candidate rows, highest cash first (cash in place of
+        the seconds and of the key)."""
+        ...
+
+    def serialize(self, conn: Connection) -> None:
+        """Wait until no other release writes the queue (for the rest of the transaction)."""
+        ...
+
+    def queue(
+        self, conn: Connection, chosen: ChosenPages, withdraw: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        """Withdraw the due times of pages ``withdraw`` and queue ``chosen``; the number of
+        pages queued and the hosts of the withdrawn pages (in id order)."""
+        ...
+
+
+@dataclass
+class LeaseBatch:
+    """A lease batch being taken: per host its pages (due rows, in due order), and the pages
+    to mark leased in ``pages`` (queued pages need no mark: their host's lease is one)."""
+
+    by_host: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
+    pages: list[tuple[int, int]] = field(default_factory=list)  # (page id, host id)
+
+
+class LeaseSql(Protocol):
+    """One engine's statements of a lease."""
+
+    def begin(self, conn: Connection) -> None:
+        """Prepare the lease's transaction (session settings)."""
+        ...
+
+    def for_lease(self, hosts_due: Select[Any]) -> Select[Any]:
+        """The query of the hosts a lease takes, with the row locks the engine needs."""
+        ...
+
+    def for_report(self, pages_reported: Select[Any]) -> Select[Any]:
+        """The query of a report's pages, with the row locks the engine needs."""
+        ...
+
+    def due_rows(
+        self, conn: Connection, host_ids: list[int], per_host: int, now: datetime
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``per_host`` due, free pages of each host from ``pages`` and as many from the
+        release queue, in host order then ``(due, id)`` order: plain tuples ``(host_id, id,
+        url, status, last_fetch_at, etag, last_modified, signature, due, queued)``, times as
+        the driver gives them."""
+        ...
+
+    def take(
+        self, conn: Connection, worker: str, batch: LeaseBatch, now: datetime, expires: datetime
+    ) -> dict[int, int]:
+        """Insert the batch's leases and mark their hosts and pages; lease id by host id."""
+        ...
+
+    def leased_pages(self, rows: Sequence[tuple[Any, ...]]) -> tuple[LeasedPage, ...]:
+        """The :class:`~store.leases.LeasedPage` of each due row (times as aware UTC)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The SQL of one engine: what a :class:`~store.database.Database` runs."""
+
+    releases: ReleaseSql
+    leases: LeaseSql
+
+
+def whole_micros(secs: list[float]) -> tuple[list[int], list[int]]:
+    """:func:`store.types.seconds_micros` of each of ``secs`` (seconds since the epoch), as
+    two columns: whole seconds and microseconds (rounded half to even, a fraction that rounds
+    to the next second carried). C loops of ``map``, no Python frame per page."""
+    wholes = list(map(math.floor, secs))
+    micros = list(map(round, map(operator.mul, map(operator.sub, secs, wholes), repeat(1e6))))
+    if 1_000_000 in micros:  # a fraction that rounds up to the next second
+        for k, m in enumerate(micros):
+            if m == 1_000_000:
+                wholes[k], micros[k] = wholes[k] + 1, 0
+    return wholes, micros
