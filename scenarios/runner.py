@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from planner.schedules.optimal import refresh_schedule
-from scenarios.policies import make_policy
+from scenarios.policies.registry import make_policy
 from scenarios.scenario_files import Scenario, Variant
 from scenarios.simulator import METRICS, SimulationResult, SimulationSettings, simulate
 from scenarios.world import World, build_world

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios.policies import POLICY_KINDS, PolicyError, make_policy
+from scenarios.policies.base import PolicyError
+from scenarios.policies.registry import POLICY_KINDS, make_policy
 from scenarios.simulator import METRICS
 from scenarios.world import WorldSpec
 

@@ -4,7 +4,7 @@ Each period ``t`` covers the time ``[t, t + 1)`` (periods). The simulator
 
 1. makes the pages born in ``t`` known to the crawler (never fetched yet);
 2. asks the policy for at most ``budget`` distinct known pages to crawl
-   (:meth:`scenarios.policies.Policy.select`), and rejects anything else;
+   (:meth:`scenarios.policies.base.Policy.select`), and rejects anything else;
 3. draws the world's changes of the period (:meth:`scenarios.world.World.period_changes`:
    the same for every policy with the same seed) and crawls each chosen page at its fixed slot
    ``t + c`` inside the period;
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -43,13 +43,11 @@ from estimators.evidence import ChangeIntervals
 from estimators.opic import OPIC
 from scenarios.world import World
 
-if TYPE_CHECKING:
-    from scenarios.policies import Policy
-
 __all__ = [
     "METRICS",
     "CrawlLog",
     "Observations",
+    "RefreshPolicy",
     "SimulationError",
     "SimulationResult",
     "SimulationSettings",
@@ -75,6 +73,26 @@ METRICS = (
     "wasted",
     "alive",
 )
+
+
+class RefreshPolicy(Protocol):
+    """What the simulator asks of a policy (:class:`scenarios.policies.base.Policy` is one).
+
+    Declared here, not imported, so that policies import the simulator's log and never the
+    reverse.
+    """
+
+    name: str
+
+    def start(self, log: CrawlLog) -> None:
+        """Called once before the first period with the crawler's initial knowledge."""
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
+        """At most ``budget`` distinct known page ids to crawl in ``period``."""
+        ...
+
+    def observe(self, obs: Observations, log: CrawlLog) -> None:
+        """What this period's crawls observed (``log`` is already updated)."""
 
 
 class SimulationError(ValueError):
@@ -327,7 +345,7 @@ def _last_modified(
     return np.asarray(np.select([mode == 0, mode == 1, mode == 2], choices, random), dtype=float)
 
 
-def simulate(world: World, policy: Policy, settings: SimulationSettings) -> SimulationResult:
+def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) -> SimulationResult:
     """Run ``policy`` on ``world``; see the module docstring.
 
     The world's clock starts with the warm-up: period ``t`` of the world is reported as

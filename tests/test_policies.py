@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scenarios.planner_policy import WebFountainPolicy, section_rates
 from scenarios.policies import (
     PolicyError,
     RateKnowledge,
@@ -16,7 +15,8 @@ from scenarios.policies import (
     stormcrawler_policy,
     top_pages,
 )
-from scenarios.sampling_policy import SamplingPolicy
+from scenarios.policies.sampling import SamplingPolicy
+from scenarios.policies.webfountain import WebFountainPolicy, section_rates
 from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
 from scenarios.world import WorldSpec, build_world
 

@@ -9,7 +9,7 @@ the ground truth every policy run needs), so ``ratio`` is what the simulation it
 Peak memory is the process's maximum resident set size.
 
 Options: ``--pages N``, ``--periods T``, ``--policy KIND`` (any kind of
-:data:`scenarios.policies.POLICY_KINDS`; estimating policies refit every 7 periods).
+:data:`scenarios.policies.registry.POLICY_KINDS`; estimating policies refit every 7 periods).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scenarios.policies import Policy, PolicyError, overdue_priority, top_pages
+from scenarios.policies.base import Policy, PolicyError, overdue_priority, top_pages
 from scenarios.simulator import CrawlLog, Observations
 
 __all__ = ["SamplingPolicy"]

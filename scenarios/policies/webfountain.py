@@ -2,7 +2,7 @@
 
 Every ``cycle`` periods :class:`WebFountainPolicy`
 
-1. takes the change rates it knows (:class:`scenarios.policies.RateKnowledge`: its own
+1. takes the change rates it knows (:class:`scenarios.policies.knowledge.RateKnowledge`: its own
    estimates, or the true rates in an oracle run); a page fetched but without an estimate yet
    gets the median estimate, or with ``cold_start = "section"`` the pooled estimate of its
    site section (all its section's change/no-change intervals as one page's: the seed paper's
@@ -50,14 +50,8 @@ from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, PlanOutcome, 
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
 from planner.model.weights import Strategy
 from planner.schedules.optimal import bucket_intervals
-from scenarios.policies import (
-    Policy,
-    PolicyError,
-    RateKnowledge,
-    filled_rates,
-    overdue_priority,
-    top_pages,
-)
+from scenarios.policies.base import Policy, PolicyError, overdue_priority, top_pages
+from scenarios.policies.knowledge import RateKnowledge, filled_rates
 from scenarios.simulator import CrawlLog, Observations
 
 __all__ = ["WebFountainPolicy", "section_rates"]
@@ -138,7 +132,7 @@ class WebFountainPolicy(Policy):
 
     @classmethod
     def from_spec(cls, name: str, spec: Mapping[str, Any]) -> WebFountainPolicy:
-        """From a scenario file's policy entry (see :data:`scenarios.policies.POLICY_KINDS`)."""
+        """From a scenario file's policy entry (see :mod:`scenarios.policies.registry`)."""
         cycle = int(spec.get("cycle", 7))
         knowledge = RateKnowledge(
             str(spec.get("rates", "estimated")),
@@ -228,8 +222,8 @@ class WebFountainPolicy(Policy):
         T = self.cycle
         old = np.zeros((self.buckets + 1, T), dtype=np.int64)
         for t, quotas in enumerate(cycle.quotas):
-            for k, count in quotas.items():
-                old[k, t] = count
+            for cls, count in quotas.items():
+                old[cls, t] = count
         new = np.asarray(cycle.new_pages, dtype=np.int64)
         fetched = log.eligible & (log.fetches > 0)
         pages = np.flatnonzero(fetched)
