@@ -57,7 +57,7 @@ def _payload(item: Any) -> dict[str, Any]:
     return {k: _json(v) for k, v in dataclasses.asdict(item).items()}
 
 
-#: The worker API's limits on a result's fields (service.api.app.FetchResultIn), kept here so
+#: The worker API's limits on a result's fields (service.api.schemas.FetchResultIn), kept here so
 #: that an odd page (a 3,000-character Location, 10,000 links) is sent trimmed rather than
 #: refused: characters for text fields, items for outlinks, characters per URL.
 _TEXT_LIMITS = {"error": 2_000, "etag": 512, "signature": 64}

@@ -54,9 +54,24 @@ def test_health_and_openapi_need_no_token(api: ApiServer) -> None:
     health = requests.get(api.url + "/health", timeout=10)
     assert health.status_code == 200 and health.json()["status"] == "ok"
     spec = requests.get(api.url + "/openapi.json", timeout=10).json()
-    assert {"/v1/leases", "/v1/leases/{lease_id}/report", "/v1/plan", "/v1/pages"} <= set(
-        spec["paths"]
-    )
+    routes = {(m.upper(), path) for path, ops in spec["paths"].items() for m in ops}
+    # Every endpoint of the table in service/api/app.py's docstring, and no other.
+    assert routes == {
+        ("POST", "/v1/leases"),
+        ("POST", "/v1/leases/{lease_id}/renew"),
+        ("POST", "/v1/leases/{lease_id}/report"),
+        ("POST", "/v1/leases/{lease_id}/finish"),
+        ("POST", "/v1/leases/{lease_id}/release"),
+        ("POST", "/v1/pages"),
+        ("POST", "/v1/urgent"),
+        ("POST", "/v1/notifications"),
+        ("GET", "/v1/work"),
+        ("GET", "/v1/plan"),
+        ("GET", "/health"),
+        ("GET", "/metrics"),
+    }
+    secured = {p for p, ops in spec["paths"].items() for op in ops.values() if "security" in op}
+    assert secured == {p for _, p in routes if p.startswith("/v1/")}
 
 
 @pytest.mark.parametrize(

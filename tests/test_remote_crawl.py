@@ -158,7 +158,7 @@ def test_a_killed_worker_pool_loses_nothing(db: Database, backend_url: str) -> N
             [
                 sys.executable,
                 "-m",
-                "planner",
+                "service",
                 "worker",
                 "--api",
                 api.url,

@@ -1,0 +1,2 @@
+"""The worker API's routes, one module per resource; :func:`service.api.app.create_app`
+includes each module's ``router``."""
