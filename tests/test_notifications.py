@@ -214,3 +214,25 @@ def test_concurrent_writers_record_a_notification_once(db: Database) -> None:
                 },
             )
         )
+
+
+def test_the_shipped_sitemap_example_is_read_by_notify(tmp_path: Path) -> None:
+    """docs/examples/sitemap.xml (the tour's `crawlplan notify --sitemap`): its two entries
+    with a <lastmod> are notifications at those times; the one without is skipped."""
+    sitemap = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sitemap.xml"
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    migrate(open_database(url, create=True))
+    result = CliRunner().invoke(app, ["notify", "--db", url, "--sitemap", str(sitemap)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        "recorded 2 notifications (2 pages new to the store); 2 pages queued for a crawl"
+    )
+    db = open_database(url)
+    with db.read() as conn:
+        urls = set(conn.execute(select(PAGES.c.url)).scalars())
+    assert urls == {"https://example.org/", "https://example.org/prices"}
+    assert [e.lastmod for e in parse_sitemap(sitemap.read_bytes())] == [
+        datetime(2026, 11, 21, tzinfo=UTC),
+        datetime(2026, 11, 22, 9, 30, tzinfo=UTC),
+        None,
+    ]

@@ -32,6 +32,7 @@ from service.cli.show_config import show_config
 from service.cli.solve import solve
 from service.cli.status import status
 from service.cli.support import err, user_errors
+from service.cli.web import web
 from service.cli.worker import worker
 
 __all__ = ["app", "main"]
@@ -63,6 +64,7 @@ app.command("solve")(solve)
 app.command("estimate")(estimate)
 app.command("schedule")(schedule)
 app.command("importance")(user_errors(importance))
+scenario_app.command("web")(web)
 app.add_typer(scenario_app, name="scenario")
 app.command("serve")(serve)
 app.command("config")(show_config)
