@@ -146,19 +146,14 @@ def read_schedule_inputs(
         rule_max=rule_max,
     )
     if shortest is not None and longest is not None:
-        clash = shortest > longest
-        if clash.any():
-            k = int(np.flatnonzero(clash)[0])
-            sources = []
-            if host is not None and host[k] >= 0:
-                sources.append(f"host {host_names[host[k]]!r} in {hosts_path}")
-            if rule is not None and rule[k] >= 0:
-                sources.append(f"pattern {patterns[rule[k]]!r} in {bounds_path}")
-            raise InputFileError(
-                f"{pages_path} {where.row(k)}: page {page[k]!r} gets min_interval "
-                f"{shortest[k]:g} > max_interval {longest[k]:g} (from {' and '.join(sources)})"
-                f"{_more(int(clash.sum()), 'pages')}; fix those bounds"
-            )
+        _bounds_agree(
+            shortest,
+            longest,
+            page,
+            where,
+            hosts=(host, host_names, hosts_path),
+            rules=(rule, patterns, bounds_path),
+        )
     return ScheduleInputs(
         page=page,
         rate=rate,
@@ -169,6 +164,39 @@ def read_schedule_inputs(
         capacity=capacity,
         min_interval=shortest,
         max_interval=longest,
+    )
+
+
+def _bounds_agree(
+    shortest: np.ndarray,
+    longest: np.ndarray,
+    page: np.ndarray,
+    where: _Where,
+    *,
+    hosts: tuple[np.ndarray | None, list[str], Path | None],
+    rules: tuple[np.ndarray | None, list[str], Path | None],
+) -> None:
+    """Raise InputFileError naming the first page whose min_interval exceeds its
+    max_interval, and the host and pattern rows the two bounds came from.
+
+    ``shortest``, ``longest``: per page, shape (n_pages,), periods. ``hosts`` and ``rules``:
+    each page's host code and bounds pattern index (-1: none), their names, their file.
+    """
+    clash = shortest > longest
+    if not clash.any():
+        return
+    host, host_names, hosts_path = hosts
+    rule, patterns, bounds_path = rules
+    k = int(np.flatnonzero(clash)[0])
+    sources = []
+    if host is not None and host[k] >= 0:
+        sources.append(f"host {host_names[host[k]]!r} in {hosts_path}")
+    if rule is not None and rule[k] >= 0:
+        sources.append(f"pattern {patterns[rule[k]]!r} in {bounds_path}")
+    raise InputFileError(
+        f"{where.path} {where.row(k)}: page {page[k]!r} gets min_interval "
+        f"{shortest[k]:g} > max_interval {longest[k]:g} (from {' and '.join(sources)})"
+        f"{_more(int(clash.sum()), 'pages')}; fix those bounds"
     )
 
 

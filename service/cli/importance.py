@@ -112,88 +112,102 @@ def _window(size: str | None, measures: str | None) -> HistoryWindow | None:
     return None
 
 
+# The command's options, declared once each, so that its signature reads at a glance.
+GraphFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--graph",
+        "-g",
+        help="CSV or Parquet edges: columns src,dst (page names, text or integers).",
+        show_default=False,
+    ),
+]
+StrategyOption = Annotated[
+    str, typer.Option("--strategy", help="Page selection: greedy, random or cycle.")
+]
+VisitsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--visits",
+        "-n",
+        help="Page crawls to simulate (an integer >= 1; 10 x the pages is a good start).",
+        show_default=False,
+    ),
+]
+WindowOption = Annotated[
+    str | None,
+    typer.Option(
+        "--window",
+        help="Adaptive OPIC: Interpolation window in units of G (about one per crawl of "
+        "every page). Default: the whole history.",
+        show_default=False,
+    ),
+]
+WindowMeasuresOption = Annotated[
+    str | None,
+    typer.Option(
+        "--window-measures",
+        help="Adaptive OPIC: a Variable Window of this many measures per page.",
+        show_default=False,
+    ),
+]
+DampingOption = Annotated[
+    str, typer.Option("--damping", help="Share of a page's cash its links carry, in [0, 1].")
+]
+SeedOption = Annotated[str, typer.Option("--seed", help="Seed of Random and Cycle.")]
+BatchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--batch",
+        help="Pages crawled per step (default: 1 % of the pages, at least 1).",
+        show_default=False,
+    ),
+]
+InterestOption = Annotated[
+    str | None,
+    typer.Option(
+        "--interest",
+        help="Bias the cash toward pages whose name matches this glob (* any run, ? one "
+        "character); total cash is conserved.",
+        show_default=False,
+    ),
+]
+BoostOption = Annotated[
+    str, typer.Option("--boost", help="With --interest: weight of a matching page, > 0.")
+]
+PagesFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--pages",
+        help="Optional CSV or Parquet with a page column: every page of the graph, "
+        "including pages without links. Edges naming other pages are an error.",
+        show_default=False,
+    ),
+]
+OutFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="CSV or Parquet: page, importance (OPIC), pagerank (reference); most important first.",
+        show_default=False,
+    ),
+]
+
+
 def importance(
-    graph_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--graph",
-            "-g",
-            help="CSV or Parquet edges: columns src,dst (page names, text or integers).",
-            show_default=False,
-        ),
-    ] = None,
-    strategy: Annotated[
-        str, typer.Option("--strategy", help="Page selection: greedy, random or cycle.")
-    ] = "greedy",
-    visits: Annotated[
-        str | None,
-        typer.Option(
-            "--visits",
-            "-n",
-            help="Page crawls to simulate (an integer >= 1; 10 x the pages is a good start).",
-            show_default=False,
-        ),
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option(
-            "--window",
-            help="Adaptive OPIC: Interpolation window in units of G (about one per crawl of "
-            "every page). Default: the whole history.",
-            show_default=False,
-        ),
-    ] = None,
-    window_measures: Annotated[
-        str | None,
-        typer.Option(
-            "--window-measures",
-            help="Adaptive OPIC: a Variable Window of this many measures per page.",
-            show_default=False,
-        ),
-    ] = None,
-    damping: Annotated[
-        str, typer.Option("--damping", help="Share of a page's cash its links carry, in [0, 1].")
-    ] = str(DEFAULT_DAMPING),
-    seed: Annotated[str, typer.Option("--seed", help="Seed of Random and Cycle.")] = "0",
-    batch: Annotated[
-        str | None,
-        typer.Option(
-            "--batch",
-            help="Pages crawled per step (default: 1 % of the pages, at least 1).",
-            show_default=False,
-        ),
-    ] = None,
-    interest: Annotated[
-        str | None,
-        typer.Option(
-            "--interest",
-            help="Bias the cash toward pages whose name matches this glob (* any run, ? one "
-            "character); total cash is conserved.",
-            show_default=False,
-        ),
-    ] = None,
-    boost: Annotated[
-        str, typer.Option("--boost", help="With --interest: weight of a matching page, > 0.")
-    ] = "10",
-    pages_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--pages",
-            help="Optional CSV or Parquet with a page column: every page of the graph, "
-            "including pages without links. Edges naming other pages are an error.",
-            show_default=False,
-        ),
-    ] = None,
-    out_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="CSV or Parquet: page, importance (OPIC), pagerank (reference); most important "
-            "first.",
-            show_default=False,
-        ),
-    ] = None,
+    graph_file: GraphFileOption = None,
+    strategy: StrategyOption = "greedy",
+    visits: VisitsOption = None,
+    window: WindowOption = None,
+    window_measures: WindowMeasuresOption = None,
+    damping: DampingOption = str(DEFAULT_DAMPING),
+    seed: SeedOption = "0",
+    batch: BatchOption = None,
+    interest: InterestOption = None,
+    boost: BoostOption = "10",
+    pages_file: PagesFileOption = None,
+    out_file: OutFileOption = None,
 ) -> None:
     """On-line page importance (OPIC) of every page of a link graph, beside PageRank.
 

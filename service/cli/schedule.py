@@ -19,62 +19,70 @@ from service.cli.support import err, fail, out, user_errors
 __all__ = ["schedule"]
 
 
+# The command's options, declared once each, so that its signature reads at a glance.
+PagesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--pages",
+        "-i",
+        help="CSV or Parquet, one row per page: page, rate (changes per period), optional "
+        "importance (>= 0) and host.",
+        show_default=False,
+    ),
+]
+BandwidthOption = Annotated[
+    float | None,
+    typer.Option("--bandwidth", "-g", help="Crawls per period, > 0 (G).", show_default=False),
+]
+ObjectiveOption = Annotated[
+    str,
+    typer.Option("--objective", help=f"What to optimize: {', '.join(OBJECTIVE_NAMES)}."),
+]
+HostsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--hosts",
+        help="CSV or Parquet, one row per host: host, capacity (crawls per period; empty: "
+        "no limit), optional min_interval, max_interval (periods). Pages without a host "
+        "column are on their URL's origin scheme://host[:port].",
+        show_default=False,
+    ),
+]
+BoundsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--bounds",
+        help="CSV or Parquet: pattern (a glob on the page URL: * any run, ? one "
+        "character), optional min_interval, max_interval (periods). The first matching "
+        "pattern wins and overrides the host's bounds.",
+        show_default=False,
+    ),
+]
+DiscoveryShareOption = Annotated[
+    float,
+    typer.Option("--discovery-share", help="Share of the bandwidth kept for new pages, in [0, 1)."),
+]
+OutFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="CSV or Parquet: page, refresh_rate (crawls per period), interval (periods; "
+        "inf: never refreshed), host.",
+        show_default=False,
+    ),
+]
+
+
 @user_errors
 def schedule(
-    pages: Annotated[
-        Path | None,
-        typer.Option(
-            "--pages",
-            "-i",
-            help="CSV or Parquet, one row per page: page, rate (changes per period), optional "
-            "importance (>= 0) and host.",
-            show_default=False,
-        ),
-    ] = None,
-    bandwidth: Annotated[
-        float | None,
-        typer.Option("--bandwidth", "-g", help="Crawls per period, > 0 (G).", show_default=False),
-    ] = None,
-    objective: Annotated[
-        str,
-        typer.Option("--objective", help=f"What to optimize: {', '.join(OBJECTIVE_NAMES)}."),
-    ] = "obsolescence",
-    hosts: Annotated[
-        Path | None,
-        typer.Option(
-            "--hosts",
-            help="CSV or Parquet, one row per host: host, capacity (crawls per period; empty: "
-            "no limit), optional min_interval, max_interval (periods). Pages without a host "
-            "column are on their URL's origin scheme://host[:port].",
-            show_default=False,
-        ),
-    ] = None,
-    bounds: Annotated[
-        Path | None,
-        typer.Option(
-            "--bounds",
-            help="CSV or Parquet: pattern (a glob on the page URL: * any run, ? one "
-            "character), optional min_interval, max_interval (periods). The first matching "
-            "pattern wins and overrides the host's bounds.",
-            show_default=False,
-        ),
-    ] = None,
-    discovery_share: Annotated[
-        float,
-        typer.Option(
-            "--discovery-share", help="Share of the bandwidth kept for new pages, in [0, 1)."
-        ),
-    ] = 0.0,
-    out_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="CSV or Parquet: page, refresh_rate (crawls per period), interval (periods; "
-            "inf: never refreshed), host.",
-            show_default=False,
-        ),
-    ] = None,
+    pages: PagesOption = None,
+    bandwidth: BandwidthOption = None,
+    objective: ObjectiveOption = "obsolescence",
+    hosts: HostsOption = None,
+    bounds: BoundsOption = None,
+    discovery_share: DiscoveryShareOption = 0.0,
+    out_file: OutFileOption = None,
 ) -> None:
     """Optimal refresh rate and interval of every page for a bandwidth (Xyleme's schedule
     and its freshness, harmonic and binary variants), within host capacities and bounds.
