@@ -34,8 +34,15 @@ if TYPE_CHECKING:
     )
     from planner.cycle.plan_inputs import PlanInputs, PlannedCycle, plan_inputs
     from planner.model.instance import CrawlInstance, InstanceError
+    from planner.model.paper_instances import paper_instance
     from planner.model.weights import ObjectiveWeights, Strategy, strategy_weights
-    from planner.schedules.optimal import bucket_intervals, refresh_schedule
+    from planner.schedules.optimal import (
+        Schedule,
+        ScheduleError,
+        bucket_intervals,
+        refresh_schedule,
+    )
+    from planner.solver.ipopt import SolveStatus
     from planner.solver.plan_solver import PlanSolution, PlanSolver, solve_plan
 
 __all__ = [
@@ -49,10 +56,14 @@ __all__ = [
     "PlanSolution",
     "PlanSolver",
     "PlannedCycle",
+    "Schedule",
+    "ScheduleError",
+    "SolveStatus",
     "SolverRecord",
     "Strategy",
     "WarmStart",
     "bucket_intervals",
+    "paper_instance",
     "plan_cycle",
     "plan_inputs",
     "refresh_schedule",
@@ -74,14 +85,18 @@ _EXPORTS = {
     "select_due_pages": "planner.cycle.due_urls",
     "CrawlInstance": "planner.model.instance",
     "InstanceError": "planner.model.instance",
+    "paper_instance": "planner.model.paper_instances",
     "ObjectiveWeights": "planner.model.weights",
     "Strategy": "planner.model.weights",
     "strategy_weights": "planner.model.weights",
     "PlanSolution": "planner.solver.plan_solver",
     "PlanSolver": "planner.solver.plan_solver",
     "solve_plan": "planner.solver.plan_solver",
+    "SolveStatus": "planner.solver.ipopt",
     "bucket_intervals": "planner.schedules.optimal",
     "refresh_schedule": "planner.schedules.optimal",
+    "Schedule": "planner.schedules.optimal",
+    "ScheduleError": "planner.schedules.optimal",
 }
 
 

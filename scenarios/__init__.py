@@ -24,16 +24,24 @@ if TYPE_CHECKING:
         parse_scenario,
         shipped_scenarios,
     )
-    from scenarios.simulator import SimulationResult, SimulationSettings, simulate
+    from scenarios.simulator import (
+        METRICS,
+        SimulationError,
+        SimulationResult,
+        SimulationSettings,
+        simulate,
+    )
     from scenarios.world import World, WorldSpec, build_world
 
 __all__ = [
+    "METRICS",
     "POLICY_KINDS",
     "Policy",
     "PolicyError",
     "Scenario",
     "ScenarioError",
     "ScenarioRun",
+    "SimulationError",
     "SimulationResult",
     "SimulationSettings",
     "World",
@@ -60,6 +68,8 @@ _EXPORTS = {
     "SimulationResult": "scenarios.simulator",
     "SimulationSettings": "scenarios.simulator",
     "simulate": "scenarios.simulator",
+    "METRICS": "scenarios.simulator",
+    "SimulationError": "scenarios.simulator",
     "POLICY_KINDS": "scenarios.policies",
     "Policy": "scenarios.policies",
     "PolicyError": "scenarios.policies",

@@ -33,22 +33,27 @@ from store.leases import (
     LeaseQueue,
     ReportOutcome,
 )
+from store.measurements import CrawlMeasurements, measure_crawl
 from store.models import PAGE_STATUSES, Host, Observation, Page, Plan
 from store.models import Lease as LeaseRow
 from store.pages import SeedOutcome, add_pages
 from store.plans import (
+    PlanDetail,
     PlanDraft,
     PlanPeriodDraft,
     PlanSummary,
     latest_plan,
+    plan_detail,
     plan_quotas,
     publish_plan,
 )
 from store.schema import check_schema, upgrade_schema
 from store.status import StoreStatus, read_status, work_remaining
+from store.urgent import UrgentOutcome, request_urgent
 
 __all__ = [
     "PAGE_STATUSES",
+    "CrawlMeasurements",
     "Database",
     "DatabaseUnreachableError",
     "FetchResult",
@@ -66,6 +71,7 @@ __all__ = [
     "Observation",
     "Page",
     "Plan",
+    "PlanDetail",
     "PlanDraft",
     "PlanPeriodDraft",
     "PlanSummary",
@@ -75,14 +81,18 @@ __all__ = [
     "SeedOutcome",
     "StoreError",
     "StoreStatus",
+    "UrgentOutcome",
     "add_pages",
     "check_schema",
     "latest_plan",
+    "measure_crawl",
     "open_database",
+    "plan_detail",
     "plan_quotas",
     "publish_plan",
     "read_status",
     "recompute_ready",
+    "request_urgent",
     "upgrade_schema",
     "work_remaining",
 ]
