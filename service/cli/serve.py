@@ -5,6 +5,7 @@ FastAPI and uvicorn are imported when the command runs, not when the CLI starts.
 
 from __future__ import annotations
 
+import socket
 from typing import Annotated
 
 import typer
@@ -56,12 +57,24 @@ def serve(
     )
     listen = host or str(settings.values["api.host"])
     listen_port = port or int(settings.values["api.port"])
-    err.print(f"worker API on http://{listen}:{listen_port} (OpenAPI at /docs)", markup=False)
-    uvicorn.run(
-        app_,
-        host=listen,
-        port=listen_port,
-        log_level="warning",
-        limit_concurrency=int(settings.values["api.max_connections"]),
-        timeout_keep_alive=5,
+    # Listen before saying so: a client (or a script waiting for this line) that connects
+    # right after it is queued by the kernel until uvicorn accepts, never refused.
+    family = socket.AF_INET6 if ":" in listen else socket.AF_INET
+    try:
+        sock = socket.create_server((listen, listen_port), family=family)
+    except OSError as error:
+        raise fail(
+            f"cannot listen on {listen}:{listen_port}: {error.strerror or error}; "
+            "pass another --port or --host"
+        ) from None
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app_,
+            log_level="warning",
+            limit_concurrency=int(settings.values["api.max_connections"]),
+            timeout_keep_alive=5,
+        )
     )
+    err.print(f"worker API on http://{listen}:{listen_port} (OpenAPI at /docs)", markup=False)
+    with sock:
+        server.run(sockets=[sock])
