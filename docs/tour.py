@@ -14,13 +14,15 @@ How a run goes, so that a newcomer can repeat every step by hand:
   ready is what the README shows) and is stopped at the end, whatever happened;
 * ``export NAME=VALUE`` sets a variable for the later steps, as a shell would;
 * ``@name@`` in a command is a value known only during the run: ``@web0@`` .. ``@web2@``, the
-  origins of the loopback web the first step starts, and ``@api_port@``, a free port;
+  origins of the loopback web the first step starts (``crawlplan scenario web``), and
+  ``@api_port@``, a free port;
 * every step must exit as the tour says (0 unless ``rc`` says otherwise); a step with
   ``show_rc`` is followed by ``$ echo $?`` and its code, as a shell prints it.
 
 ``--check`` normalizes what varies from run to run on both sides before comparing: loopback
 ports (numbered in order of appearance), durations in seconds, pages per second, dates and
-times. It exits 1 naming the first block and line that differ.
+times. It exits 1 naming the first block and line that differ, or the first step whose exit
+code is not the tour's; 2 when the tour cannot run.
 
 Usage: ``python docs/tour.py --check`` or ``--write`` (from any directory; ``--readme FILE``
 for another file, ``--show`` to print the run).
@@ -91,10 +93,13 @@ TOUR: tuple[Block, ...] = (
     Block(
         "store",
         (
-            Step("crawlplan scenario web --hosts 3 &", ready=r"until Ctrl-C"),
+            Step(
+                "crawlplan scenario web --hosts 3 --seeds-file web-seeds.txt &",
+                ready=r"stop the web with Ctrl-C",
+            ),
             Step("crawlplan init"),
             Step("crawlplan seed --file docs/examples/seeds.txt"),
-            Step("crawlplan seed --now @web0@/s0/p0.html @web1@/s0/p0.html @web2@/s0/p0.html"),
+            Step("crawlplan seed --now $(cat web-seeds.txt)"),
             Step(
                 "crawlplan notify --sitemap docs/examples/sitemap.xml "
                 "https://example.org/prices --changed-at 2026-11-22T09:30:00Z"
@@ -169,7 +174,11 @@ TOUR: tuple[Block, ...] = (
 
 
 class TourError(Exception):
-    """A step did not go as the tour says; the message names it."""
+    """The tour cannot run (no markers, a step that never got ready); the message says why."""
+
+
+class ExitCodeError(TourError):
+    """A step exited with another code than the tour says: the README would be wrong."""
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -345,12 +354,14 @@ def run_step(
         background, output = start_background(command, step, scratch, env)
         backgrounds.append(background)
         if not values.get("web0"):
-            origins = re.findall(r"http://127\.0\.0\.1:\d+", output)
+            origins = dict.fromkeys(re.findall(r"http://127\.0\.0\.1:\d+", output))
             values.update({f"web{i}": origin for i, origin in enumerate(origins)})
         return f"{shown}\n{output}".rstrip("\n")
     rc, output = run_foreground(command, scratch, env)
     if rc != step.rc:
-        raise TourError(f"$ {command}: exit code {rc}, the tour says {step.rc}; output:\n{output}")
+        raise ExitCodeError(
+            f"$ {command}: exit code {rc}, the tour says {step.rc}; output:\n{output}"
+        )
     text = f"{shown}\n{output}".rstrip("\n")
     if step.show_rc:
         text += f"\n$ echo $?\n{rc}"
@@ -406,10 +417,10 @@ def normalize(text: str) -> str:
     ports: dict[str, str] = {}
 
     def port(match: re.Match[str]) -> str:
-        number = ports.setdefault(match.group(1), f"<port{len(ports)}>")
-        return f"127.0.0.1:{number}"
+        number = ports.setdefault(match.group(2), f"<port{len(ports)}>")
+        return f"{match.group(1)}{number}"
 
-    text = re.sub(r"127\.0\.0\.1:(\d+)", port, text)
+    text = re.sub(r"(127\.0\.0\.1:|--port )(\d+)", port, text)
     for pattern, replacement in VOLATILE:
         text = re.sub(pattern, replacement, text)
     return text
@@ -454,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh = run_tour(on_block=show if args.show else None)
     except (TourError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(error, ExitCodeError) else 2
     if args.write:
         args.readme.write_text(rewrite(text, fresh), encoding="utf-8")
         print(f"wrote {len(fresh)} tour blocks to {args.readme}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,9 +86,9 @@ def test_readme_tour_matches_a_fresh_run() -> None:
 
 def test_normalize_numbers_ports_by_first_appearance() -> None:
     tour = load_tour()
-    one = "GET http://127.0.0.1:4001/a then http://127.0.0.1:4002/b and 127.0.0.1:4001 again"
-    two = "GET http://127.0.0.1:5107/a then http://127.0.0.1:5003/b and 127.0.0.1:5107 again"
-    swapped = "GET http://127.0.0.1:5107/a then http://127.0.0.1:5003/b and 127.0.0.1:5003 again"
+    one = "--port 4001; http://127.0.0.1:4001/a, http://127.0.0.1:4002/b, 127.0.0.1:4001"
+    two = "--port 5107; http://127.0.0.1:5107/a, http://127.0.0.1:5003/b, 127.0.0.1:5107"
+    swapped = "--port 5107; http://127.0.0.1:5107/a, http://127.0.0.1:5003/b, 127.0.0.1:5003"
     assert tour.normalize(one) == tour.normalize(two)
     assert tour.normalize(one) != tour.normalize(swapped)
 
@@ -123,3 +124,37 @@ def test_rewrite_replaces_only_the_marked_blocks() -> None:
     assert tour.readme_blocks(new, ["a"]) == {"a": "$ new\noutput"}
     with pytest.raises(tour.TourError, match="tour:b"):
         tour.rewrite(text, {"b": "$ x"})
+
+
+def test_run_tour_renders_steps_as_a_console() -> None:
+    tour = load_tour()
+    block = tour.Block(
+        "b",
+        (
+            tour.Step("export GREETING=hello"),
+            tour.Step("echo $GREETING; echo oops >&2", joined=True),
+            tour.Step("ls docs/examples/seeds.txt"),
+            tour.Step("exit 2", rc=2, show_rc=True, joined=True),
+        ),
+    )
+    assert tour.run_tour((block,)) == {
+        "b": "$ export GREETING=hello\n$ echo $GREETING; echo oops >&2\nhello\noops\n\n"
+        "$ ls docs/examples/seeds.txt\ndocs/examples/seeds.txt\n$ exit 2\n$ echo $?\n2"
+    }
+
+
+def test_a_failing_step_stops_the_background_steps() -> None:
+    tour = load_tour()
+    block = tour.Block(
+        "b",
+        (
+            tour.Step("sh -c 'echo $$ > bg.pid; echo ready; exec sleep 60' &", ready="ready"),
+            tour.Step("cat bg.pid; exit 3"),
+        ),
+    )
+    with pytest.raises(tour.ExitCodeError, match="exit code 3") as info:
+        tour.run_tour((block,))
+    found = re.search(r"output:\n(\d+)", str(info.value))
+    assert found is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(found.group(1)), 0)
