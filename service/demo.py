@@ -57,6 +57,7 @@ from scenarios.server_process import ServerProcess, context, end_process
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest
 from service.config import load_settings
+from service.crawl_progress import progress_line
 from service.nightly import NightlyReport, NightlySettings, cycle_start, run_nightly
 from service.pipeline import release_period
 from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
@@ -134,16 +135,6 @@ class DemoReport:
     budget: int = 0
     periods: int = 1
     elapsed: float = 0.0
-
-
-def progress_line(stats: CrawlStats) -> str:
-    """One line of crawl counters."""
-    return (
-        f"fetched {stats.fetched:,} ({stats.pages_per_second():.1f} pages/s), "
-        f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
-        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,}, "
-        f"hosts active {stats.active_hosts}"
-    )
 
 
 # -- the crawl processes ---------------------------------------------------------------------

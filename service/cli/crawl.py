@@ -32,7 +32,7 @@ def crawl(
     Runs until interrupted (Ctrl-C or SIGTERM: in-flight fetches finish and are reported,
     leases are released), until --seconds, or with --until-idle until nothing is due.
     """
-    from service.demo import progress_line
+    from service.crawl_progress import progress_line
 
     settings = settings_from(db, config)
     database = open_checked(settings)

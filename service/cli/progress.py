@@ -40,7 +40,7 @@ def with_progress(
     from rich.text import Text
 
     from crawler.worker import CrawlStats
-    from service.demo import progress_line
+    from service.crawl_progress import progress_line
 
     stop = threading.Event()
     stats = CrawlStats()

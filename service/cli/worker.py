@@ -57,7 +57,7 @@ def worker(
     from crawler.remote import RemoteQueueError, RemoteWorkQueue
     from crawler.worker import run_workers
     from service.config import load_settings
-    from service.demo import progress_line
+    from service.crawl_progress import progress_line
 
     settings = load_settings({}, config_file=config)
     secret = token or next(iter(settings.api_tokens), None)
