@@ -371,65 +371,28 @@ def _run(
     start = report.cycle_start
     current = latest_plan(db)
     report.current = current
-    if current is not None and not dry_run and not page_schedule_finished(db, current.version):
-        with stages.stage("schedule (resumed)"):
-            schedule_pages(db, objective=_objective(settings))
-        report.resumed = current.version
-    if current is not None and current.starts_at == start and not force and not dry_run:
-        report.status = "resumed" if report.resumed else "unchanged"
-        report.plan = current.version
-        report.message = (
-            f"plan {current.version} already covers the cycle starting "
-            f"{start:%Y-%m-%d %H:%M:%S} UTC"
-        )
+    if not dry_run and _finish_current(db, settings, report, stages, force=force):
         return
     reuse = reading if reading is not None and reading.fits(db, settings, when) else None
     with stages.stage("measure"):
         if reuse is not None:
             measured, discovery = reuse.measured, reuse.discovery
         else:
-            window = timedelta(days=settings.window_days)
-            period_seconds = settings.period_days * _DAY
-            bin_seconds = min(period_seconds, window.total_seconds()) / 4
-            measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
-            discovery = discovery_rates(
-                measured.old_crawls,
-                measured.new_crawls,
-                measured.discovered,
-                bin_seconds=bin_seconds,
-                period_seconds=period_seconds,
-            )
+            measured, discovery = _measure(db, settings, when)
         capacity = _capacity(settings, measured.fetches, measured.window_seconds)
     if not dry_run:
-        with stages.stage("estimate"):
-            # A heartbeat every chunk: a long estimate is alive, not killed.
-            estimate_from_store(
-                db,
-                scale=settings.scale,
-                policy=settings.last_modified,
-                progress=lambda _pages: stages.beat(),
-            )
-        with stages.stage("importance"):
-            # OPIC: the virtual page's cash to every page, and every page's importance
-            # (H + C) / (G + 1) stored for the page schedule.
-            spread_virtual_cash(db, crawl_virtual_gift)
+        _estimate(db, settings, stages)
     with stages.stage("aggregate"):
         try:
             if reuse is not None:
                 aggregates = reuse.aggregates
             else:
                 aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
-            report.reading = StoreReading(
-                db,
-                when,
-                settings.window_days,
-                settings.period_days,
-                measured,
-                discovery,
-                aggregates,
-            )
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
+        report.reading = StoreReading(
+            db, when, settings.window_days, settings.period_days, measured, discovery, aggregates
+        )
     measures = CrawlMeasures(
         new_pages=aggregates.new_pages,
         bucket_seconds=measured.bucket_seconds if settings.crawl_cost == "measured" else None,
@@ -462,3 +425,59 @@ def _run(
     with stages.stage("schedule"):
         schedule_pages(db, objective=_objective(settings))
     report.status = "published"
+
+
+def _finish_current(
+    db: Database, settings: NightlySettings, report: NightlyReport, stages: _Stages, *, force: bool
+) -> bool:
+    """Finish the plan in force's page schedule if a killed run left it half done; True when
+    that plan already covers this cycle (and ``force`` is off), so nothing is left to do."""
+    current, start = report.current, report.cycle_start
+    if current is None:
+        return False
+    if not page_schedule_finished(db, current.version):
+        with stages.stage("schedule (resumed)"):
+            schedule_pages(db, objective=_objective(settings))
+        report.resumed = current.version
+    if current.starts_at != start or force:
+        return False
+    report.status = "resumed" if report.resumed else "unchanged"
+    report.plan = current.version
+    report.message = (
+        f"plan {current.version} already covers the cycle starting {start:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    return True
+
+
+def _measure(
+    db: Database, settings: NightlySettings, when: datetime
+) -> tuple[CrawlMeasurements, DiscoveryRates]:
+    """The crawl's recent fetches over the window, and the discovery rates fitted to them."""
+    window = timedelta(days=settings.window_days)
+    period_seconds = settings.period_days * _DAY
+    bin_seconds = min(period_seconds, window.total_seconds()) / 4
+    measured = measure_crawl(db, until=when, window=window, bin_seconds=bin_seconds)
+    discovery = discovery_rates(
+        measured.old_crawls,
+        measured.new_crawls,
+        measured.discovered,
+        bin_seconds=bin_seconds,
+        period_seconds=period_seconds,
+    )
+    return measured, discovery
+
+
+def _estimate(db: Database, settings: NightlySettings, stages: _Stages) -> None:
+    """The estimate and importance stages: change rates and buckets, then OPIC importance."""
+    with stages.stage("estimate"):
+        # A heartbeat every chunk: a long estimate is alive, not killed.
+        estimate_from_store(
+            db,
+            scale=settings.scale,
+            policy=settings.last_modified,
+            progress=lambda _pages: stages.beat(),
+        )
+    with stages.stage("importance"):
+        # OPIC: the virtual page's cash to every page, and every page's importance
+        # (H + C) / (G + 1) stored for the page schedule.
+        spread_virtual_cash(db, crawl_virtual_gift)
