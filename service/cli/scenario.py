@@ -23,8 +23,10 @@ import typer
 from service.cli.support import err, fail, out, user_errors
 
 if TYPE_CHECKING:
+    from planner.cycle.plan_inputs import PlannedCycle
     from service.nightly import NightlyReport, NightlySettings
     from store import Database
+    from store.plans import PlanDetail, PlanSummary
 
 __all__ = ["scenario_app"]
 
@@ -136,7 +138,7 @@ def whatif(
     and exploration), with changed capacity, strategy or periods, and print what changes
     against the published plan; nothing is written."""
     from service.config import load_settings
-    from service.nightly import NightlySettings, run_nightly
+    from service.nightly import NightlySettings
     from store import open_database
     from store.plans import latest_plan, plan_detail
 
@@ -161,15 +163,37 @@ def whatif(
         out.print("no published plan to compare with", markup=False)
         return
     detail = plan_detail(db, published.version)
+    published_capacity, again = _replan_published(db, base, published, detail, at, report)
+    replanned = again.cycle if again.status == "dry-run" else None
+    out.print(
+        f"published plan v{published.version} (capacity {published_capacity:,.0f}/period, "
+        f"{published.strategy}, {published.periods} periods), planned again on today's "
+        f"store: {_outcome(again) if replanned is not None else again.message}",
+        markup=False,
+    )
+    _print_comparison(report, published, detail, replanned)
+
+
+def _replan_published(
+    db: Database,
+    base: NightlySettings,
+    published: PlanSummary,
+    detail: PlanDetail,
+    at: datetime,
+    report: NightlyReport,
+) -> tuple[float, NightlyReport]:
+    """The published plan's own parameters planned again on today's store (a dry run that
+    reuses the what-if's reading): the what-if's changes against it are the parameters'
+    alone, as the published quotas were planned on older estimates. Returns the published
+    plan's capacity (crawls per period) and the dry run's report."""
+    from service.nightly import run_nightly
+
     capacities = [c for c in detail.capacity.values() if c > 0]
     published_capacity = (
         sum(capacities) / len(capacities)
         if capacities
         else max((published.total_quota + published.total_new_pages) / published.periods, 1.0)
     )
-    # The published plan's own parameters planned again on today's store: the what-if's
-    # changes against it are the parameters' alone (the published quotas were planned on
-    # older estimates).
     again = run_nightly(
         db,
         replace(
@@ -182,14 +206,19 @@ def whatif(
         now=at,
         reading=report.reading,  # the same store at the same time: read once
     )
-    replanned = again.cycle if again.status == "dry-run" else None
-    out.print(
-        f"published plan v{published.version} (capacity {published_capacity:,.0f}/period, "
-        f"{published.strategy}, {published.periods} periods), planned again on today's "
-        f"store: {_outcome(again) if replanned is not None else again.message}",
-        markup=False,
-    )
-    assert report.cycle is not None
+    return published_capacity, again
+
+
+def _print_comparison(
+    report: NightlyReport,
+    published: PlanSummary,
+    detail: PlanDetail,
+    replanned: PlannedCycle | None,
+) -> None:
+    """Crawls per cycle and bucket: published, re-planned, what-if, and the change."""
+    assert report.cycle is not None and report.inputs is not None
+    assert report.inputs.instance is not None
+    instance = report.inputs.instance
     was = _per_bucket(detail.quotas.items())
     now = _per_bucket(((t, b), n) for t, q in enumerate(report.cycle.quotas) for b, n in q.items())
     redo = (
