@@ -56,7 +56,7 @@ from scenarios.ground_truth import score_change_detection, smallest_gaps
 from scenarios.server_process import ServerProcess, context, end_process
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest
-from service.config import load_settings
+from service.config import Settings, load_settings
 from service.crawl_progress import progress_line
 from service.nightly import NightlyReport, NightlySettings, cycle_start, run_nightly
 from service.pipeline import release_period
@@ -397,35 +397,10 @@ def run_demo(
     n_pages = demo.hosts * demo.pages
     budget = demo.budget
     revisit = n_pages * demo.period / budget  # seconds: the same crawls per second
-    settings = load_settings(
-        {
-            "crawl.min_delay": _MIN_DELAY,
-            "crawl.workers": demo.workers,
-            "lease.revisit_after_days": revisit / _DAY,
-            # The web's days are seconds: a Last-Modified a minute before the fetch is no
-            # sign of a server stamping the response time here (HTTP dates have whole
-            # seconds, the web's clock is the crawler's).
-            "estimate.clock_tolerance": 1.0,
-        },
-        environ={},
-    )
+    settings, nightly = _settings(demo, revisit)
     crawl = crawl_settings or settings.crawl_settings(allow_private=True)
     config = _web_config(demo)
     cycle_seconds = demo.period * demo.periods
-    nightly = NightlySettings(
-        period_days=demo.period / _DAY,
-        periods=demo.periods,
-        strategy=1,
-        capacity=float(budget),
-        window_days=cycle_seconds / _DAY,
-        # The web changes in seconds, not days: buckets from one change a day to 1e6 a day.
-        scale=BucketScale(1.0, 1e6),
-        last_modified=settings.last_modified_policy,
-        # The same budget as the uniform crawl, in crawls: the crawler is not short of time
-        # here, and measured fetch times (milliseconds, mostly the machine's load) would let
-        # the plan buy more crawls by favouring buckets that happened to fetch fast.
-        crawl_cost="equal",
-    )
     report = DemoReport(
         min_delay=crawl.politeness.min_delay, pages=n_pages, budget=budget, periods=demo.periods
     )
@@ -434,21 +409,8 @@ def run_demo(
         f"127.0.0.1 (one port per host), change rates {demo.rate_low:g}-{demo.rate_high:g} "
         "per second; starting its two servers and the two crawls, each in a process of its own"
     )
-    sides: list[_Side] = []
     method = _start_method()
-    # One server per crawl, both serving the same web (same pages, same change times): each
-    # crawl's politeness and change detection are checked on its own server's log.
-    for name in _NAMES:
-        path = directory / f"{name}.db"
-        sides.append(
-            _Side(
-                name,
-                _store(path),
-                f"sqlite:///{path}",
-                ServerProcess(config, seed=demo.seed, start_method=method),
-                nightly if name == "crawlplan" else replace(nightly, optimize=False),
-            )
-        )
+    sides = [_side(name, directory, config, demo.seed, nightly, method) for name in _NAMES]
     policy = settings.lease_policy
     with _children(sides):
         for side in sides:
@@ -459,9 +421,7 @@ def run_demo(
         truth = _Truth(web)
         for side in sides:
             side.server.wait_ready()
-            urls = [side.server.origins[int(web.host_of[p])] + web.path(p) for p in range(n_pages)]
-            side.by_url = {normalize_url(u): p for p, u in enumerate(urls)}
-            add_pages(side.db, [(u, origin_of(u)) for u in side.by_url])
+            _seed(side, web)
         say(
             f"both stores seeded with the web's {n_pages:,} URLs (a sitemap); budget: "
             f"{budget:,} crawls per {demo.period:g} s period for each crawl "
@@ -503,6 +463,67 @@ def run_demo(
     report.elapsed = time.monotonic() - began
     _write(report, directory, cycle_seconds, say)
     return report
+
+
+def _side(
+    name: str,
+    directory: Path,
+    config: WebConfig,
+    seed: int,
+    nightly: NightlySettings,
+    method: str,
+) -> _Side:
+    """One side of the comparison: its store, and a server of its own. Both servers serve the
+    same web (same pages, same change times), so each crawl's politeness and change detection
+    are checked on its own server's log. The uniform side plans with optimize off."""
+    path = directory / f"{name}.db"
+    return _Side(
+        name,
+        _store(path),
+        f"sqlite:///{path}",
+        ServerProcess(config, seed=seed, start_method=method),
+        nightly if name == "crawlplan" else replace(nightly, optimize=False),
+    )
+
+
+def _seed(side: _Side, web: SyntheticWeb) -> None:
+    """Seed the side's store with every URL of the web, as a sitemap would (its server is up)."""
+    urls = [side.server.origins[int(web.host_of[p])] + web.path(p) for p in range(web.n_pages)]
+    side.by_url = {normalize_url(u): p for p, u in enumerate(urls)}
+    add_pages(side.db, [(u, origin_of(u)) for u in side.by_url])
+
+
+def _settings(demo: DemoSettings, revisit: float) -> tuple[Settings, NightlySettings]:
+    """The crawl's settings (``revisit``: seconds between a page's crawls under the uniform
+    plan) and the nightly settings of the crawlplan side (the uniform side turns optimize off)."""
+    settings = load_settings(
+        {
+            "crawl.min_delay": _MIN_DELAY,
+            "crawl.workers": demo.workers,
+            "lease.revisit_after_days": revisit / _DAY,
+            # The web's days are seconds: a Last-Modified a minute before the fetch is no
+            # sign of a server stamping the response time here (HTTP dates have whole
+            # seconds, the web's clock is the crawler's).
+            "estimate.clock_tolerance": 1.0,
+        },
+        environ={},
+    )
+    cycle_seconds = demo.period * demo.periods
+    nightly = NightlySettings(
+        period_days=demo.period / _DAY,
+        periods=demo.periods,
+        strategy=1,
+        capacity=float(demo.budget),
+        window_days=cycle_seconds / _DAY,
+        # The web changes in seconds, not days: buckets from one change a day to 1e6 a day.
+        scale=BucketScale(1.0, 1e6),
+        last_modified=settings.last_modified_policy,
+        # The same budget as the uniform crawl, in crawls: the crawler is not short of time
+        # here, and measured fetch times (milliseconds, mostly the machine's load) would let
+        # the plan buy more crawls by favouring buckets that happened to fetch fast.
+        crawl_cost="equal",
+    )
+    return settings, nightly
 
 
 def _cycles(
