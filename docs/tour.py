@@ -204,12 +204,14 @@ def clean_environment(scratch: Path) -> dict[str, str]:
     """The environment of every step: no CRAWLPLAN_* setting, this venv's bin first on PATH.
 
     ``PYTHONUNBUFFERED`` keeps stdout and stderr in the order a terminal would show them
-    (both go to one pipe); ``NO_COLOR`` and ``TERM=dumb`` keep escape codes out.
+    (both go to one pipe); ``NO_COLOR`` and ``TERM=dumb`` keep escape codes out; ``NO_PROXY``
+    keeps a configured HTTP proxy out of the way to loopback (curl and requests obey it).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLPLAN_")}
     bin_dir = Path(sys.executable).parent
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update(PYTHONUNBUFFERED="1", NO_COLOR="1", TERM="dumb", COLUMNS="100", HOME=str(scratch))
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     return env
 
 
