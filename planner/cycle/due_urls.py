@@ -303,80 +303,100 @@ def select_due_pages(
         raise ValueError("quotas must be >= 0")
     t0 = now
     last = max(end - _MARGIN, t0)
-
-    # Hosts: map ids to 0..h-1 (unknown hosts get the largest given delay, or none).
-    host_order = np.argsort(host_ids, kind="stable")
-    sorted_hosts = host_ids[host_order]
-
-    def host_index(ids: IntArray) -> IntArray:
-        pos = np.searchsorted(sorted_hosts, ids)
-        pos = np.minimum(pos, max(len(sorted_hosts) - 1, 0))
-        if len(ids) and (len(sorted_hosts) == 0 or np.any(sorted_hosts[pos] != ids)):
-            raise ValueError("every candidate's host must be in host_ids")
-        return host_order[pos] if len(ids) else np.zeros(0, dtype=np.int64)
-
+    hosts = _HostIndex(host_ids)
     room = host_capacity(host_delay, end - t0)
 
-    # Re-crawls: keep quota buckets, most overdue first (ties: importance desc, page id).
     quota_buckets = np.array(sorted(b for b, q in quotas.items() if q > 0), dtype=np.int64)
     quota_of = np.array([quotas[int(b)] for b in quota_buckets], dtype=np.int64)
-    gpos = np.searchsorted(quota_buckets, bucket)
-    gpos = np.minimum(gpos, max(len(quota_buckets) - 1, 0))
-    keep = (quota_buckets[gpos] == bucket) if len(quota_buckets) else np.zeros(n, dtype=bool)
-    if not pull_forward:
-        keep &= scheduled_at < end  # not due this period
-    imp = np.zeros(n) if importance is None else np.nan_to_num(np.asarray(importance, float), nan=0)
-    order = np.lexsort((page_id, -imp, scheduled_at))
-    order = order[keep[order]]
+    order, gpos = _recrawl_order(
+        page_id, bucket, scheduled_at, importance, quota_buckets, None if pull_forward else end
+    )
     cand_group = gpos[order]
-    cand_host = host_index(host_id[order])
+    cand_host = hosts.positions(host_id[order])
     taken, skipped = _greedy(cand_group, cand_host, quota_of, room)
     chosen_idx = order[taken]
-    refresh_ids = page_id[chosen_idx]
-    refresh_hosts = cand_host[taken]
-    refresh_buckets = bucket[chosen_idx]
     sched = scheduled_at[chosen_idx]
-    # Release: at the scheduled time inside the window, overdue ones spread in order.
+    # Release: at the scheduled time inside the window; overdue pages, then pages pulled
+    # forward from after the period, spread over the window in order.
     refresh_release = np.minimum(sched, last)
-    # overdue pages, then pages pulled forward from after the period, spread over the window
     spread = (sched < t0) | (sched >= end)
     refresh_release[spread] = _spread(int(spread.sum()), t0, last)
     counts = np.bincount(cand_group[taken], minlength=len(quota_of))
 
     # New pages: highest cash first, with the capacity left.
-    nh = host_index(new_host_id)
+    nh = hosts.positions(new_host_id)
     new_quota_arr = np.array([new_quota], dtype=np.int64)
     new_taken, new_skipped = _greedy(np.zeros(len(new_page_id), np.int64), nh, new_quota_arr, room)
     new_ids = new_page_id[new_taken]
-    new_release = _spread(len(new_ids), t0, last)
 
-    ids = np.concatenate([refresh_ids, new_ids])
-    hosts = np.concatenate([refresh_hosts, nh[new_taken]])
-    release = np.concatenate([refresh_release, new_release])
-    buckets = np.concatenate([refresh_buckets, np.full(len(new_ids), NEW_PAGES, np.int64)])
-    release = _space_per_host(release, hosts, host_delay, t0, last)
-
-    shortfalls = [
-        Shortfall(
-            int(b),
-            int(q),
-            int(c),
-            HOST_CAPACITY if s > 0 else NOT_ENOUGH_DUE,
-            int(s),
-        )
-        for b, q, c, s in zip(quota_buckets, quota_of, counts, skipped, strict=True)
-        if c < q
-    ]
+    release = _space_per_host(
+        np.concatenate([refresh_release, _spread(len(new_ids), t0, last)]),
+        np.concatenate([cand_host[taken], nh[new_taken]]),
+        host_delay,
+        t0,
+        last,
+    )
+    shortfalls = _shortfalls(quota_buckets, quota_of, counts, skipped)
     if len(new_ids) < new_quota:
-        s = int(new_skipped[0])
-        reason = HOST_CAPACITY if s > 0 else NOT_ENOUGH_DUE
-        shortfalls.append(Shortfall(NEW_PAGES, new_quota, len(new_ids), reason, s))
-    chosen = {int(b): int(c) for b, c in zip(quota_buckets, counts, strict=True)}
+        shortfalls += _shortfalls(
+            np.array([NEW_PAGES]), new_quota_arr, np.array([len(new_ids)]), new_skipped
+        )
     return Selection(
-        page_id=ids,
+        page_id=np.concatenate([page_id[chosen_idx], new_ids]),
         release_at=release,
-        bucket=buckets,
-        chosen=chosen,
+        bucket=np.concatenate([bucket[chosen_idx], np.full(len(new_ids), NEW_PAGES, np.int64)]),
+        chosen={int(b): int(c) for b, c in zip(quota_buckets, counts, strict=True)},
         new_chosen=len(new_ids),
         shortfalls=tuple(shortfalls),
     )
+
+
+def _recrawl_order(
+    page_id: IntArray,
+    bucket: IntArray,
+    scheduled_at: FloatArray,
+    importance: FloatArray | None,
+    quota_buckets: IntArray,
+    due_before: float | None,
+) -> tuple[IntArray, IntArray]:
+    """The re-crawl candidates in the order they are taken: pages of the quota buckets (due
+    before ``due_before`` unless None), most overdue first (ties: importance desc, page id).
+    Returns their indices (m,) and every page's position in ``quota_buckets`` (n,)."""
+    n = len(page_id)
+    gpos = np.searchsorted(quota_buckets, bucket)
+    gpos = np.minimum(gpos, max(len(quota_buckets) - 1, 0))
+    keep = (quota_buckets[gpos] == bucket) if len(quota_buckets) else np.zeros(n, dtype=bool)
+    if due_before is not None:
+        keep &= scheduled_at < due_before
+    imp = np.zeros(n) if importance is None else np.nan_to_num(np.asarray(importance, float), nan=0)
+    order = np.lexsort((page_id, -imp, scheduled_at))
+    return order[keep[order]], gpos
+
+
+class _HostIndex:
+    """Host ids mapped to positions 0..h-1 in the order ``host_ids`` gives them."""
+
+    def __init__(self, host_ids: IntArray) -> None:
+        self._order = np.argsort(host_ids, kind="stable")
+        self._sorted = host_ids[self._order]
+
+    def positions(self, ids: IntArray) -> IntArray:
+        """Each id's position in ``host_ids``; every id must be there."""
+        if len(ids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self._sorted, ids), max(len(self._sorted) - 1, 0))
+        if len(self._sorted) == 0 or np.any(self._sorted[pos] != ids):
+            raise ValueError("every candidate's host must be in host_ids")
+        return self._order[pos]
+
+
+def _shortfalls(
+    buckets: IntArray, quota: IntArray, chosen: IntArray, host_skipped: IntArray
+) -> list[Shortfall]:
+    """A :class:`Shortfall` for each bucket that got fewer pages than its quota: named for
+    host capacity when a full host turned pages away, else for too few pages due."""
+    return [
+        Shortfall(int(b), int(q), int(c), HOST_CAPACITY if s > 0 else NOT_ENOUGH_DUE, int(s))
+        for b, q, c, s in zip(buckets, quota, chosen, host_skipped, strict=True)
+        if c < q
+    ]
