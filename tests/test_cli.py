@@ -215,3 +215,14 @@ def test_solve_writes_integer_quotas_and_names_bad_keys(tmp_path: Path) -> None:
     del instance["b0"]
     (tmp_path / "bad.json").write_text(json.dumps(instance))
     assert_one_line_error(run("solve", "bad.json", cwd=tmp_path), "b0")
+
+
+def test_counted_says_one_in_the_singular() -> None:
+    from service.cli.support import counted
+
+    assert counted(1, "page") == "1 page"
+    assert counted(0, "page") == "0 pages"
+    assert counted(12_345, "notification") == "12,345 notifications"
+    assert counted(1.0, "day") == "1 day"
+    assert counted(0.5, "day") == "0.5 days"
+    assert counted(2, "policy", "policies") == "2 policies"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from service.cli.options import ConfigOption, DbOption
-from service.cli.support import err, fail, open_checked, out, settings_from, user_errors
+from service.cli.support import counted, err, fail, open_checked, out, settings_from, user_errors
 
 if TYPE_CHECKING:
     from store.notifications import Notification
@@ -62,8 +62,9 @@ def notify(
     database = open_checked(settings_from(db, config))
     done = record_notifications(database, items)
     out.print(
-        f"recorded {done.recorded:,} notifications ({done.added:,} pages new to the store); "
-        f"{done.queued:,} pages queued for a crawl"
+        f"recorded {counted(done.recorded, 'notification')} "
+        f"({counted(done.added, 'page')} new to the store); "
+        f"{counted(done.queued, 'page')} queued for a crawl"
     )
     for line in bad[:10]:
         err.print(f"  rejected {line}", markup=False)

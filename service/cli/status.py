@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from service.cli.options import ConfigOption, DbOption
-from service.cli.support import open_checked, out, settings_from, user_errors
+from service.cli.support import counted, open_checked, out, settings_from, user_errors
 
 if TYPE_CHECKING:
     from store.status import StoreStatus
@@ -37,7 +37,7 @@ def status(
         f"pages    {st.pages:,} on {st.hosts:,} hosts; {st.due_now:,} due now, "
         f"{st.leased_now:,} leased in {st.active_leases:,} active leases"
     )
-    out.print(f"fetches  {st.observations:,} observations recorded")
+    out.print(f"seen     {counted(st.observations, 'observation')} (fetches and notifications)")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -46,7 +46,7 @@ def status(
         p = st.plan
         out.print(
             f"plan     version {p.version}, published {p.published_at:%Y-%m-%d %H:%M}Z, "
-            f"{p.strategy}, {p.periods} periods of {p.period_days:g} days, "
+            f"{p.strategy}, {counted(p.periods, 'period')} of {counted(p.period_days, 'day')}, "
             f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
         )
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from service.config import Settings
     from store.database import Database
 
-__all__ = ["err", "fail", "open_checked", "out", "settings_from", "user_errors"]
+__all__ = ["counted", "err", "fail", "open_checked", "out", "settings_from", "user_errors"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -34,6 +34,12 @@ R = TypeVar("R")
 #: Results go to stdout; progress, warnings and errors to stderr.
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def counted(count: float, noun: str, plural: str | None = None) -> str:
+    """``count`` and its noun, singular for exactly 1: ``1 page``, ``2 pages``, ``1.5 days``."""
+    shown = f"{count:,}" if isinstance(count, int) else f"{count:g}"
+    return f"{shown} {noun if count == 1 else plural or noun + 's'}"
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
