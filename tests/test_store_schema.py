@@ -26,6 +26,19 @@ def test_migrations_create_exactly_the_models_schema(db: Database) -> None:
     assert diff == [], f"migrations and models differ: {diff}"
 
 
+def test_head_revision_is_alembics_and_the_database_agrees(db: Database) -> None:
+    """The head read from the migrations' numbered names is Alembic's own head, and
+    current_revision (plain SQL) reads what Alembic's MigrationContext reads."""
+    from alembic.script import ScriptDirectory
+
+    from store.schema import _config, current_revision
+
+    assert head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
+    with db.read() as conn:
+        assert current_revision(db) == MigrationContext.configure(conn).get_current_revision()
+    assert current_revision(db) == head_revision()
+
+
 def test_init_is_idempotent(db: Database) -> None:
     assert upgrade_schema(db) == (head_revision(), head_revision())
     check_schema(db)
