@@ -9,6 +9,7 @@ failure: the suite must really run on both backends there.
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -74,6 +75,14 @@ def fresh_pg_database() -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture(autouse=True)
+def _collector_unfrozen() -> Iterator[None]:
+    """Long-running commands freeze what they set up (``freeze_start_up``); run in this test
+    process by CliRunner, the freeze is handed back after the test."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from service.cli.options import ConfigOption, DbOption
-from service.cli.support import err, fail, open_checked, out, settings_from, user_errors
+from service.cli.support import (
+    counted,
+    err,
+    fail,
+    freeze_start_up,
+    open_checked,
+    out,
+    settings_from,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -49,6 +58,8 @@ def nightly(
     """
     from service.nightly import NightlySettings, run_nightly
     from store.errors import NightlyRunBusyError
+
+    freeze_start_up()
 
     settings = settings_from(db, config)
     nightly_settings = NightlySettings.from_config(settings)
@@ -94,9 +105,9 @@ def _print_cycle(report: NightlyReport, settings: NightlySettings) -> None:
     d = inputs.discovery
     out.print(
         f"cycle from {report.cycle_start:%Y-%m-%d %H:%M:%S} UTC: "
-        f"{_count(settings.periods, 'period')} of "
-        f"{_count(settings.period_days, 'day')}, "
-        f"{_count(len(inputs.bucket_ids), 'bucket')} with pages, "
+        f"{counted(settings.periods, 'period')} of "
+        f"{counted(settings.period_days, 'day')}, "
+        f"{counted(len(inputs.bucket_ids), 'bucket')} with pages, "
         f"{inputs.new_pages:,} new pages; capacity {inputs.capacity_crawls:,.0f} crawls per "
         f"period at {inputs.seconds_per_fetch:.3f} s each; discovery per crawl: old "
         f"{d.oldnwt:.3g}, new {d.newnwt:.3g}, outside {d.nconst:.3g} per period ({d.method})",
@@ -110,11 +121,6 @@ def _print_cycle(report: NightlyReport, settings: NightlySettings) -> None:
         )
     else:
         out.print(f"solver: not needed ({solver.get('note', solver.get('status'))})", markup=False)
-
-
-def _count(value: float, noun: str) -> str:
-    """``3 periods``, ``1 day``, ``0.5 days``."""
-    return f"{value:g} {noun}" + ("" if value == 1 else "s")
 
 
 def _cycle_table(report: NightlyReport, periods: int) -> Table:

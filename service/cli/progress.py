@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from service.cli.support import err
+from service.cli.support import err, freeze_start_up
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -86,6 +86,8 @@ def crawl_with_progress(
     from crawler.worker import run_crawl
     from service.pipeline import release_period
     from store import LeaseQueue
+
+    freeze_start_up()
 
     policy = settings.lease_policy
     min_delay = float(settings.values["crawl.min_delay"])

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from service.cli.options import ConfigOption, DbOption
-from service.cli.support import err, fail, open_checked, settings_from, user_errors
+from service.cli.support import err, fail, freeze_start_up, open_checked, settings_from, user_errors
 
 __all__ = ["serve"]
 
@@ -76,5 +76,6 @@ def serve(
         )
     )
     err.print(f"worker API on http://{listen}:{listen_port} (OpenAPI at /docs)", markup=False)
+    freeze_start_up()
     with sock:
         server.run(sockets=[sock])

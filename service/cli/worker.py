@@ -19,7 +19,7 @@ from service.cli.options import (
     WorkersOption,
 )
 from service.cli.progress import with_progress
-from service.cli.support import fail, out, user_errors
+from service.cli.support import fail, freeze_start_up, out, user_errors
 
 if TYPE_CHECKING:
     from crawler.remote import RemoteWorkQueue
@@ -87,5 +87,6 @@ def worker(
             name_prefix=name,
         )
 
+    freeze_start_up()
     stats = with_progress(run)
     out.print(progress_line(stats).replace(", hosts active 0", ""))
