@@ -168,7 +168,8 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
         # Hosts whose work this took away are ready later, or never. A transaction of its own,
         # which locks hosts before it reads pages (a lease's order; early values in between
         # are only stale, see store.host_ready).
-        db.run_write(lambda conn: refresh_ready_everywhere(conn, db.dialect, only_set=True))
+        ready = db.backend.host_ready
+        db.run_write(lambda conn: refresh_ready_everywhere(conn, ready, only_set=True))
     return withdrawn
 
 

@@ -269,8 +269,8 @@ class _Statements:
     """
 
     def __init__(self, db: Database, insert_observation: Insert) -> None:
-        dialect = db.dialect
         sql = db.backend.leases
+        ready = db.backend.host_ready
         h, p, o, le = HOSTS, PAGES, OBSERVATIONS, LEASES
         r = RELEASED_PAGES
         # Hosts in the order their work became ready, through ix_hosts_ready: the scan
@@ -373,16 +373,16 @@ class _Statements:
         }
         # What the host has left, from its new politeness state (SET expressions read the
         # row as it was); or, when a writer holds the host, the bound politeness gives.
-        left = due_once(dialect, bindparam("host"))
+        left = due_once(ready, bindparam("host"))
         self.release_host = give_back.where(h.c.id == left.c.host).values(
             ready_at=ready_from(
-                dialect, left.c.due, next_fetch_at, fields["backoff_until"], leased_until
+                ready, left.c.due, next_fetch_at, fields["backoff_until"], leased_until
             ),
             **values,
         )
         self.release_host_bound = give_back.values(
             ready_at=ready_from(
-                dialect, next_fetch_at, next_fetch_at, fields["backoff_until"], leased_until
+                ready, next_fetch_at, next_fetch_at, fields["backoff_until"], leased_until
             ),
             **values,
         )
@@ -469,11 +469,11 @@ class LeaseQueue:
             with_work = {row[_HOST] for row in rows}
             stale = [h.id for h in hosts if h.id not in with_work]
             if stale:  # their ready_at had passed, their work had gone: set it right
-                refresh_ready(conn, self.db.dialect, stale)
+                refresh_ready(conn, self.db.backend.host_ready, stale)
             if batch.by_host:
                 break
             # Nothing but stale hosts: set right the next hosts in ready order too.
-            refresh_first_ready(conn, self.db.dialect, now, _STALE_REPAIR)
+            refresh_first_ready(conn, self.db.backend.host_ready, now, _STALE_REPAIR)
         else:
             return []
         by_host = batch.by_host
@@ -558,7 +558,7 @@ class LeaseQueue:
             lease = self._lease_row(conn, lease_id)
             # The lease's host first (held against recomputation, store.host_ready), then
             # the hosts of new pages, then pages: a lease's order, host before pages.
-            hold_hosts(conn, self.db.dialect, [lease.host_id])
+            hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
             lowered: list[tuple[list[int], datetime]] = []
             added = self._add_discovered(conn, discovered, when, lowered)
             outcome = self._report(
@@ -633,7 +633,7 @@ class LeaseQueue:
         held = lease.id if gives_back else None
         lock_pages(conn, dialect, set(ids).union(targets), lease_id=held)
         for new_hosts, new_due in lowered:
-            lower_ready_to(conn, dialect, new_hosts, new_due, held=True)
+            lower_ready_to(conn, self.db.backend.host_ready, new_hosts, new_due, held=True)
         if not ids:
             return ReportOutcome(0, len(results), 0)
         pages = {row.id: row for row in conn.execute(q.pages_reported, {"ids": ids}).all()}
@@ -691,7 +691,7 @@ class LeaseQueue:
         due = min((d for d in dues if isinstance(d, datetime)), default=None)
         if due is not None:  # the host's next work may come earlier (once this lease ends)
             # (report and finish hold the lease's host from their start)
-            lower_ready(conn, self.db.dialect, {int(lease.host_id): due}, held=True)
+            lower_ready(conn, self.db.backend.host_ready, {int(lease.host_id): due}, held=True)
         if cash_split is not None:
             read = [(pid, unique[pid].outlinks) for pid in fresh if unique[pid].status in _READ]
             # the givers' cash as read above (rows locked on PostgreSQL, the write lock held
@@ -786,7 +786,7 @@ class LeaseQueue:
             # Its host held, then its pages in id order, as every writer of pages locks them
             # (holding pages while waiting for a host a new lease took would close a cycle
             # with that lease, which locks the pages next).
-            hold_hosts(conn, self.db.dialect, [lease.host_id])
+            hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
             lock_pages(conn, self.db.dialect, (), lease_id=lease_id)
             for stmt in (q.extend_lease, q.extend_host, q.extend_pages):
                 conn.execute(stmt, params)
@@ -807,7 +807,7 @@ class LeaseQueue:
         def work(conn: Connection) -> int:
             lease = self._lease_row(conn, lease_id)
             # The host held first, as a report and a finish hold it (see _release).
-            hold_hosts(conn, self.db.dialect, [lease.host_id])
+            hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
             return self._release(conn, lease, host, when)
 
         return self.db.run_write(work)
@@ -840,7 +840,7 @@ class LeaseQueue:
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
         if not pages_locked:
             lock_pages(conn, self.db.dialect, (), lease_id=lease.id)
-        exact = bool(take_hosts(conn, self.db.dialect, [lease.host_id]))
+        exact = bool(take_hosts(conn, self.db.backend.host_ready, [lease.host_id]))
         conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})
         conn.execute(q.close_lease, {"lease": lease.id, "at": now})

@@ -200,7 +200,7 @@ def _add_chunk(
             deferred.append((hosts, due_at))
         else:
             # Inserted pages hold their hosts (the foreign key's check): no lock of our own.
-            lower_ready_to(conn, db.dialect, hosts, due_at, held=True)
+            lower_ready_to(conn, db.backend.host_ready, hosts, due_at, held=True)
     return added, len(chunk) - added, hosts_added
 
 

@@ -298,11 +298,11 @@ def queue_release(
         carried = int(conn.execute(queued).scalar_one())
         count, owners = sql.queue(conn, chosen, withdraw)
         if count:
-            lower_ready_from_queue(conn, db.dialect, plan_id, period)
+            lower_ready_from_queue(conn, db.backend.host_ready, plan_id, period)
         # Hosts whose due times were withdrawn may have nothing due now: set right here, not
         # left to the leases that would meet them (the first release under a plan withdraws
         # the backlog of every host, and leases repair a few thousand hosts per call).
-        refresh_ready(conn, db.dialect, owners)
+        refresh_ready(conn, db.backend.host_ready, owners)
         conn.execute(
             update(PERIOD_RELEASES)
             .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)

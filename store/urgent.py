@@ -69,7 +69,7 @@ def request_urgent(
             found = conn.execute(select(p.id, p.host_id).where(p.url.in_(chunk))).all()
             ids = [i for i, _ in found]
             # Hosts held before pages (a lease's order; store.host_ready).
-            hold_hosts(conn, db.dialect, [h for _, h in found])
+            hold_hosts(conn, db.backend.host_ready, [h for _, h in found])
             lock_pages(conn, db.dialect, ids)  # in id order, as a report does
             free = or_(p.leased_until.is_(None), p.leased_until < when)
             waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
@@ -84,7 +84,9 @@ def request_urgent(
                 .all()
             )
             moved = [i for i, _ in joined]
-            lower_ready_to(conn, db.dialect, [h for _, h in joined], URGENT_DUE, held=True)
+            lower_ready_to(
+                conn, db.backend.host_ready, [h for _, h in joined], URGENT_DUE, held=True
+            )
             if moved:  # only pages that joined the lane now: these crawls are extra work
                 conn.execute(
                     URGENT_REQUESTS.insert(),

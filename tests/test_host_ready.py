@@ -224,7 +224,8 @@ def test_stale_hosts_are_set_right_and_never_block_a_lease(db: Database) -> None
     stored = _stored(db)
     assert [stored[h] for h in stored if h != lease.host_id] == [None] * 50
     with db.write() as conn:
-        assert refresh_ready_everywhere(conn, db.dialect) == 0  # nothing left to set right
+        # nothing left to set right
+        assert refresh_ready_everywhere(conn, db.backend.host_ready) == 0
 
 
 def test_recompute_ready_after_due_times_written_by_hand(db: Database) -> None:
@@ -377,7 +378,7 @@ def test_an_urgent_page_and_a_lease_at_once_lose_no_work(pg_url: str) -> None:
                 .scalars()
                 .all()
             )
-            lower_ready_to(other, db.dialect, moved, URGENT_DUE)
+            lower_ready_to(other, db.backend.host_ready, moved, URGENT_DUE)
             leasing, leased = _in_thread(lambda: queue.lease("w", now=now))
             leasing.join(10)
             assert leased == [[]]  # the host is locked: skipped, not set right

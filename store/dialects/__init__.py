@@ -12,6 +12,8 @@ period releases        :class:`~store.dialects.base.ReleaseSql`  ``sqlite_releas
                                                                  ``postgresql_releases``
 the lease queue        :class:`~store.dialects.base.LeaseSql`    ``sqlite_leases``,
                                                                  ``postgresql_leases``
+hosts' ``ready_at``    :class:`~store.dialects.base.HostReadySql`  ``sqlite_host_ready``,
+                                                                 ``postgresql_host_ready``
 =====================  =======================================  ==============================
 
 A :class:`~store.database.Database` picks its :class:`~store.dialects.base.Backend` once,
@@ -23,21 +25,44 @@ Imports: the standard library, ``sqlalchemy``, the store's own modules.
 
 from __future__ import annotations
 
-from store.dialects.base import Backend, ChosenPages, LeaseBatch, LeaseSql, ReleaseSql
+from store.dialects.base import (
+    Backend,
+    ChosenPages,
+    HostReadySql,
+    LeaseBatch,
+    LeaseSql,
+    ReleaseSql,
+)
 
-__all__ = ["Backend", "ChosenPages", "LeaseBatch", "LeaseSql", "ReleaseSql", "backend_for"]
+__all__ = [
+    "Backend",
+    "ChosenPages",
+    "HostReadySql",
+    "LeaseBatch",
+    "LeaseSql",
+    "ReleaseSql",
+    "backend_for",
+]
 
 
 def backend_for(dialect: str) -> Backend:
     """The SQL of the engine named ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
     if dialect == "postgresql":
+        from store.dialects.postgresql_host_ready import PostgresqlHostReady
         from store.dialects.postgresql_leases import PostgresqlLeases
         from store.dialects.postgresql_releases import PostgresqlReleases
 
-        return Backend(releases=PostgresqlReleases(), leases=PostgresqlLeases())
+        return Backend(
+            releases=PostgresqlReleases(),
+            leases=PostgresqlLeases(),
+            host_ready=PostgresqlHostReady(),
+        )
     if dialect == "sqlite":
+        from store.dialects.sqlite_host_ready import SqliteHostReady
         from store.dialects.sqlite_leases import SqliteLeases
         from store.dialects.sqlite_releases import SqliteReleases
 
-        return Backend(releases=SqliteReleases(), leases=SqliteLeases())
+        return Backend(
+            releases=SqliteReleases(), leases=SqliteLeases(), host_ready=SqliteHostReady()
+        )
     raise ValueError(f"no store backend for the {dialect!r} dialect")

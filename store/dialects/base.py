@@ -1,9 +1,10 @@
 """The interfaces each engine's SQL implements, and the values that cross them.
 
 :class:`ReleaseSql` reads a period's candidates and writes its release queue;
-:class:`LeaseSql` reads a lease batch's due pages and marks them leased. Their callers
-(:mod:`store.releases`, :mod:`store.leases`) own the transaction: every method runs in the
-connection it is given and commits nothing.
+:class:`LeaseSql` reads a lease batch's due pages and marks them leased;
+:class:`HostReadySql` spells the expressions and row locks of ``hosts.ready_at``. Their
+callers (:mod:`store.releases`, :mod:`store.leases`, :mod:`store.host_ready`) own the
+transaction: every method runs in the connection it is given and commits nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from datetime import datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select
 
 if TYPE_CHECKING:
     from store.leases import LeasedPage
 
-__all__ = ["Backend", "ChosenPages", "LeaseBatch", "LeaseSql", "ReleaseSql", "whole_micros"]
+__all__ = [
+    "Backend",
+    "ChosenPages",
+    "HostReadySql",
+    "LeaseBatch",
+    "LeaseSql",
+    "ReleaseSql",
+    "whole_micros",
+]
 
 
 @dataclass(frozen=True)
@@ -119,12 +128,56 @@ class LeaseSql(Protocol):
         ...
 
 
+class HostReadySql(Protocol):
+    """One engine's part of keeping ``hosts.ready_at`` (:mod:`store.host_ready`): the
+    expressions the engines spell differently, and the row locks that keep a recomputation
+    from undoing a writer's lowering (the module docstring of :mod:`store.host_ready`).
+
+    Implementations hold no state: :mod:`store.host_ready` builds its statements once per
+    implementation class.
+    """
+
+    def greatest(self, *values: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The largest of ``values`` (none NULL)."""
+        ...
+
+    def least(self, a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The smaller of ``a`` and ``b`` ignoring a NULL one; NULL when both are."""
+        ...
+
+    def host_ids(self) -> FromClause:
+        """A one-column table (column ``id``) of the host ids in the list parameter ``ids``
+        (up to :data:`store.host_ready.CHUNK` of them)."""
+        ...
+
+    def skip_held(self, hosts: Select[Any]) -> Select[Any]:
+        """The query of hosts ``hosts`` (rows of ``hosts``), taking the hosts for
+        recomputation: those a writer holds are left out (and keep their value)."""
+        ...
+
+    def hold(self, conn: Connection, host_ids: list[int]) -> None:
+        """Hold hosts ``host_ids`` (distinct, in id order) against recomputation until the
+        transaction ends: before their ``ready_at`` is lowered or their pages made due."""
+        ...
+
+    def hold_queued(self, conn: Connection, plan_id: int, period: int) -> None:
+        """Hold the hosts of the pages period ``period`` of plan ``plan_id`` queued, as
+        :meth:`hold` does."""
+        ...
+
+    def take(self, conn: Connection, host_ids: list[int]) -> list[int]:
+        """Those of hosts ``host_ids`` (distinct, in id order) this transaction may
+        recompute, taken until it ends (none a writer holds), in id order."""
+        ...
+
+
 @dataclass(frozen=True)
 class Backend:
     """The SQL of one engine: what a :class:`~store.database.Database` runs."""
 
     releases: ReleaseSql
     leases: LeaseSql
+    host_ready: HostReadySql
 
 
 def whole_micros(secs: list[float]) -> tuple[list[int], list[int]]:

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, TextClause, bindparam, text
 
 from store.database import PG_BY_ID, driver_cursor
 from store.dialects.base import ChosenPages, whole_micros
+from store.dialects.postgresql_host_ready import PostgresqlHostReady
 from store.host_ready import hold_hosts
 from store.pages import lock_pages
 from store.types import UTCDateTime
@@ -77,6 +78,7 @@ INDEX_PLAN = (
     "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
 )
 _NOW = bindparam("now", type_=UTCDateTime())
+_HOST_READY = PostgresqlHostReady()
 OWNERS = text("SELECT DISTINCT host_id FROM pages WHERE id = ANY(CAST(:ids AS bigint[]))")
 WITHDRAW = text(
     """
@@ -234,7 +236,7 @@ class PostgresqlReleases:
         if ids:
             # Their hosts before the pages, as a lease locks them (store.host_ready), the
             # pages in id order, as every page writer locks them.
-            hold_hosts(conn, "postgresql", owners)
+            hold_hosts(conn, _HOST_READY, owners)
             lock_pages(conn, "postgresql", ids)
             conn.execute(WITHDRAW, {"ids": ids, "now": chosen.now})
         params: dict[str, Any] = {

@@ -200,7 +200,7 @@ def _ready_everywhere(db: Database) -> tuple[int, float]:
     """Every host's ready_at recomputed: hosts set, seconds."""
     with db.write() as conn:
         t0 = time.perf_counter()
-        n = refresh_ready_everywhere(conn, db.dialect)
+        n = refresh_ready_everywhere(conn, db.backend.host_ready)
         return n, time.perf_counter() - t0
 
 
