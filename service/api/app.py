@@ -46,6 +46,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
 
 from fastapi import FastAPI
 
@@ -55,6 +56,7 @@ from service.api.metrics import measure
 from service.api.routers import health, leases, notifications, pages, plans, urgent
 from service.api.settings import API_VERSION, ApiSettings
 from service.pipeline import release_period
+from service.release_timing import ReleaseTimer
 from store import Database
 
 __all__ = ["API_VERSION", "ApiSettings", "create_app"]
@@ -82,8 +84,10 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
 def _period_releaser(
     db: Database, settings: ApiSettings
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: a thread that releases each new plan period's work every
-    ``settings.release_every`` seconds while the app runs (never when that is None)."""
+    """The app's lifespan: a thread that releases each new plan period's work while the app
+    runs (never when ``settings.release_every`` is None). It checks at each period's start
+    and every 1 % of a period in between, at least every ``release_every`` seconds
+    (:class:`service.release_timing.ReleaseTimer`)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -91,12 +95,17 @@ def _period_releaser(
         every = settings.release_every
 
         def releaser() -> None:
-            while every is not None and not stop.is_set():
+            if every is None:
+                return
+            timer = ReleaseTimer(max_wait=every)
+            while not stop.is_set():
+                wait = every
                 try:
-                    release_period(db, min_delay_seconds=settings.min_delay_seconds)
+                    summary = release_period(db, min_delay_seconds=settings.min_delay_seconds)
+                    wait = timer.wait_after(summary, datetime.now(UTC))
                 except Exception as error:
                     log.warning("period release failed: %s", error)
-                stop.wait(every)
+                stop.wait(wait)
 
         thread = threading.Thread(target=releaser, name="period-releaser", daemon=True)
         thread.start()

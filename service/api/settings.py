@@ -23,8 +23,9 @@ class ApiSettings:
     max_new_urls: int = 10_000
     max_body_bytes: int = 8 * 1024 * 1024
     opic_damping: float = 0.85
-    #: Seconds between checks for a new plan period to release (None: never, e.g. when a
-    #: ``crawlplan crawl`` on the same store releases them).
+    #: Longest wait, seconds, between checks for a new plan period to release (checks also
+    #: come at each period's start and every 1 % of a period: :mod:`service.release_timing`;
+    #: None: never, e.g. when a ``crawlplan crawl`` on the same store releases them).
     release_every: float | None = 5.0
     min_delay_seconds: float = 1.0
 

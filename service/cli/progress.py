@@ -2,16 +2,20 @@
 
 ``crawlplan crawl`` and ``crawlplan worker`` share this: the pool runs in a background thread
 while the main thread shows one progress line on a terminal, releases a new plan period's work
-when it begins (a local crawl only), and turns SIGINT/SIGTERM into a clean stop (in-flight
-fetches finish and are reported, leases are released).
+when it begins (a local crawl only; the checks are timed by :class:`service.release_timing.
+ReleaseTimer`: at each period boundary, and every 1 % of a period in between), and turns
+SIGINT/SIGTERM into a clean stop (in-flight fetches finish and are reported, leases are
+released).
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from service.cli.support import err, freeze_start_up
@@ -24,18 +28,18 @@ if TYPE_CHECKING:
     from service.pipeline import ReleaseSummary
     from store.database import Database
 
-__all__ = ["RELEASE_CHECK_SECONDS", "crawl_with_progress", "release_line", "with_progress"]
+__all__ = ["PROGRESS_SECONDS", "crawl_with_progress", "release_line", "with_progress"]
 
-#: How often a running crawl checks whether a new plan period has begun (seconds).
-RELEASE_CHECK_SECONDS = 5.0
+#: How often the progress line is redrawn, seconds.
+PROGRESS_SECONDS = 0.5
 
 
 def with_progress(
     run: Callable[[threading.Event, CrawlStats], CrawlStats],
-    tick: Callable[[], None] | None = None,
+    tick: Callable[[], float] | None = None,
 ) -> CrawlStats:
-    """Run a worker pool in the background; show progress; call ``tick`` every few seconds;
-    stop cleanly on SIGINT/SIGTERM."""
+    """Run a worker pool in the background; show progress; call ``tick`` at once and then
+    again after the seconds its last call returned; stop cleanly on SIGINT/SIGTERM."""
     from rich.live import Live
     from rich.text import Text
 
@@ -52,19 +56,19 @@ def with_progress(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     runner = threading.Thread(target=run, args=(stop, stats), daemon=True)
-    if tick is not None:
-        tick()
-    next_tick = time.monotonic() + RELEASE_CHECK_SECONDS
+    next_tick = math.inf if tick is None else time.monotonic() + tick()
+    next_draw = time.monotonic() + PROGRESS_SECONDS
     try:
         with Live(console=err, transient=True, auto_refresh=False, redirect_stdout=False) as live:
             runner.start()
             while runner.is_alive():
-                runner.join(timeout=0.5)
+                runner.join(timeout=max(0.0, min(next_tick, next_draw) - time.monotonic()))
                 if tick is not None and time.monotonic() >= next_tick:
-                    next_tick = time.monotonic() + RELEASE_CHECK_SECONDS
-                    tick()
-                if err.is_terminal:
-                    live.update(Text(progress_line(stats)), refresh=True)
+                    next_tick = time.monotonic() + tick()
+                if time.monotonic() >= next_draw:
+                    next_draw = time.monotonic() + PROGRESS_SECONDS
+                    if err.is_terminal:
+                        live.update(Text(progress_line(stats)), refresh=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -85,6 +89,7 @@ def crawl_with_progress(
     from crawler.processes import run_crawl_processes
     from crawler.worker import run_crawl
     from service.pipeline import release_period
+    from service.release_timing import ReleaseTimer
     from store import LeaseQueue
 
     freeze_start_up()
@@ -116,8 +121,12 @@ def crawl_with_progress(
             stats=stats,
         )
 
-    def release() -> None:  # a new plan period: release its work
-        release_line(release_period(database, min_delay_seconds=min_delay))
+    timer = ReleaseTimer(period_seconds=float(settings.values["plan.period_days"]) * 86_400)
+
+    def release() -> float:  # a new plan period: release its work; seconds to the next check
+        summary = release_period(database, min_delay_seconds=min_delay)
+        release_line(summary)
+        return timer.wait_after(summary, datetime.now(UTC))
 
     return with_progress(run, release)
 
