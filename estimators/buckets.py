@@ -4,8 +4,9 @@ A page's bucket fits in one byte: 0 means "no estimate yet", 1..255 are change-r
 log-spaced between a minimum and a maximum rate (changes per day). Bucket k holds rates in
 ``[edges[k-1], edges[k])``; rates below the minimum go to bucket 1 and rates at or above the
 maximum to bucket 255, so that no page with an estimate falls out of the model. Log spacing
-gives every class the same *relative* width (about 4.6 % for the default five decades), which
-matches how precisely a rate can be estimated: a relative error, not an absolute one.
+gives every class the same *relative* width (about 7.5 % for the default eight decades,
+:data:`estimators.defaults.MIN_RATE` to ``MAX_RATE``), which matches how precisely a rate can
+be estimated: a relative error, not an absolute one.
 
 Arrays indexed by bucket have shape (256,) with index 0 for the "no estimate" pages, so that
 ``aggregates.pages[bucket]`` reads naturally; per-class arrays (edges aside) have shape (255,)

@@ -34,9 +34,14 @@ CONFIDENCE = 0.95
 #: Number of change-rate buckets (1..255); bucket 0 means "no estimate yet" (one byte per page).
 N_BUCKETS = 255
 #: Lower edge of bucket 1 and upper edge of bucket 255, changes per day: once in about three
-#: years to every fifteen minutes. Slower or faster rates saturate into the end buckets.
+#: years to about once a second, eight decades (about 32 buckets a decade, each 7.5 % wide),
+#: so that any web fits without a setting, compressed-time test webs whose pages change in
+#: seconds included. Slower or faster rates saturate into the end buckets, which costs little
+#: there: a bucket's aggregates use its pages' own rates, and below the range a page is
+#: almost never changed at the next crawl, above it almost always changed (no crawler may
+#: revisit a page faster than the politeness delay, 1 s by default).
 MIN_RATE = 1e-3
-MAX_RATE = 1e2
+MAX_RATE = 1e5
 
 #: Range of the natural log of the rate (per day) that the solvers search: 1e-12 to 1e12 per
 #: day, far outside any rate a crawl can resolve, so that it never binds on real evidence.

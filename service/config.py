@@ -81,7 +81,7 @@ class Setting:
 DEFAULT_MAX_BYTES = 1_000_000  # crawler.fetch.FetchLimits().max_bytes
 DEFAULT_USER_AGENT = "crawlplan/0.1 (+https://example.invalid/crawlplan)"  # CrawlSettings()
 DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
-DEFAULT_MAX_RATE = 1e2  # estimators.defaults.MAX_RATE, changes per day
+DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
 DEFAULT_EXPLORE_REVISITS = 2.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
 

@@ -70,3 +70,34 @@ def test_aggregates_reject_bad_input() -> None:
         bucket_aggregates([1], [0.5], [-1.0], period=1.0)
     with pytest.raises(ValueError, match="period"):
         bucket_aggregates([1], [0.5], [1.0], period=0.0)
+
+
+def test_default_range_covers_eight_decades_at_32_buckets_a_decade() -> None:
+    assert (MIN_RATE, MAX_RATE) == (1e-3, 1e5)
+    per_decade = N_BUCKETS / math.log10(MAX_RATE / MIN_RATE)
+    assert 31 < per_decade < 32
+    # Each bucket 7.49 % wider than the last: 10 ** (8 / 255).
+    growth = (MAX_RATE / MIN_RATE) ** (1 / N_BUCKETS)
+    assert growth == pytest.approx(1.074911, abs=1e-6)
+
+
+def test_a_world_of_fast_pages_gets_distinct_buckets_with_the_defaults() -> None:
+    """Pages changing 6, 12 and 24 times an hour (144, 288, 576 a day), fetched every 2
+    minutes for 2 days: their estimated rates fall in distinct buckets well inside the
+    default range (the old default, 1e-3 to 1e2 a day, put every one in bucket 255)."""
+    rng = np.random.default_rng(28)
+    per_day = np.repeat([144.0, 288.0, 576.0], 200)
+    interval = 2 / (24 * 60)  # days
+    n = 2 * 24 * 30  # fetches in 2 days
+    changed = rng.binomial(n, -np.expm1(-per_day * interval))
+    # The maximum-likelihood rate for equal intervals: -ln(1 - X/n) / I (Cho & Garcia-Molina).
+    estimate = -np.log1p(-changed / n) / interval
+    bucket = BucketScale().assign(estimate).astype(int)
+    # The true rates' buckets: 1 + floor(255 log(rate / 1e-3) / log(1e8)).
+    assert BucketScale().assign([144.0, 288.0, 576.0]).tolist() == [165, 175, 184]
+    groups = [bucket[k * 200 : (k + 1) * 200] for k in range(3)]
+    assert [int(np.median(g)) for g in groups] == [165, 174, 184]
+    # Each group's buckets lie apart from the next one's; none saturates.
+    assert groups[0].max() < groups[1].min() and groups[1].max() < groups[2].min()
+    assert bucket.max() < 200
+    assert set(BucketScale(1e-3, 1e2).assign(estimate).tolist()) == {255}
