@@ -24,9 +24,18 @@ __all__ = [
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
     "PRIOR_MIN_INTERVAL_PAGES",
+    "SMOOTHING_WEIGHT",
     "SOLVER_MAX_ITER",
     "SOLVER_TOL",
 ]
+
+#: Weight of a new measurement against the previous plan's value when the nightly run smooths
+#: the discovery rates and the measured capacity (:func:`estimators.discovery.smoothed`): each
+#: cycle moves half way from the previous value to the new measurement. For measurements
+#: with independent noise of deviation s, consecutive smoothed values differ by
+#: s * w * sqrt(2 / (2 - w)) = 0.58 s in deviation (raw ones by 1.41 s), and a step change is
+#: followed to within 1 / 2**k of its size after k cycles (6 % after 4).
+SMOOTHING_WEIGHT = 0.5
 
 #: Coverage of every confidence or credible interval.
 CONFIDENCE = 0.95

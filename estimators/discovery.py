@@ -12,25 +12,41 @@ c`` over the bins (``nconst`` is ``c`` scaled from a bin to a period). When the 
 tell old from new crawls apart (too few bins, or one kind of crawl never varies) the fit is
 not identifiable, and one pooled ratio ``sum D / sum (O + N)`` serves both, with ``nconst``
 0: the honest estimate from what was measured.
+
+**Smoothing.** One cycle's fit swings with what the crawl happened to do (a cycle of re-crawls
+alone makes newnwt unidentifiable; the live loop saw oldnwt 4.68, then 0, then 1.51), and the
+plan follows it. :func:`smoothed_discovery` shrinks a new fit toward the rates the previous
+plan used, exponential smoothing with weight ``w`` = :data:`estimators.defaults.
+SMOOTHING_WEIGHT` (0.5)::
+
+    rate = previous + w * (fitted - previous)
+
+so that the rates the plan uses are an exponentially weighted mean of every cycle's fit, the
+last one weighted w, the one before w (1 - w), and so on. A cycle that measured no crawl
+(``"none"``) keeps the previous rates; the first plan takes its fit as it is.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import nnls
 
-__all__ = ["DiscoveryRates", "discovery_rates"]
+from estimators.defaults import SMOOTHING_WEIGHT
+
+__all__ = ["DiscoveryRates", "discovery_rates", "smoothed", "smoothed_discovery"]
 
 
 @dataclass(frozen=True)
 class DiscoveryRates:
     """New pages found per old-page crawl, per new-page crawl, and per period from outside.
 
-    ``method`` is ``"nnls"`` (the three-term fit), ``"pooled"`` (one ratio) or ``"none"`` (no
-    crawl was measured: all rates 0).
+    ``method`` is ``"nnls"`` (the three-term fit), ``"pooled"`` (one ratio), ``"none"`` (no
+    crawl was measured: all rates 0), or either fit's name followed by ``" smoothed"`` (shrunk
+    toward the previous plan's rates: :func:`smoothed_discovery`).
     """
 
     oldnwt: float
@@ -81,3 +97,38 @@ def discovery_rates(
         )
     ratio = float(found.sum() / crawls)
     return DiscoveryRates(ratio, ratio, 0.0, "pooled")
+
+
+def smoothed(previous: float | None, fitted: float, weight: float = SMOOTHING_WEIGHT) -> float:
+    """``previous + weight * (fitted - previous)``: one step of exponential smoothing; the
+    fit itself when there is no finite previous value.
+
+    ``weight`` in (0, 1]: the share of the new measurement (1: no smoothing).
+    """
+    if not 0 < weight <= 1:
+        raise ValueError(f"weight must be in (0, 1], got {weight}")
+    if previous is None or not math.isfinite(previous):
+        return fitted
+    return previous + weight * (fitted - previous)
+
+
+def smoothed_discovery(
+    fitted: DiscoveryRates,
+    previous: DiscoveryRates | None,
+    *,
+    weight: float = SMOOTHING_WEIGHT,
+) -> DiscoveryRates:
+    """The rates a plan uses: ``fitted`` shrunk toward the ``previous`` plan's (see the module
+    docstring). ``previous`` None: the fit as it is; a fit of no crawl (``"none"``): the
+    previous rates. ``previous.nconst`` must be per period of the same length as the fit's.
+    """
+    if previous is None:
+        return fitted
+    if fitted.method == "none":
+        return previous
+    return DiscoveryRates(
+        smoothed(previous.oldnwt, fitted.oldnwt, weight),
+        smoothed(previous.newnwt, fitted.newnwt, weight),
+        smoothed(previous.nconst, fitted.nconst, weight),
+        f"{fitted.method.removesuffix(' smoothed')} smoothed",
+    )

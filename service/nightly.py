@@ -5,7 +5,13 @@ Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly
 1. ``measure``: capacity (configured, else the fetches of the last ``window_days``), the
    seconds per fetch of each bucket, and the discovery rates oldnwt, newnwt, nconst
    (:mod:`store.measurements`, :mod:`estimators.discovery`). First, so that a store with no
-   capacity to plan fails before the long stages.
+   capacity to plan fails before the long stages. A measured capacity and the discovery
+   rates are smoothed: each moves from the value the plan in force used half way to the new
+   measurement (:func:`estimators.discovery.smoothed`, weight
+   :data:`estimators.defaults.SMOOTHING_WEIGHT`; per-period values scaled when the period
+   length changed), so one odd cycle does not swing the next plan; the raw measurements are
+   recorded in the plan's inputs (``measured``). A run with ``force`` in a cycle already
+   planned smooths toward that cycle's own plan.
 2. ``estimate``: every fetched page's change rate and bucket from its observations
    (:func:`service.pipeline.estimate_from_store`); ``importance``: the OPIC virtual page's
    cash spread and every page's importance stored (:func:`store.importance.spread_virtual_cash`).
@@ -36,6 +42,7 @@ Service edge: wires store, estimators and the planner core; no planning logic he
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,8 +50,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
 from estimators.buckets import BucketScale
-from estimators.discovery import DiscoveryRates, discovery_rates
+from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
 from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, WarmStart, plan_cycle
@@ -59,6 +68,7 @@ from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
 from store.importance import spread_virtual_cash
 from store.measurements import CrawlMeasurements, measure_crawl
+from store.models import PLANS
 from store.nightly_runs import finish_run, heartbeat, start_run
 from store.plans import PlanDetail, PlanSummary, plan_detail
 
@@ -239,15 +249,62 @@ def _objective(settings: NightlySettings) -> str:
     return settings.objective if settings.optimize else UNIFORM
 
 
-def _capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
+def _measured_capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
+    """Crawls per period at the throughput measured over the window (NaN: none measured)."""
+    if fetches == 0 or window_seconds <= 0:
+        return math.nan
+    return fetches * settings.period_days * _DAY / window_seconds
+
+
+def _capacity(settings: NightlySettings, measured: float, previous: float | None) -> float:
+    """The capacity to plan with: configured, else the measured one smoothed toward the plan
+    in force's (that one alone when nothing was measured)."""
     if settings.capacity > 0:
         return settings.capacity
-    if fetches == 0 or window_seconds <= 0:
+    if math.isnan(measured):
+        if previous is not None and previous > 0:
+            return previous
         raise ConfigError(
             "no crawl throughput has been measured yet: set plan.capacity (crawls per period) "
             "in crawlplan.toml or $CRAWLPLAN_CAPACITY, or crawl first"
         )
-    return fetches * settings.period_days * _DAY / window_seconds
+    return smoothed(previous, measured)
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """What the plan in force used, per period of the new plan's length: capacity (crawls)
+    and discovery rates (None: no plan, or it recorded none)."""
+
+    capacity: float | None = None
+    discovery: DiscoveryRates | None = None
+
+
+def _previous(db: Database, current: PlanSummary | None, settings: NightlySettings) -> _Previous:
+    """The capacity and discovery rates recorded in the plan in force's inputs, scaled to
+    periods of ``settings.period_days`` (both are per period; oldnwt and newnwt per crawl)."""
+    if current is None:
+        return _Previous()
+    with db.read() as conn:
+        inputs = conn.execute(
+            select(PLANS.c.inputs).where(PLANS.c.id == current.version)
+        ).scalar_one_or_none()
+    if not isinstance(inputs, dict):
+        return _Previous()
+    scale = settings.period_days / current.period_days
+    capacity = inputs.get("capacity_crawls")
+    found = inputs.get("discovery")
+    discovery = None
+    if isinstance(found, dict) and {"oldnwt", "newnwt", "nconst"} <= found.keys():
+        discovery = DiscoveryRates(
+            float(found["oldnwt"]),
+            float(found["newnwt"]),
+            float(found["nconst"]) * scale,
+            str(found.get("method", "")),
+        )
+    return _Previous(
+        float(capacity) * scale if isinstance(capacity, int | float) else None, discovery
+    )
 
 
 def _warm(
@@ -267,10 +324,13 @@ def _draft(
     inputs: PlanInputs,
     cycle: PlannedCycle,
     solver: dict[str, Any],
+    measured: dict[str, Any] | None = None,
 ) -> PlanDraft:
     period = timedelta(days=settings.period_days)
     instance = inputs.instance
     recorded: dict[str, Any] = {
+        # The raw measurements, before smoothing (the values above them are what was planned).
+        "measured": measured or {},
         "buckets": inputs.bucket_ids.tolist(),
         "capacity_crawls": inputs.capacity_crawls,
         "seconds_per_fetch": inputs.seconds_per_fetch,
@@ -376,10 +436,13 @@ def _run(
     reuse = reading if reading is not None and reading.fits(db, settings, when) else None
     with stages.stage("measure"):
         if reuse is not None:
-            measured, discovery = reuse.measured, reuse.discovery
+            measured, fitted = reuse.measured, reuse.discovery
         else:
-            measured, discovery = _measure(db, settings, when)
-        capacity = _capacity(settings, measured.fetches, measured.window_seconds)
+            measured, fitted = _measure(db, settings, when)
+        previous = _previous(db, current, settings)
+        raw_capacity = _measured_capacity(settings, measured.fetches, measured.window_seconds)
+        capacity = _capacity(settings, raw_capacity, previous.capacity)
+        discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
         _estimate(db, settings, stages)
     with stages.stage("aggregate"):
@@ -391,7 +454,7 @@ def _run(
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
         report.reading = StoreReading(
-            db, when, settings.window_days, settings.period_days, measured, discovery, aggregates
+            db, when, settings.window_days, settings.period_days, measured, fitted, aggregates
         )
     measures = CrawlMeasures(
         new_pages=aggregates.new_pages,
@@ -421,7 +484,18 @@ def _run(
         report.status = "dry-run"
         return
     with stages.stage("publish"):
-        report.plan = publish_plan(db, _draft(start, settings, outcome.inputs, cycle, solver))
+        raw = {
+            "capacity_crawls": None if math.isnan(raw_capacity) else raw_capacity,
+            "discovery": {
+                "oldnwt": fitted.oldnwt,
+                "newnwt": fitted.newnwt,
+                "nconst": fitted.nconst,
+                "method": fitted.method,
+            },
+        }
+        report.plan = publish_plan(
+            db, _draft(start, settings, outcome.inputs, cycle, solver, measured=raw)
+        )
     with stages.stage("schedule"):
         schedule_pages(db, objective=_objective(settings))
     report.status = "published"
