@@ -615,7 +615,6 @@ class LeaseQueue:
         locked. ``gives_back``: the caller then gives the lease back (a finish), so the pages
         the lease holds are locked with the others."""
         q = self._sql
-        dialect = self.db.dialect
         late = lease.released_at is not None or lease.expires_at < now
         unique: dict[int, FetchResult] = {}
         for result in results:
@@ -631,7 +630,7 @@ class LeaseQueue:
         # instead of deadlocking.
         targets = link_ids.values() if link_ids else ()
         held = lease.id if gives_back else None
-        lock_pages(conn, dialect, set(ids).union(targets), lease_id=held)
+        lock_pages(conn, self.db.backend.pages, set(ids).union(targets), lease_id=held)
         for new_hosts, new_due in lowered:
             lower_ready_to(conn, self.db.backend.host_ready, new_hosts, new_due, held=True)
         if not ids:
@@ -787,7 +786,7 @@ class LeaseQueue:
             # (holding pages while waiting for a host a new lease took would close a cycle
             # with that lease, which locks the pages next).
             hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
-            lock_pages(conn, self.db.dialect, (), lease_id=lease_id)
+            lock_pages(conn, self.db.backend.pages, (), lease_id=lease_id)
             for stmt in (q.extend_lease, q.extend_host, q.extend_pages):
                 conn.execute(stmt, params)
             return until
@@ -839,7 +838,7 @@ class LeaseQueue:
         # recomputed from its due times when no writer holds it, else set to the lower bound
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
         if not pages_locked:
-            lock_pages(conn, self.db.dialect, (), lease_id=lease.id)
+            lock_pages(conn, self.db.backend.pages, (), lease_id=lease.id)
         exact = bool(take_hosts(conn, self.db.backend.host_ready, [lease.host_id]))
         conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})

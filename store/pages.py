@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Insert, Table, bindparam, select, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Insert, Table, bindparam, select
 
-from store.database import Database, DriverStatement
+from store.database import Database
 from store.host_ready import lower_ready_to
-from store.models import HOSTS, PAGES, Host
+from store.models import HOSTS, Host
 from store.plans import PLAN_PUBLISHED
-from store.types import UTCDateTime, utcnow
+from store.types import utcnow
+
+if TYPE_CHECKING:
+    from store.dialects.base import PagesSql
 
 __all__ = [
     "CHUNK",
@@ -41,58 +44,17 @@ class SeedOutcome:
     hosts_added: int
 
 
-_PG_INSERT_PAGES = text(
-    """
-    INSERT INTO pages (url, host_id, status, first_seen, next_due_at, fetches, changes,
-                       bucket, cash, history, discovered)
-    SELECT u, h, 'new', :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
-    FROM unnest(CAST(:urls AS varchar[]), CAST(:hosts AS bigint[])) AS t(u, h)
-    ON CONFLICT (url) DO NOTHING
-    RETURNING host_id
-    """
-).bindparams(bindparam("now", type_=UTCDateTime()), bindparam("due", type_=UTCDateTime()))
-_SQLITE_INSERT_PAGES = (
-    sqlite.insert(PAGES)
-    .values(status="new", fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
-    .on_conflict_do_nothing()
-)
-#: The same, compiled once and run through the driver (a dialect's INSERT ... ON CONFLICT
-#: has no cache key: SQLAlchemy would compile it again for every crawl report).
-_SQLITE_INSERT_PAGES_DRIVER = DriverStatement(
-    _SQLITE_INSERT_PAGES,
-    sqlite.dialect(),
-    column_keys=("url", "host_id", "first_seen", "next_due_at", "discovered"),
-)
-
-
 #: Host ids by origin (built once: a crawl report runs it for the URLs it discovered).
 _HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id).where(
     HOSTS.c.origin.in_(bindparam("origins", expanding=True))
 )
 
 
-#: PostgreSQL: pages locked in id order (the LockRows step runs after the sort). NO KEY
-#: UPDATE, as an UPDATE of them takes: foreign-key checks (an observation's) still pass.
-_PG_LOCK_PAGES = text(
-    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE"
-)
-#: The same, with the pages a lease holds.
-_PG_LOCK_LEASE_PAGES = text(
-    "SELECT id FROM pages WHERE id = ANY(CAST(:ids AS bigint[])) OR lease_id = :lease "
-    "ORDER BY id FOR NO KEY UPDATE"
-)
-#: The table lock an UPDATE of pages takes, taken before the row locks: a row lock alone
-#: takes a weaker one (ROW SHARE), and a whole-table writer (store.importance's spread, SHARE
-#: ROW EXCLUSIVE) could then come in between and wait for the rows while the writer waits for
-#: it.
-_PG_LOCK_TABLE = "LOCK TABLE pages IN ROW EXCLUSIVE MODE"
-
-
 def lock_pages(
-    conn: Connection, dialect: str, page_ids: Iterable[int], *, lease_id: int | None = None
+    conn: Connection, sql: PagesSql, page_ids: Iterable[int], *, lease_id: int | None = None
 ) -> None:
-    """PostgreSQL: lock pages ``page_ids`` (and, with ``lease_id``, the pages that lease
-    holds) for update, in id order, until the transaction ends. SQLite: nothing (one writer
+    """Lock pages ``page_ids`` (and, with ``lease_id``, the pages that lease holds) for
+    update, in id order, until the transaction ends (PostgreSQL; SQLite: nothing, one writer
     at a time).
 
     The writers of several pages whose statements would lock them in another order (a
@@ -102,23 +64,14 @@ def lock_pages(
     ordered subquery (withdrawing due times). Two writers then wait for one another instead
     of deadlocking.
     """
-    if dialect != "postgresql":
-        return
     ids = sorted(set(page_ids))
-    if not ids and lease_id is None:
-        return
-    conn.exec_driver_sql(_PG_LOCK_TABLE)
-    if lease_id is None:
-        conn.execute(_PG_LOCK_PAGES, {"ids": ids}).all()
-    else:
-        conn.execute(_PG_LOCK_LEASE_PAGES, {"ids": ids, "lease": lease_id}).all()
+    if ids or lease_id is not None:
+        sql.lock(conn, ids, lease_id)
 
 
 def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for this database's dialect."""
-    if db.dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
+    """``INSERT ... ON CONFLICT DO NOTHING`` for this database's engine."""
+    return db.backend.pages.insert_ignoring_conflicts(table)
 
 
 def _host_ids(
@@ -173,28 +126,9 @@ def _add_chunk(
     # OPIC cash within the plan's quota of new pages (as fetched pages wait for theirs).
     planned = due and conn.execute(PLAN_PUBLISHED).first() is not None
     due_at = now if due and not planned else None
-    if db.dialect == "postgresql":
-        # One statement with two array parameters: one round trip per chunk, and the hosts
-        # of the rows inserted (conflicts insert none): only those have new work.
-        inserted = conn.execute(
-            _PG_INSERT_PAGES,
-            {"urls": urls, "hosts": hosts, "now": now, "due": due_at, "discovered": discovered},
-        ).scalars()
-        hosts = list(inserted)
-        added = len(hosts)
-    else:
-        # SQLite sums executemany's rowcount over the rows; conflicts add none.
-        rows = [
-            {
-                "url": u,
-                "host_id": h,
-                "first_seen": now,
-                "next_due_at": due_at,
-                "discovered": discovered,
-            }
-            for u, h in zip(urls, hosts, strict=True)
-        ]
-        added = _SQLITE_INSERT_PAGES_DRIVER.execute(conn, rows).rowcount
+    added, hosts = db.backend.pages.insert_new(
+        conn, urls, hosts, now=now, due=due_at, discovered=discovered
+    )
     if due_at is not None and added:
         if deferred is not None:  # the caller lowers them once it has locked its pages
             deferred.append((hosts, due_at))

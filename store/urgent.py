@@ -70,7 +70,7 @@ def request_urgent(
             ids = [i for i, _ in found]
             # Hosts held before pages (a lease's order; store.host_ready).
             hold_hosts(conn, db.backend.host_ready, [h for _, h in found])
-            lock_pages(conn, db.dialect, ids)  # in id order, as a report does
+            lock_pages(conn, db.backend.pages, ids)  # in id order, as a report does
             free = or_(p.leased_until.is_(None), p.leased_until < when)
             waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
             joined = (

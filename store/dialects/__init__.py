@@ -14,6 +14,8 @@ the lease queue        :class:`~store.dialects.base.LeaseSql`    ``sqlite_leases
                                                                  ``postgresql_leases``
 hosts' ``ready_at``    :class:`~store.dialects.base.HostReadySql`  ``sqlite_host_ready``,
                                                                  ``postgresql_host_ready``
+new pages, page locks  :class:`~store.dialects.base.PagesSql`    ``sqlite_pages``,
+                                                                 ``postgresql_pages``
 =====================  =======================================  ==============================
 
 A :class:`~store.database.Database` picks its :class:`~store.dialects.base.Backend` once,
@@ -31,6 +33,7 @@ from store.dialects.base import (
     HostReadySql,
     LeaseBatch,
     LeaseSql,
+    PagesSql,
     ReleaseSql,
 )
 
@@ -40,6 +43,7 @@ __all__ = [
     "HostReadySql",
     "LeaseBatch",
     "LeaseSql",
+    "PagesSql",
     "ReleaseSql",
     "backend_for",
 ]
@@ -50,19 +54,25 @@ def backend_for(dialect: str) -> Backend:
     if dialect == "postgresql":
         from store.dialects.postgresql_host_ready import PostgresqlHostReady
         from store.dialects.postgresql_leases import PostgresqlLeases
+        from store.dialects.postgresql_pages import PostgresqlPages
         from store.dialects.postgresql_releases import PostgresqlReleases
 
         return Backend(
             releases=PostgresqlReleases(),
             leases=PostgresqlLeases(),
             host_ready=PostgresqlHostReady(),
+            pages=PostgresqlPages(),
         )
     if dialect == "sqlite":
         from store.dialects.sqlite_host_ready import SqliteHostReady
         from store.dialects.sqlite_leases import SqliteLeases
+        from store.dialects.sqlite_pages import SqlitePages
         from store.dialects.sqlite_releases import SqliteReleases
 
         return Backend(
-            releases=SqliteReleases(), leases=SqliteLeases(), host_ready=SqliteHostReady()
+            releases=SqliteReleases(),
+            leases=SqliteLeases(),
+            host_ready=SqliteHostReady(),
+            pages=SqlitePages(),
         )
     raise ValueError(f"no store backend for the {dialect!r} dialect")

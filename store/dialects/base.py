@@ -2,9 +2,10 @@
 
 :class:`ReleaseSql` reads a period's candidates and writes its release queue;
 :class:`LeaseSql` reads a lease batch's due pages and marks them leased;
-:class:`HostReadySql` spells the expressions and row locks of ``hosts.ready_at``. Their
-callers (:mod:`store.releases`, :mod:`store.leases`, :mod:`store.host_ready`) own the
-transaction: every method runs in the connection it is given and commits nothing.
+:class:`HostReadySql` spells the expressions and row locks of ``hosts.ready_at``;
+:class:`PagesSql` adds new pages and locks pages. Their callers (:mod:`store.releases`,
+:mod:`store.leases`, :mod:`store.host_ready`, :mod:`store.pages`) own the transaction:
+every method runs in the connection it is given and commits nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import ColumnElement, Connection, FromClause, Select
+from sqlalchemy import ColumnElement, Connection, FromClause, Insert, Select, Table
 
 if TYPE_CHECKING:
     from store.leases import LeasedPage
@@ -28,6 +29,7 @@ __all__ = [
     "HostReadySql",
     "LeaseBatch",
     "LeaseSql",
+    "PagesSql",
     "ReleaseSql",
     "whole_micros",
 ]
@@ -171,6 +173,35 @@ class HostReadySql(Protocol):
         ...
 
 
+class PagesSql(Protocol):
+    """One engine's statements of pages (:mod:`store.pages`)."""
+
+    def insert_ignoring_conflicts(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING`` into ``table``."""
+        ...
+
+    def insert_new(
+        self,
+        conn: Connection,
+        urls: list[str],
+        hosts: list[int],
+        *,
+        now: datetime,
+        due: datetime | None,
+        discovered: bool,
+    ) -> tuple[int, list[int]]:
+        """Insert page ``urls[k]`` of host ``hosts[k]`` (distinct URLs, in URL order) as new,
+        first seen at ``now`` and due at ``due`` (None: not due), known URLs left as they
+        are; the number of pages inserted, and hosts that include those of every page
+        inserted (their ``ready_at`` may need lowering)."""
+        ...
+
+    def lock(self, conn: Connection, page_ids: list[int], lease_id: int | None) -> None:
+        """Lock pages ``page_ids`` (distinct, in id order) and, with ``lease_id``, the pages
+        that lease holds, for update in id order until the transaction ends."""
+        ...
+
+
 @dataclass(frozen=True)
 class Backend:
     """The SQL of one engine: what a :class:`~store.database.Database` runs."""
@@ -178,6 +209,7 @@ class Backend:
     releases: ReleaseSql
     leases: LeaseSql
     host_ready: HostReadySql
+    pages: PagesSql
 
 
 def whole_micros(secs: list[float]) -> tuple[list[int], list[int]]:

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Select, bindparam, text
 
 from store.database import PG_BY_ID, driver_cursor
 from store.dialects.base import LeaseBatch
+from store.dialects.postgresql_pages import PostgresqlPages
 from store.leases import LeasedPage
 from store.models import HOSTS, PAGES
 from store.pages import lock_pages
@@ -76,6 +77,7 @@ TAKE_BATCH = text(
 UTC_SESSION = "SET LOCAL TimeZone = 'UTC'"
 #: Zones psycopg gives timestamptz values in when the session's time zone is UTC.
 _UTC_ZONES = (UTC, ZoneInfo("UTC"), ZoneInfo("Etc/UTC"))
+_PAGES = PostgresqlPages()
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -132,7 +134,7 @@ class PostgresqlLeases:
         }
         # The pages to mark locked in id order first (the statement marks them host by
         # host), as every writer of pages locks them.
-        lock_pages(conn, "postgresql", [i for i, _ in marks])
+        lock_pages(conn, _PAGES, [i for i, _ in marks])
         # Index lookups by id, never a hash join over a scan of the whole table.
         conn.exec_driver_sql(PG_BY_ID)
         return dict(conn.execute(TAKE_BATCH, params).tuples().all())

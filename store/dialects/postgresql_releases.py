@@ -26,6 +26,7 @@ from sqlalchemy import Connection, TextClause, bindparam, text
 from store.database import PG_BY_ID, driver_cursor
 from store.dialects.base import ChosenPages, whole_micros
 from store.dialects.postgresql_host_ready import PostgresqlHostReady
+from store.dialects.postgresql_pages import PostgresqlPages
 from store.host_ready import hold_hosts
 from store.pages import lock_pages
 from store.types import UTCDateTime
@@ -79,6 +80,7 @@ INDEX_PLAN = (
 )
 _NOW = bindparam("now", type_=UTCDateTime())
 _HOST_READY = PostgresqlHostReady()
+_PAGES = PostgresqlPages()
 OWNERS = text("SELECT DISTINCT host_id FROM pages WHERE id = ANY(CAST(:ids AS bigint[]))")
 WITHDRAW = text(
     """
@@ -237,7 +239,7 @@ class PostgresqlReleases:
             # Their hosts before the pages, as a lease locks them (store.host_ready), the
             # pages in id order, as every page writer locks them.
             hold_hosts(conn, _HOST_READY, owners)
-            lock_pages(conn, "postgresql", ids)
+            lock_pages(conn, _PAGES, ids)
             conn.execute(WITHDRAW, {"ids": ids, "now": chosen.now})
         params: dict[str, Any] = {
             "ids": _array(chosen.ids),
