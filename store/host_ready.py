@@ -184,9 +184,12 @@ class _Statements:
     #: The first ``count`` hosts a lease at ``now`` would pick (free, polite), in ready
     #: order, taken for recomputation.
     first: Select[Any]
-    #: Every host, or every host with a ready time, in id order, taken for recomputation.
-    take_all: Select[Any]
-    take_set: Select[Any]
+    #: Every host, or every host with a ready time, in id order.
+    every: Select[Any]
+    every_set: Select[Any]
+    #: Recompute them in one statement.
+    every_at_once: Update
+    every_set_at_once: Update
     #: Lower host ``host`` to due time ``due``.
     lower_by_id: Update
     #: Lower the hosts in list parameter ``ids`` that have a page due at ``due``.
@@ -222,7 +225,8 @@ def _build(sql: HostReadySql) -> _Statements:
         .order_by(h.ready_at, h.id)
         .limit(bindparam("count"))
     )
-    take_all = select(h.id).order_by(h.id)
+    every = select(h.id).order_by(h.id)
+    every_set = every.where(h.ready_at.is_not(None))
     ready, lowers = _lowered(sql, bindparam("due", type_=UTCDateTime()))
     due_there = select(p.id).where(p.host_id == h.id, p.next_due_at == bindparam("due")).exists()
     queued = (
@@ -235,8 +239,12 @@ def _build(sql: HostReadySql) -> _Statements:
     return _Statements(
         by_id=_recompute_hosts(sql, sql.host_ids()),
         first=sql.skip_held(first),
-        take_all=sql.skip_held(take_all),
-        take_set=sql.skip_held(take_all.where(h.ready_at.is_not(None))),
+        every=every,
+        every_set=every_set,
+        every_at_once=_recompute_hosts(sql, select(h.id).subquery("t")),
+        every_set_at_once=_recompute_hosts(
+            sql, select(h.id).where(h.ready_at.is_not(None)).subquery("t")
+        ),
         lower_by_id=update(HOSTS).where(h.id == bindparam("host"), lowers).values(ready_at=ready),
         lower_due_at=update(HOSTS).where(h.id.in_(ids), lowers, due_there).values(ready_at=ready),
         lower_from_queue=update(HOSTS)
@@ -289,11 +297,13 @@ def refresh_ready_everywhere(conn: Connection, sql: HostReadySql, *, only_set: b
     (benchmarks), and after withdrawing many due times. Returns the number of hosts whose
     value changed (only those are written).
     """
-    statements = _statements(sql)
-    # Exactly the hosts taken (a host added, given a ready time or held by a writer while
-    # the lock ran was not taken: its value stands).
-    ids = list(conn.execute(statements.take_set if only_set else statements.take_all).scalars())
-    return _recompute(conn, sql, ids)
+    s = _statements(sql)
+    return sql.recompute_all(
+        conn,
+        s.every_set if only_set else s.every,
+        at_once=s.every_set_at_once if only_set else s.every_at_once,
+        by_id=s.by_id,
+    )
 
 
 def lower_ready(

@@ -18,7 +18,7 @@ from datetime import datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import ColumnElement, Connection, FromClause, Insert, Select, Table
+from sqlalchemy import ColumnElement, Connection, FromClause, Insert, Select, Table, Update
 
 if TYPE_CHECKING:
     from store.leases import LeasedPage
@@ -170,6 +170,15 @@ class HostReadySql(Protocol):
     def take(self, conn: Connection, host_ids: list[int]) -> list[int]:
         """Those of hosts ``host_ids`` (distinct, in id order) this transaction may
         recompute, taken until it ends (none a writer holds), in id order."""
+        ...
+
+    def recompute_all(
+        self, conn: Connection, hosts: Select[Any], *, at_once: Update, by_id: Update
+    ) -> int:
+        """Recompute ``ready_at`` of the hosts of query ``hosts`` (their ids, in id order)
+        no writer holds, by ``at_once`` (the same hosts in one statement) or by ``by_id``
+        (list parameter ``ids``, up to :data:`store.host_ready.CHUNK`) on the hosts taken;
+        the number of hosts whose value changed."""
         ...
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Connection,
     FromClause,
     Select,
+    Update,
     bindparam,
     func,
     select,
@@ -91,3 +92,14 @@ class PostgresqlHostReady:
         for start in range(0, len(host_ids), CHUNK):
             taken += conn.execute(TAKE_BY_ID, {"ids": host_ids[start : start + CHUNK]}).scalars()
         return taken
+
+    def recompute_all(
+        self, conn: Connection, hosts: Select[Any], *, at_once: Update, by_id: Update
+    ) -> int:
+        """Exactly the hosts taken, then recomputed by id (a host added, given a ready time
+        or held by a writer while the lock ran was not taken: its value stands)."""
+        ids = list(conn.execute(self.skip_held(hosts)).scalars())
+        changed = 0
+        for start in range(0, len(ids), CHUNK):
+            changed += int(conn.execute(by_id, {"ids": ids[start : start + CHUNK]}).rowcount or 0)
+        return changed
