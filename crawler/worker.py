@@ -342,7 +342,7 @@ class CrawlWorker:
             allowed=lambda url: rules.allows(url, s.agent),
         )
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
-        result, links = self._observe(page.page_id, page.signature, outcome)
+        result, links = self.observe(page.page_id, page.signature, outcome)
         crawl.discovered.extend(links)
         if links:
             result = replace(result, outlinks=tuple(links))
@@ -486,7 +486,7 @@ class CrawlWorker:
         )
         self._remember(crawl, unknown, outcome.discovered)
 
-    def _observe(
+    def observe(
         self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
     ) -> tuple[FetchResult, list[str]]:
         """The observation of one fetch, and the URLs it points to."""
@@ -549,16 +549,18 @@ def run_workers(
     stop: threading.Event | None = None,
     stats: CrawlStats | None = None,
     name_prefix: str = "worker",
+    worker_type: type[CrawlWorker] | None = None,
 ) -> CrawlStats:
     """Run ``workers`` worker threads, each with a queue of its own, until stopped, idle
-    (``until_idle``) or ``seconds``; worker names are ``{name_prefix}-{number}``."""
+    (``until_idle``) or ``seconds``; worker names are ``{name_prefix}-{number}``.
+    ``worker_type``: a subclass of :class:`CrawlWorker` to run instead (a test's seam)."""
     stop = stop or threading.Event()
     stats = stats or CrawlStats()
     deadline = time.monotonic() + seconds if seconds is not None else None
     threads = []
     known = KnownUrls()
     for number in range(workers):
-        worker = CrawlWorker(
+        worker = (worker_type or CrawlWorker)(
             queue_factory(),
             f"{name_prefix}-{number}",
             settings,
@@ -589,6 +591,7 @@ def run_crawl(
     seconds: float | None = None,
     stop: threading.Event | None = None,
     stats: CrawlStats | None = None,
+    worker_type: type[CrawlWorker] | None = None,
 ) -> CrawlStats:
     """:func:`run_workers` on the store ``db``.
 
@@ -605,6 +608,7 @@ def run_crawl(
             seconds=seconds,
             stop=stop,
             stats=stats,
+            worker_type=worker_type,
         )
     finally:
         spread_virtual_cash(db, crawl_virtual_gift)

@@ -20,7 +20,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from crawler.fetch import FetchLimits
+from crawler.fetch import FetchLimits, FetchOutcome
 from crawler.politeness import PolitenessPolicy
 from crawler.urls import origin_of
 from crawler.worker import CrawlSettings, CrawlStats, CrawlWorker, run_crawl
@@ -35,6 +35,7 @@ from scenarios.synthetic_web import (
 from scenarios.web_server import LoggedRequest, WebServer
 from store import (
     Database,
+    FetchResult,
     LeasePolicy,
     LeaseQueue,
     add_pages,
@@ -84,7 +85,7 @@ def _settings() -> CrawlSettings:
     )
 
 
-def _crawl(db: Database, stats: CrawlStats) -> None:
+def _crawl(db: Database, stats: CrawlStats, worker_type: type[CrawlWorker] | None = None) -> None:
     policy = LeasePolicy(lease_seconds=30, max_urls=40, max_urls_per_host=40, max_hosts=3)
     run_crawl(
         db,
@@ -94,6 +95,7 @@ def _crawl(db: Database, stats: CrawlStats) -> None:
         until_idle=True,
         seconds=20,
         stats=stats,
+        worker_type=worker_type,
     )
 
 
@@ -266,28 +268,29 @@ def test_a_page_with_an_unparsable_link_is_still_a_page() -> None:
 
 
 def test_a_step_that_raises_costs_its_page_not_the_worker(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """An exception nobody foresaw (here: injected while one page is observed) records an
     error on that page and backs its host off; the worker lives and crawls the other host."""
     web = SyntheticWeb(WebConfig(hosts=2, pages_per_host=4, seed=5))
     db = open_database(f"sqlite:///{tmp_path_factory.mktemp('raises') / 'c.db'}", create=True)
     upgrade_schema(db)
-    observe = CrawlWorker._observe
     with WebServer(web, seed=5) as server:
         poisoned = server.url(1)
         urls = [server.url(p) for p in range(web.n_pages)]
         add_pages(db, [(u, origin_of(u)) for u in urls])
         (poisoned_id,) = (p.id for p in orm_all(db, select(Page)) if p.url == poisoned)
 
-        def flaky(self: CrawlWorker, page_id: int, *rest: object) -> object:
-            if page_id == poisoned_id:
-                raise RuntimeError("injected")
-            return observe(self, page_id, *rest)  # type: ignore[arg-type]
+        class FlakyWorker(CrawlWorker):
+            def observe(
+                self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
+            ) -> tuple[FetchResult, list[str]]:
+                if page_id == poisoned_id:
+                    raise RuntimeError("injected")
+                return super().observe(page_id, previous_signature, outcome)
 
-        monkeypatch.setattr(CrawlWorker, "_observe", flaky)
         stats = CrawlStats()
-        _crawl(db, stats)
+        _crawl(db, stats, worker_type=FlakyWorker)
     pages = {p.url: p for p in orm_all(db, select(Page))}
     assert stats.worker_errors == 1
     assert pages[poisoned].status == "error"
