@@ -1,7 +1,6 @@
 """Type stub of the exports; lazy_loader reads it to load each name's module on first use."""
 
 from .database import Database as Database
-from .database import open_database as open_database
 from .errors import (
     DatabaseUnreachableError as DatabaseUnreachableError,
 )
@@ -65,6 +64,7 @@ from .models import (
 from .models import (
     Plan as Plan,
 )
+from .open import open_database as open_database
 from .pages import SeedOutcome as SeedOutcome
 from .pages import add_pages as add_pages
 from .plans import (

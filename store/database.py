@@ -1,16 +1,15 @@
-"""Opening a database: URL checks, engine settings per backend, transactions, error mapping.
+"""A database: its engine, its engine's SQL, transactions, retries, driver-level helpers.
 
-Supported URLs::
+A :class:`Database` is an engine plus the transaction discipline the store relies on, and
+the :class:`~store.backend.Backend` of its engine (given by whoever builds it:
+:func:`store.open.open_database`). The helpers below it (:func:`driver_cursor`,
+:class:`DriverStatement`, :func:`sqlite_bulk_cache`, :data:`PG_BY_ID`) are what the engines'
+modules (:mod:`store.dialects`) and the generic modules share; this module imports neither.
 
-    sqlite:///crawlplan.db            a file (relative to the working directory), WAL mode
-    sqlite:////abs/path/crawlplan.db
-    postgresql://user@host:port/dbname    (also postgres://, postgresql+psycopg://)
-
-SQLite: the Python driver's implicit transactions are turned off so that a write transaction
-can start with ``BEGIN IMMEDIATE`` (take the write lock first, then read: the lease query and
-its update are one atomic step even with many processes on one file); ``busy_timeout`` makes
-writers queue instead of failing. PostgreSQL: psycopg 3, READ COMMITTED, row locks with
-``SKIP LOCKED`` in the lease queue.
+SQLite: the write transaction starts with ``BEGIN IMMEDIATE`` (take the write lock first,
+then read: the lease query and its update are one atomic step even with many processes on
+one file), and this process's writers queue on :class:`_WriterLock`. PostgreSQL: psycopg 3,
+READ COMMITTED, row locks with ``SKIP LOCKED`` in the lease queue.
 """
 
 from __future__ import annotations
@@ -23,40 +22,32 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
     CursorResult,
     Engine,
     Select,
-    create_engine,
-    event,
     exc,
-    text,
 )
-from sqlalchemy.engine import URL, Dialect, make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
-from store.errors import DatabaseUnreachableError, InvalidDatabaseURLError, SchemaMissingError
+from store.backend import Backend
 from store.types import UTCDateTime, sqlite_text
-
-if TYPE_CHECKING:
-    from store.dialects.base import Backend
 
 __all__ = [
     "DEFAULT_DB_URL",
     "PG_BY_ID",
     "Database",
     "DriverStatement",
+    "driver_cursor",
     "driver_rows",
-    "open_database",
-    "parse_database_url",
     "sqlite_bulk_cache",
+    "sqlite_path",
 ]
 
 DEFAULT_DB_URL = "sqlite:///crawlplan.db"
@@ -75,41 +66,7 @@ _RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock det
 T = TypeVar("T")
 
 
-def parse_database_url(raw: str) -> URL:
-    """Parse and normalize a database URL, or raise :class:`InvalidDatabaseURLError`."""
-    raw = raw.strip()
-    if not raw:
-        raise InvalidDatabaseURLError(
-            "empty database URL: pass --db sqlite:///crawlplan.db or a postgresql:// URL"
-        )
-    try:
-        url = make_url(raw)
-    except exc.ArgumentError:
-        raise InvalidDatabaseURLError(
-            f"malformed database URL {raw!r}: expected sqlite:///PATH or "
-            "postgresql://USER@HOST:PORT/DBNAME"
-        ) from None
-    backend = url.get_backend_name()
-    if backend in ("postgres", "postgresql"):
-        # One driver, psycopg 3, whatever the URL asked for (psycopg2 is not installed).
-        url = url.set(drivername="postgresql+psycopg")
-        if not url.database:
-            raise InvalidDatabaseURLError(
-                f"database URL {url.render_as_string(hide_password=True)!r} names no database: "
-                "add /DBNAME at the end"
-            )
-    elif backend == "sqlite":
-        if url.get_driver_name() not in ("pysqlite", ""):
-            url = url.set(drivername="sqlite")
-    else:
-        raise InvalidDatabaseURLError(
-            f"unsupported database {backend!r} in {raw!r}: crawlplan runs on sqlite:///PATH "
-            "or postgresql://USER@HOST:PORT/DBNAME"
-        )
-    return url
-
-
-def _sqlite_path(url: URL) -> Path | None:
+def sqlite_path(url: URL) -> Path | None:
     """The file of a SQLite URL, or None for an in-memory database."""
     if not url.database or url.database == ":memory:" or url.database.startswith("file:"):
         return None
@@ -123,28 +80,20 @@ class Database:
     serialization failures) and :meth:`read` for queries.
     """
 
-    def __init__(self, engine: Engine, url: URL) -> None:
+    def __init__(self, engine: Engine, url: URL, backend: Backend) -> None:
         self.engine = engine
         self.url = url
-        path = _sqlite_path(url) if engine.dialect.name == "sqlite" else None
+        #: The SQL of this database's engine (:mod:`store.dialects`). The seam for tests that
+        #: inject faults: assign a :class:`~store.backend.Backend` whose releases or leases
+        #: are a subclass of the engine's, failing where the test wants.
+        self.backend = backend
+        path = sqlite_path(url) if engine.dialect.name == "sqlite" else None
         self._writer_lock = _WriterLock(path) if engine.dialect.name == "sqlite" else None
 
     @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return self.engine.dialect.name
-
-    @cached_property
-    def backend(self) -> Backend:
-        """The SQL of this database's engine (:mod:`store.dialects`), chosen once.
-
-        The seam for tests that inject faults: assign a :class:`~store.dialects.base.Backend`
-        whose releases or leases are a subclass of the engine's, failing where the test
-        wants.
-        """
-        from store.dialects import backend_for
-
-        return backend_for(self.dialect)
 
     @property
     def display_url(self) -> str:
@@ -268,82 +217,6 @@ def sqlite_bulk_cache(conn: Connection) -> Iterator[None]:
         yield
     finally:
         conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
-
-
-def _install_sqlite_hooks(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get("crawlplan_immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
-def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> Database:
-    """Open the database at ``raw_url`` and check that it answers.
-
-    With ``create=False`` a SQLite file that does not exist is an error (commands that read
-    must not leave empty files behind); ``crawlplan init`` passes ``create=True``.
-
-    Raises
-    ------
-    InvalidDatabaseURLError, DatabaseUnreachableError, SchemaMissingError
-    """
-    url = parse_database_url(raw_url)
-    shown = url.render_as_string(hide_password=True)
-    kwargs: dict[str, Any] = {"echo": echo, "future": True}
-    if url.get_backend_name() == "sqlite":
-        path = _sqlite_path(url)
-        if path is not None:
-            if not path.exists() and not create:
-                raise SchemaMissingError(
-                    f"no database at {path}: run `crawlplan init --db {shown}` first"
-                )
-            if create and not path.parent.exists():
-                raise DatabaseUnreachableError(
-                    f"cannot create {path}: directory {path.parent} does not exist"
-                )
-        if path is None:
-            kwargs["poolclass"] = StaticPool  # one in-memory database, shared by the pool
-        else:
-            kwargs.update(pool_size=8, max_overflow=32)  # a thread per leased host
-        engine = create_engine(url, **kwargs)
-        _install_sqlite_hooks(engine)
-    else:
-        # Crawler workers run a thread per leased host; their reports are short transactions.
-        kwargs.update(pool_pre_ping=True, pool_size=8, max_overflow=16)
-        # The store's transactions are written for READ COMMITTED (each statement sees what
-        # committed before it: a lease skips the rows a concurrent one locked, a release sees
-        # the pages queued before it), whatever the server's default_transaction_isolation says.
-        kwargs["isolation_level"] = "READ COMMITTED"
-        kwargs["connect_args"] = {"connect_timeout": 10, "application_name": "crawlplan"}
-        engine = create_engine(url, **kwargs)
-    try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except exc.DBAPIError as error:  # OperationalError, or DatabaseError for a non-database file
-        engine.dispose()
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        if url.get_backend_name() == "postgresql" and "does not exist" in reason:
-            raise DatabaseUnreachableError(
-                f"cannot open {shown}: {reason}; create it with "
-                f"`createdb -h {url.host or 'localhost'} {url.database}`"
-            ) from None
-        hint = (
-            "point --db at a crawlplan SQLite file, or at a new path for `crawlplan init`"
-            if url.get_backend_name() == "sqlite"
-            else "check the URL, and that the server is running"
-        )
-        raise DatabaseUnreachableError(f"cannot open {shown}: {reason}; {hint}") from None
-    return Database(engine, url)
 
 
 def driver_cursor(conn: Connection) -> Any:

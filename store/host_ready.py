@@ -40,7 +40,7 @@ writer at a time.
 
 What differs between the engines (``GREATEST`` or SQLite's scalar ``max``, an array of ids
 or an ``IN`` list, the row locks or none) is the engine's
-:class:`~store.dialects.base.HostReadySql` (``store.dialects.sqlite_host_ready``,
+:class:`~store.backend.HostReadySql` (``store.dialects.sqlite_host_ready``,
 ``postgresql_host_ready``), which every function here is given: ``db.backend.host_ready``.
 """
 
@@ -67,12 +67,13 @@ from sqlalchemy import (
     update,
 )
 
+from store.backend import CHUNK
 from store.database import Database
 from store.models import HOSTS, PAGES, RELEASED_PAGES
 from store.types import UTCDateTime
 
 if TYPE_CHECKING:
-    from store.dialects.base import HostReadySql
+    from store.backend import HostReadySql
 
 __all__ = [
     "CHUNK",
@@ -89,9 +90,6 @@ __all__ = [
     "refresh_ready_everywhere",
     "take_hosts",
 ]
-
-#: Hosts per statement when holding, taking, recomputing or lowering by id.
-CHUNK = 5_000
 
 
 def _not_before(

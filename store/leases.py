@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import (
     BindParameter,
@@ -55,8 +55,8 @@ from sqlalchemy import (
     update,
 )
 
+from store.backend import LeaseBatch, LeasedPage
 from store.database import Database, DriverStatement
-from store.dialects.base import LeaseBatch
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
     due_once,
@@ -115,22 +115,6 @@ class LeasePolicy:
         for name in ("max_urls", "max_urls_per_host", "max_hosts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-
-
-class LeasedPage(NamedTuple):
-    """A page handed to a worker, with the validators it needs for a conditional GET.
-
-    A named tuple, not a dataclass: a lease batch builds one per page (100,000 for a
-    period's release), and a tuple is built four times faster than a frozen dataclass.
-    """
-
-    page_id: int
-    url: str
-    status: str
-    last_fetch_at: datetime | None
-    etag: str | None
-    last_modified: datetime | None
-    signature: str | None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from store.plans import PLAN_PUBLISHED
 from store.types import utcnow
 
 if TYPE_CHECKING:
-    from store.dialects.base import PagesSql
+    from store.backend import PagesSql
 
 __all__ = [
     "CHUNK",

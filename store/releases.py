@@ -40,8 +40,8 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
 
+from store.backend import ChosenPages
 from store.database import Database
-from store.dialects.base import ChosenPages
 from store.host_ready import lower_ready_from_queue, refresh_ready
 from store.models import HOSTS, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS, RELEASED_PAGES
 from store.pages import insert_ignoring_conflicts

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import math
+import operator
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 from sqlalchemy import ColumnElement, DateTime, Float, cast, func
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "epoch_seconds", "seconds_micros", "sqlite_text", "utcnow"]
+__all__ = [
+    "UTCDateTime",
+    "epoch_seconds",
+    "seconds_micros",
+    "sqlite_text",
+    "utcnow",
+    "whole_micros",
+]
 
 
 def utcnow() -> datetime:
@@ -71,3 +80,16 @@ def seconds_micros(epoch_s: float) -> tuple[int, int]:
     whole = math.floor(epoch_s)
     micros = round((epoch_s - whole) * 1e6)
     return (whole + 1, 0) if micros == 1_000_000 else (whole, micros)
+
+
+def whole_micros(secs: list[float]) -> tuple[list[int], list[int]]:
+    """:func:`seconds_micros` of each of ``secs`` (seconds since the epoch), as
+    two columns: whole seconds and microseconds (rounded half to even, a fraction that rounds
+    to the next second carried). C loops of ``map``, no Python frame per page."""
+    wholes = list(map(math.floor, secs))
+    micros = list(map(round, map(operator.mul, map(operator.sub, secs, wholes), repeat(1e6))))
+    if 1_000_000 in micros:  # a fraction that rounds up to the next second
+        for k, m in enumerate(micros):
+            if m == 1_000_000:
+                wholes[k], micros[k] = wholes[k] + 1, 0
+    return wholes, micros

@@ -706,7 +706,7 @@ def test_a_release_runs_at_read_committed_whatever_the_servers_isolation_default
     import psycopg
     from psycopg import sql
 
-    from store.database import open_database
+    from store.open import open_database
     from store.schema import upgrade_schema
     from tests.conftest import _pg_admin_conninfo
 

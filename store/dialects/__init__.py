@@ -5,29 +5,32 @@ engines share: the transaction, the checks, the bookkeeping. What differs betwee
 PostgreSQL (the bulk statements, how rows are locked, how times cross the driver) lives here,
 as Frontera keeps one backend package per engine:
 
-=====================  =======================================  ==============================
-concern                interface (:mod:`store.dialects.base`)   modules
-=====================  =======================================  ==============================
-period releases        :class:`~store.dialects.base.ReleaseSql`  ``sqlite_releases``,
-                                                                 ``postgresql_releases``
-the lease queue        :class:`~store.dialects.base.LeaseSql`    ``sqlite_leases``,
-                                                                 ``postgresql_leases``
-hosts' ``ready_at``    :class:`~store.dialects.base.HostReadySql`  ``sqlite_host_ready``,
-                                                                 ``postgresql_host_ready``
-new pages, page locks  :class:`~store.dialects.base.PagesSql`    ``sqlite_pages``,
-                                                                 ``postgresql_pages``
-=====================  =======================================  ==============================
+=====================  ====================================  =========================
+concern                interface (:mod:`store.backend`)      modules
+=====================  ====================================  =========================
+period releases        :class:`~store.backend.ReleaseSql`    ``sqlite_releases``,
+                                                             ``postgresql_releases``
+the lease queue        :class:`~store.backend.LeaseSql`      ``sqlite_leases``,
+                                                             ``postgresql_leases``
+hosts' ``ready_at``    :class:`~store.backend.HostReadySql`  ``sqlite_host_ready``,
+                                                             ``postgresql_host_ready``
+new pages, page locks  :class:`~store.backend.PagesSql`      ``sqlite_pages``,
+                                                             ``postgresql_pages``
+=====================  ====================================  =========================
 
-A :class:`~store.database.Database` picks its :class:`~store.dialects.base.Backend` once,
-by its engine's dialect (:attr:`store.database.Database.backend`); a test that injects a
-fault gives the database a subclass of one of these classes instead.
+:func:`~store.open.open_database` gives the :class:`~store.database.Database` it opens the
+:class:`~store.backend.Backend` of its engine (:func:`backend_for`); a test that injects a
+fault assigns the database's ``backend`` one with a subclass of one of these classes instead.
 
-Imports: the standard library, ``sqlalchemy``, the store's own modules.
+Imports: the standard library, ``sqlalchemy``, and the store's modules below the engines
+(:mod:`store.backend`, :mod:`store.database`, :mod:`store.models`, :mod:`store.types`), never
+the generic modules that call the engines (:mod:`store.releases`, :mod:`store.leases`,
+:mod:`store.host_ready`, :mod:`store.pages`): the layers contract of ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
-from store.dialects.base import (
+from store.backend import (
     Backend,
     ChosenPages,
     HostReadySql,

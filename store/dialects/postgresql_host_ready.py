@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from store.host_ready import CHUNK
+from store.backend import CHUNK
 from store.models import HOSTS, RELEASED_PAGES
 
 __all__ = ["PostgresqlHostReady"]
@@ -59,7 +59,7 @@ TAKE_BY_ID = (
 
 
 class PostgresqlHostReady:
-    """:class:`~store.dialects.base.HostReadySql` on PostgreSQL."""
+    """:class:`~store.backend.HostReadySql` on PostgreSQL."""
 
     def greatest(self, *values: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.greatest(*values)

@@ -15,12 +15,10 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, Select, bindparam, text
 
+from store.backend import LeaseBatch, LeasedPage
 from store.database import PG_BY_ID, driver_cursor
-from store.dialects.base import LeaseBatch
 from store.dialects.postgresql_pages import PostgresqlPages
-from store.leases import LeasedPage
 from store.models import HOSTS, PAGES
-from store.pages import lock_pages
 from store.types import UTCDateTime
 
 __all__ = ["PostgresqlLeases"]
@@ -93,7 +91,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 class PostgresqlLeases:
-    """:class:`~store.dialects.base.LeaseSql` on PostgreSQL."""
+    """:class:`~store.backend.LeaseSql` on PostgreSQL."""
 
     def begin(self, conn: Connection) -> None:
         conn.exec_driver_sql(UTC_SESSION)
@@ -134,7 +132,8 @@ class PostgresqlLeases:
         }
         # The pages to mark locked in id order first (the statement marks them host by
         # host), as every writer of pages locks them.
-        lock_pages(conn, _PAGES, [i for i, _ in marks])
+        if marks:
+            _PAGES.lock(conn, sorted({i for i, _ in marks}), None)
         # Index lookups by id, never a hash join over a scan of the whole table.
         conn.exec_driver_sql(PG_BY_ID)
         return dict(conn.execute(TAKE_BATCH, params).tuples().all())

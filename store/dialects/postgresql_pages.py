@@ -46,7 +46,7 @@ LOCK_TABLE = "LOCK TABLE pages IN ROW EXCLUSIVE MODE"
 
 
 class PostgresqlPages:
-    """:class:`~store.dialects.base.PagesSql` on PostgreSQL."""
+    """:class:`~store.backend.PagesSql` on PostgreSQL."""
 
     def insert_ignoring_conflicts(self, table: Table) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing()

@@ -23,13 +23,11 @@ from typing import Any
 
 from sqlalchemy import Connection, TextClause, bindparam, text
 
+from store.backend import ChosenPages
 from store.database import PG_BY_ID, driver_cursor
-from store.dialects.base import ChosenPages, whole_micros
 from store.dialects.postgresql_host_ready import PostgresqlHostReady
 from store.dialects.postgresql_pages import PostgresqlPages
-from store.host_ready import hold_hosts
-from store.pages import lock_pages
-from store.types import UTCDateTime
+from store.types import UTCDateTime, whole_micros
 
 __all__ = ["PostgresqlReleases", "micros_since_epoch"]
 
@@ -207,7 +205,7 @@ def _pipelined_rows(
 
 
 class PostgresqlReleases:
-    """:class:`~store.dialects.base.ReleaseSql` on PostgreSQL. A subclass may replace a
+    """:class:`~store.backend.ReleaseSql` on PostgreSQL. A subclass may replace a
     statement (a class attribute) or a step, to inject a fault in a test."""
 
     refresh_sql = REFRESH
@@ -238,8 +236,8 @@ class PostgresqlReleases:
         if ids:
             # Their hosts before the pages, as a lease locks them (store.host_ready), the
             # pages in id order, as every page writer locks them.
-            hold_hosts(conn, _HOST_READY, owners)
-            lock_pages(conn, _PAGES, ids)
+            _HOST_READY.hold(conn, sorted(set(owners)))
+            _PAGES.lock(conn, sorted(set(ids)), None)
             conn.execute(WITHDRAW, {"ids": ids, "now": chosen.now})
         params: dict[str, Any] = {
             "ids": _array(chosen.ids),

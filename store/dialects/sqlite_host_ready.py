@@ -27,7 +27,7 @@ __all__ = ["SqliteHostReady"]
 
 
 class SqliteHostReady:
-    """:class:`~store.dialects.base.HostReadySql` on SQLite."""
+    """:class:`~store.backend.HostReadySql` on SQLite."""
 
     def greatest(self, *values: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.max(*values)  # the scalar max() of several arguments

@@ -14,9 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Select
 
+from store.backend import LeaseBatch, LeasedPage
 from store.database import sqlite_bulk_cache
-from store.dialects.base import LeaseBatch
-from store.leases import LeasedPage
 from store.models import LEASES
 from store.types import sqlite_text
 
@@ -49,7 +48,7 @@ _ID, _DUE = 1, 8
 
 
 class SqliteLeases:
-    """:class:`~store.dialects.base.LeaseSql` on SQLite."""
+    """:class:`~store.backend.LeaseSql` on SQLite."""
 
     def begin(self, conn: Connection) -> None:
         """Nothing: the transaction holds the write lock from its start."""

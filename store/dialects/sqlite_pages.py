@@ -26,7 +26,7 @@ INSERT_PAGES = DriverStatement(
 
 
 class SqlitePages:
-    """:class:`~store.dialects.base.PagesSql` on SQLite."""
+    """:class:`~store.backend.PagesSql` on SQLite."""
 
     def insert_ignoring_conflicts(self, table: Table) -> Insert:
         return sqlite.insert(table).on_conflict_do_nothing()

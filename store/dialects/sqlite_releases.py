@@ -17,10 +17,10 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
+from store.backend import ChosenPages
 from store.database import sqlite_bulk_cache
-from store.dialects.base import ChosenPages, whole_micros
 from store.models import PAGES
-from store.types import sqlite_text
+from store.types import sqlite_text, whole_micros
 
 __all__ = ["SqliteReleases", "chosen_values"]
 
@@ -147,7 +147,7 @@ def chosen_values(
 
 
 class SqliteReleases:
-    """:class:`~store.dialects.base.ReleaseSql` on SQLite. A subclass may replace a
+    """:class:`~store.backend.ReleaseSql` on SQLite. A subclass may replace a
     statement (a class attribute) or a step, to inject a fault in a test."""
 
     refresh_sql = REFRESH
