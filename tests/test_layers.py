@@ -2,8 +2,10 @@
 
 ``pyproject.toml`` holds the contracts: service over scenarios and crawler, over planner,
 over estimators and store; inside the planner, cycle over solver over model and schedules;
-pure computation imports no database, HTTP or CLI library. These tests run ``lint-imports``
-on the tree as it is, and on a copy with one breach planted, to show the check can fail.
+inside the store, the generic modules over the engines' SQL (``store.dialects``) over the
+database; pure computation imports no database, HTTP or CLI library. These tests run
+``lint-imports`` on the tree as it is, and on a copy with one breach planted, to show the
+check can fail.
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ def test_the_tree_keeps_every_contract() -> None:
         ),
         ("estimators/breach.py", "import sqlalchemy\n", "estimators is not allowed to import"),
         ("crawler/breach.py", "import scenarios.world\n", "crawler is not allowed to import"),
+        (
+            "store/database.py",
+            "import store.leases\n",
+            "store.database is not allowed to import store.leases",
+        ),
+        (
+            "store/dialects/breach.py",
+            "from store.pages import lock_pages\n",
+            "store.dialects is not allowed to import store.pages",
+        ),
     ],
 )
 def test_a_lower_layer_importing_a_higher_one_fails(
