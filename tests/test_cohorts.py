@@ -240,3 +240,36 @@ def test_plans_conserve_pages_stay_nonnegative_and_spend_binding_capacity(
     # pages held: each period spends it exactly.
     spent = (inst.crawl_cost * plan.crawls).sum(axis=0) + inst.new_crawl_cost * plan.z
     np.testing.assert_allclose(spent, capacity, rtol=1e-6)
+
+
+# -- the simulator policy ---------------------------------------------------------------------
+
+
+def test_cohort_policy_is_registered_and_wants_the_true_rates() -> None:
+    from scenarios.policies import PolicyError, make_policy
+    from scenarios.policies.cohorts import CohortPolicy
+
+    policy = make_policy({"kind": "cohorts", "rates": "true", "buckets": 8, "cycle": 7})
+    assert isinstance(policy, CohortPolicy) and policy.buckets == 8
+    with pytest.raises(PolicyError, match="rates"):
+        make_policy({"kind": "cohorts", "rates": "estimated"})
+    with pytest.raises(PolicyError, match="buckets"):
+        make_policy({"kind": "cohorts", "rates": "true", "buckets": 2.5})
+
+
+def test_cohort_policy_spends_the_budget_and_beats_uniform_on_a_mixture() -> None:
+    """A seeded mixture world of 2,000 pages, budget 1/7: the cohort plan (true rates) keeps
+    the repository fresher than round robin (measured 0.8378 against 0.8063; at 10,000 pages the
+    scenario run gave 0.8451 against 0.8163, equal to the freshness-optimal page schedule)."""
+    from scenarios.policies import UniformPolicy
+    from scenarios.policies.cohorts import CohortPolicy
+    from scenarios.simulator import SimulationSettings, simulate
+    from scenarios.world import WorldSpec, build_world
+
+    world = build_world(WorldSpec(pages=2000, hosts=20), seed=3, periods=21)
+    settings = SimulationSettings(periods=14, budget=2000 // 7, warmup=7, oracle=True, seed=3)
+    cohort = simulate(world, CohortPolicy("cohorts", buckets=16), settings)
+    uniform = simulate(world, UniformPolicy("uniform"), settings)
+    assert int(cohort.crawls.sum()) == 14 * settings.budget
+    gain = cohort.summary()["freshness"] - uniform.summary()["freshness"]
+    assert gain > 0.01

@@ -42,6 +42,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "explore",
     ),
     "sampling": ("group", "cycle", "sample_share"),
+    "cohorts": ("rates", "buckets", "cycle"),
 }
 
 _OBJECTIVE = {"xyleme": "obsolescence", "freshness": "freshness", "harmonic": "harmonic"}
@@ -92,6 +93,10 @@ def make_policy(spec: Mapping[str, Any], *, period_days: float = 1.0) -> Policy:
         from scenarios.policies.webfountain import WebFountainPolicy
 
         return WebFountainPolicy.from_spec(name, spec)
+    if kind == "cohorts":  # imported when used: the cohort LP brings pyomo and HiGHS
+        from scenarios.policies.cohorts import CohortPolicy
+
+        return CohortPolicy.from_spec(name, spec)
     from scenarios.policies.sampling import SamplingPolicy
 
     return SamplingPolicy.from_spec(name, spec)
