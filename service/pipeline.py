@@ -51,6 +51,7 @@ from store.notifications import notification_times
 from store.releases import (
     Candidates,
     PeriodWork,
+    QueuedRelease,
     host_delays,
     is_released,
     new_page_candidates,
@@ -404,6 +405,40 @@ def release_period(
     if urgent:
         quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
         work = replace(work, quotas=quotas, new_pages=new_pages)
+    per_bucket, new, selection = _read_and_choose(
+        db, work, when, min_delay_seconds, candidate_factor, max_rounds, pull_forward
+    )
+    queued, withdrawn = _queue_chosen(db, work, when, [*per_bucket.values(), new], selection)
+    if queued is None:
+        return done
+    return ReleaseSummary(
+        "released",
+        plan=plan.version,
+        period=work.period,
+        starts_at=work.starts_at,
+        ends_at=work.ends_at,
+        released=queued.released,
+        by_bucket=selection.chosen,
+        new_pages=selection.new_chosen,
+        carried_over=queued.carried_over,
+        withdrawn=withdrawn,
+        shortfalls=selection.shortfalls,
+        urgent=urgent,
+    )
+
+
+def _read_and_choose(
+    db: Database,
+    work: PeriodWork,
+    when: datetime,
+    min_delay_seconds: float,
+    candidate_factor: float,
+    max_rounds: int,
+    pull_forward: bool,
+) -> tuple[dict[int, Candidates], Candidates, Selection]:
+    """Read each quota bucket's candidates (and new pages'), choose the period's pages, and
+    read four times more of a bucket whose quota full hosts left short while it has more
+    candidates unread, up to ``max_rounds`` reads."""
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
@@ -435,10 +470,22 @@ def release_period(
                 to_read.add(short.bucket)
         if not to_read and not read_new:
             break
+    return per_bucket, new, selection
+
+
+def _queue_chosen(
+    db: Database,
+    work: PeriodWork,
+    when: datetime,
+    read: list[Candidates],
+    selection: Selection,
+) -> tuple[QueuedRelease | None, int]:
+    """Queue the chosen pages (:func:`store.releases.queue_release`); returns what it
+    queued (None when another process released the period first) and how many candidates
+    due from before the plan lost that due time without being chosen."""
     chosen = selection.page_id
     # Candidates due from before the plan (pending): every one loses that due time, the
     # chosen ones because they are queued now; withdrawn counts those not chosen.
-    read = [*per_bucket.values(), new]
     ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
     waiting = ids[pending]
@@ -468,19 +515,4 @@ def release_period(
         withdraw_ids=waiting.tolist(),
         now=when,
     )
-    if queued is None:
-        return done
-    return ReleaseSummary(
-        "released",
-        plan=plan.version,
-        period=work.period,
-        starts_at=work.starts_at,
-        ends_at=work.ends_at,
-        released=queued.released,
-        by_bucket=selection.chosen,
-        new_pages=selection.new_chosen,
-        carried_over=queued.carried_over,
-        withdrawn=withdrawn,
-        shortfalls=selection.shortfalls,
-        urgent=urgent,
-    )
+    return queued, withdrawn
