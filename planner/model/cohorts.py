@@ -16,9 +16,13 @@ k = 0..K-1             cohort: a page of cohort k at period t was last crawled i
                        t-1-k (k whole periods passed since the end of that period); the last
                        cohort K-1 *absorbs*: "K-1 or more"
 t = 0..T-1             period; period t is the time interval [t, t+1)
+theta, s               phase of a crawl in its period, and time within the period, in [0, 1)
 c[i,k,t]               pages of bucket i in cohort k at the start of period t, t = 0..T
                        (variable, pages)
 x[i,k,t]               pages of bucket i and cohort k crawled in period t (variable, pages)
+u[i,k,t]               pages of bucket i and cohort k left uncrawled in period t (variable)
+c_end[i,k]             c[i,k,T], the state after the last period (variable; planning only)
+c0[i,k], b0[i], n0     the start: pages per cohort (planning), pages per bucket, new pages
 z[t]                   new pages crawled in period t (variable, pages)
 n[t]                   new, never-crawled pages known at the start of period t, t = 0..T
                        (variable, pages)
@@ -101,8 +105,10 @@ valued at age K, a lower bound; in the cyclic steady state they must be crawled
 would have unbounded obsolescence.
 
 Rates may vary by period (``a[i,t]``); the values of period t use lambda[i,t] for the whole age,
-which is exact when rates are constant. All data enter as numbers, not Params: a change of
-data is a new model (building it takes seconds; bench_cohorts.py measures it).
+which is exact when rates are constant. The data are immutable Params and the objective's
+coefficients plain numbers: a change of data is a new model (building it takes seconds at
+B = 255; bench_cohorts.py measures it). Scaling factors for Ipopt live in the model's
+``scaling_factor`` Suffix, as in the WebFountain model.
 """
 
 from __future__ import annotations
@@ -367,7 +373,37 @@ def build_cohort_model(
     m.new_crawl_limit = pyo.Constraint(m.T, rule=_new_crawl_limit_rule)
     sense = pyo.maximize if values.maximize else pyo.minimize
     m.total_value = pyo.Objective(rule=_objective_rule, sense=sense)
+    m.scaling_factor = pyo.Suffix(direction=pyo.Suffix.EXPORT)
+    _set_scaling(m, instance)
     return m
+
+
+def _set_scaling(m: Any, instance: CrawlInstance) -> None:
+    """Pages of bucket i in units of b0[i], new pages in units of the mean bucket, crawl time
+    in units of C[t], the objective in units of every page held for the cycle. HiGHS scales by
+    itself; Ipopt (through the bridge, ``nlp_scaling_method = user-scaling``) needs these."""
+    sf = m.scaling_factor
+    unit = float(np.mean(instance.b0))
+    for i in m.I:
+        s = 1.0 / float(instance.b0[i])
+        for k in m.K:
+            for t in m.T:
+                sf[m.x[i, k, t]] = sf[m.u[i, k, t]] = s
+                if k < len(m.K) - 1:
+                    sf[m.aging[i, k, t]] = s
+            if m.find_component("c_end") is not None:
+                sf[m.c_end[i, k]] = sf[m.start[i, k]] = s
+        for t in m.T:
+            sf[m.crawled_cohort[i, t]] = s
+        if m.find_component("bucket_pages") is not None:
+            sf[m.bucket_pages[i]] = s
+    for t in m.T:
+        sf[m.crawl_time[t]] = 1.0 / max(float(instance.capacity[t]), 1.0)
+        for comp in (m.z, m.new_pages, m.new_crawl_limit):
+            sf[comp[t]] = 1.0 / unit
+    for t in m.S:
+        sf[m.n[t]] = 1.0 / unit
+    sf[m.total_value] = 1.0 / (len(m.T) * float(np.sum(instance.b0)))
 
 
 # -- solve with HiGHS, read back ------------------------------------------------------------
