@@ -210,8 +210,9 @@ def _planning_cases(draw: st.DrawFn) -> tuple[CrawlInstance, np.ndarray, str, fl
     share = draw(st.floats(0.05, 0.9))  # capacity below the work of crawling every page
     capacity = share * float(cost @ pages)
     n0 = draw(st.sampled_from([0.0, 0.0, 50.0]))
+    oldnwt = draw(st.sampled_from([0.0, 0.1]))
     inst = _instance(
-        rate, pages, capacity, T, crawl_cost=cost, n0=n0, nconst=n0 / 5, oldnwt=0.1, newnwt=0.3
+        rate, pages, capacity, T, crawl_cost=cost, n0=n0, nconst=n0 / 5, oldnwt=oldnwt, newnwt=0.3
     )
     mix = np.array(draw(st.lists(st.integers(0, 9), min_size=B * K, max_size=B * K)), float)
     mix = mix.reshape(B, K) + 1e-3  # every bucket holds its pages somewhere
@@ -236,10 +237,14 @@ def test_plans_conserve_pages_stay_nonnegative_and_spend_binding_capacity(
     np.testing.assert_allclose(plan.c[:, :, 0], initial, atol=tol)
     held = plan.c.sum(axis=1)  # (B, T + 1)
     np.testing.assert_allclose(held[:, 1:] - held[:, :-1], inst.p[:, None] * plan.z, atol=tol)
-    # Every crawl is worth something (lambda > 0) and the capacity is below the work of the
-    # pages held: each period spends it exactly.
     spent = (inst.crawl_cost * plan.crawls).sum(axis=0) + inst.new_crawl_cost * plan.z
-    np.testing.assert_allclose(spent, capacity, rtol=1e-6)
+    assert np.all(spent <= capacity * (1 + 1e-6))
+    if float(inst.oldnwt.max()) == 0.0:
+        # Every crawl is worth something (lambda > 0) and the capacity is below the work of
+        # the pages held: each period spends it exactly. With discovery (oldnwt > 0) a crawl
+        # also adds new uncrawled pages, which the objective charges (newwt), so crawling a
+        # slow page may be worth less than nothing and capacity may rightly stay unspent.
+        np.testing.assert_allclose(spent, capacity, rtol=1e-6)
 
 
 # -- the simulator policy ---------------------------------------------------------------------
