@@ -307,10 +307,6 @@ class SyntheticWeb:
         k = int(np.searchsorted(times, t, side="right"))
         return float(times[k - 1]) if k else float(self.born[page])
 
-    def changes_between(self, page: int, t0: float, t1: float) -> int:
-        """Real changes in ``(t0, t1]``."""
-        return self.version(page, t1) - self.version(page, t0)
-
     def alive(self, page: int, t: float) -> bool:
         """Whether the page exists at ``t``."""
         return bool(self.born[page] <= t < self.dies[page])
