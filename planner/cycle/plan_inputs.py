@@ -19,7 +19,7 @@ more of the period than a bucket of fast ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -224,11 +224,21 @@ def warm_start(
 @dataclass(frozen=True)
 class PlannedCycle:
     """Whole-page quotas of one cycle: ``quotas`` [T] maps class to pages, ``new_pages`` [T],
-    ``fractions`` [T] maps class to x/b."""
+    ``fractions`` [T] maps class to x/b.
+
+    ``marginal`` [T] maps class to the plan's value of one more crawl of that class in the
+    period, and ``new_marginal`` [T] that of one more new page, in the objective's units per
+    crawl (larger: more worth it). A release that cannot fill a class's quota (too few
+    fetchable pages) spends the rest on the classes, or new pages, with the next highest
+    values. Empty lists: the plan has no values (cold start, uniform crawl); the release then
+    spends left-over crawls oldest first.
+    """
 
     quotas: list[dict[int, int]]
     new_pages: list[int]
     fractions: list[dict[int, float]]
+    marginal: list[dict[int, float]] = field(default_factory=list)
+    new_marginal: list[float] = field(default_factory=list)
 
 
 def trajectory_quotas(
