@@ -354,6 +354,9 @@ class PlanPeriod(Base):
     ends_at: Mapped[datetime]
     capacity: Mapped[float] = mapped_column(Float, doc="crawls this period")
     new_pages: Mapped[int] = mapped_column(Integer, doc="quota of never-fetched pages")
+    new_marginal: Mapped[float | None] = mapped_column(
+        Float, nullable=True, doc="the plan's value of one more new page this period"
+    )
 
     __table_args__ = (CheckConstraint("new_pages >= 0", name="ck_plan_periods_new"),)
 
@@ -368,6 +371,9 @@ class Quota(Base):
     bucket: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
     pages: Mapped[int] = mapped_column(Integer)
     fraction: Mapped[float] = mapped_column(Float)
+    marginal: Mapped[float | None] = mapped_column(
+        Float, nullable=True, doc="the plan's value of one more crawl of this bucket this period"
+    )
 
     __table_args__ = (
         CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_quotas_bucket"),
