@@ -53,12 +53,15 @@ from planner.cycle.plan_inputs import (
     planning_weights,
     warm_start,
 )
+from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
 from planner.model.webfountain import uniform_crawl
 from planner.model.weights import ObjectiveWeights, strategy_weights
 from planner.solver.plan_solver import PlanSolution, PlanSolver
+from planner.solver.steady_solver import SteadySolution, solve_steady
 
 __all__ = [
     "NO_DISCOVERY",
+    "PLAN_MODELS",
     "CrawlMeasures",
     "CycleSettings",
     "PlanOutcome",
@@ -66,6 +69,9 @@ __all__ = [
     "WarmStart",
     "plan_cycle",
 ]
+
+#: The bucket models a cycle can be planned with (:class:`CycleSettings` ``model``).
+PLAN_MODELS = ("steady", "webfountain")
 
 #: No page found by crawling, none from outside (the simulator's crawler, before births).
 NO_DISCOVERY = DiscoveryRates(oldnwt=0.0, newnwt=0.0, nconst=0.0, method="none")
@@ -81,8 +87,16 @@ class CycleSettings:
         Crawls a period allows, > 0.
     periods : int
         T, periods of the published cycle, >= 1.
+    model : str
+        ``"steady"`` (the default): the steady-rate bucket model
+        (:mod:`planner.model.steady_rates`), which values each period at the time-averaged
+        objective of pages visited longest-unvisited-first; ``"webfountain"``: the paper's
+        model with equation (2) and the strategy's weights, for reproducing the paper.
+    objective : str
+        The steady-rate model's objective: freshness, obsolescence, harmonic or binary.
     strategy : int
-        1, 2 or 3: the WebFountain objective weights (:mod:`planner.model.weights`).
+        1, 2 or 3: the WebFountain objective weights (:mod:`planner.model.weights`); the
+        ``"webfountain"`` model only.
     horizon : int
         Periods the model looks ahead (0: the cycle; :func:`planner.cycle.plan_inputs.
         model_horizon`); only the first ``periods`` are published.
@@ -101,6 +115,8 @@ class CycleSettings:
 
     capacity: float
     periods: int
+    model: str = "steady"
+    objective: str = "freshness"
     strategy: int = 1
     horizon: int = 0
     terminal_value: bool = True
@@ -113,6 +129,12 @@ class CycleSettings:
             raise ValueError(f"capacity must be > 0 crawls per period, got {self.capacity}")
         if self.periods < 1:
             raise ValueError(f"periods must be >= 1, got {self.periods}")
+        if self.model not in PLAN_MODELS:
+            known = ", ".join(PLAN_MODELS)
+            raise ValueError(f"model must be one of {known}, got {self.model!r}")
+        if self.objective not in STEADY_OBJECTIVES:
+            known = ", ".join(STEADY_OBJECTIVES)
+            raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
         if self.strategy not in (1, 2, 3):
             raise ValueError(f"strategy must be 1, 2 or 3, got {self.strategy}")
         if self.horizon < 0:
@@ -260,6 +282,8 @@ def plan_cycle(
     if not settings.optimize:
         cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
         return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
+    if settings.model == "steady":
+        return _plan_steady(inputs, settings)
     solver = PlanSolver(instance, _weights(inputs, settings))
     start = None
     if warm is not None:
@@ -282,6 +306,57 @@ def plan_cycle(
         note = "the solve failed: the uniform crawl instead"
         return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
     return PlanOutcome(inputs, None, record)
+
+
+def _plan_steady(inputs: PlanInputs, settings: CycleSettings) -> PlanOutcome:
+    """The steady-rate model's cycle: quotas from its crawls, with its marginal values."""
+    instance = inputs.instance
+    assert instance is not None
+    terminal = float(settings.periods) if settings.terminal_value else 0.0
+    solution = solve_steady(instance, SteadySetup(objective=settings.objective, terminal=terminal))
+    record = _steady_record(solution, inputs, settings)
+    if solution.status.ok:
+        cycle = cycle_from_trajectory(
+            inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
+        )
+        count = len(cycle.quotas)
+        ids = inputs.bucket_ids.tolist()
+        marginal = [
+            {b: float(solution.marginal[row, t]) for row, b in enumerate(ids)} for t in range(count)
+        ]
+        new_marginal = [float(v) for v in solution.new_marginal[:count]]
+        cycle = replace(cycle, marginal=marginal, new_marginal=new_marginal)
+        return PlanOutcome(inputs, cycle, record)
+    if settings.fallback_uniform:
+        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
+        note = "the solve failed: the uniform crawl instead"
+        return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
+    return PlanOutcome(inputs, None, record)
+
+
+def _steady_record(
+    solution: SteadySolution, inputs: PlanInputs, settings: CycleSettings
+) -> SolverRecord:
+    instance = inputs.instance
+    assert instance is not None
+    obsolete = new_left = None
+    if solution.status.ok:
+        last = min(settings.periods, instance.periods) - 1
+        obsolete = float(solution.trajectory.y[:, last].sum())
+        new_left = float(solution.trajectory.n[last])
+    return SolverRecord(
+        status=solution.status.value,
+        buckets=int(instance.buckets),
+        objective=float(solution.objective),
+        iterations=int(solution.iterations),
+        build_seconds=round(solution.build_seconds, 3),
+        solve_seconds=round(solution.solve_seconds, 3),
+        starts=("uniform",),
+        weights=f"steady {settings.objective}",
+        obsolete_at_cycle_end=obsolete,
+        new_left_at_cycle_end=new_left,
+        message="" if solution.status.ok else solution.message,
+    )
 
 
 def _weights(inputs: PlanInputs, settings: CycleSettings) -> ObjectiveWeights:

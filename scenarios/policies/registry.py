@@ -32,6 +32,8 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
     "webfountain": (
         "rates",
         "last_modified",
+        "model",
+        "objective",
         "strategy",
         "buckets",
         "cycle",

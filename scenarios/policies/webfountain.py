@@ -46,9 +46,17 @@ from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.cycle.due_urls import select_due_pages
-from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, PlanOutcome, plan_cycle
+from planner.cycle.plan_cycle import (
+    PLAN_MODELS,
+    CrawlMeasures,
+    CycleSettings,
+    PlanOutcome,
+    plan_cycle,
+)
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
+from planner.model.steady_rates import STEADY_OBJECTIVES
 from planner.model.weights import Strategy
+from planner.schedules.objectives import OBJECTIVES
 from planner.schedules.optimal import bucket_intervals
 from scenarios.policies.base import Policy, PolicyError, overdue_priority, top_pages
 from scenarios.policies.knowledge import RateKnowledge, filled_rates
@@ -58,6 +66,10 @@ __all__ = ["WebFountainPolicy", "section_rates"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+#: ``within_bucket`` value: inside a bucket, the page unvisited longest first (what the
+#: steady-rate model assumes).
+LONGEST_UNVISITED = "longest-unvisited"
 
 #: Seconds per period on the selection's clock (any common clock works).
 _SECONDS = 86_400.0
@@ -87,15 +99,27 @@ class WebFountainPolicy(Policy):
         name: str,
         knowledge: RateKnowledge,
         *,
+        model: str = "steady",
+        objective: str = "freshness",
         strategy: int = 3,
         buckets: int = 16,
         cycle: int = 7,
         cold_start: str = "median",
-        within_bucket: str = "obsolescence",
+        within_bucket: str | None = None,
         horizon: int = 0,
         terminal_value: bool = True,
         explore: float = EXPLORE_REVISITS,
     ) -> None:
+        if model not in PLAN_MODELS:
+            raise PolicyError(f"model: use {' or '.join(PLAN_MODELS)}, got {model!r}")
+        if objective not in STEADY_OBJECTIVES:
+            known = ", ".join(STEADY_OBJECTIVES)
+            raise PolicyError(f"objective: use one of {known}, got {objective!r}")
+        if within_bucket is None:
+            within_bucket = LONGEST_UNVISITED if model == "steady" else "obsolescence"
+        if within_bucket != LONGEST_UNVISITED and within_bucket not in OBJECTIVES:
+            known = ", ".join([LONGEST_UNVISITED, *OBJECTIVES])
+            raise PolicyError(f"within_bucket: use one of {known}, got {within_bucket!r}")
         if strategy not in (1, 2, 3):
             raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
         if not 1 <= buckets <= 255:
@@ -110,6 +134,8 @@ class WebFountainPolicy(Policy):
             raise PolicyError(f"cold_start: use 'median' or 'section', got {cold_start!r}")
         self.name = name
         self.knowledge = knowledge
+        self.model = model
+        self.objective = objective
         self.strategy = Strategy(strategy)
         self.buckets = buckets
         self.cycle = cycle
@@ -142,11 +168,13 @@ class WebFountainPolicy(Policy):
         return cls(
             name,
             knowledge,
+            model=str(spec.get("model", "steady")),
+            objective=str(spec.get("objective", "freshness")),
             strategy=int(spec.get("strategy", 3)),
             buckets=int(spec.get("buckets", 16)),
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
-            within_bucket=str(spec.get("within_bucket", "obsolescence")),
+            within_bucket=None if "within_bucket" not in spec else str(spec["within_bucket"]),
             horizon=int(spec.get("horizon", 0)),
             terminal_value=bool(spec.get("terminal_value", True)),
             explore=float(spec.get("explore", EXPLORE_REVISITS)),
@@ -168,6 +196,8 @@ class WebFountainPolicy(Policy):
         return CycleSettings(
             capacity=float(budget),
             periods=self.cycle,
+            model=self.model,
+            objective=self.objective,
             strategy=self.strategy.value,
             horizon=self.horizon,
             terminal_value=self.terminal_value,
@@ -233,6 +263,10 @@ class WebFountainPolicy(Policy):
         for k in populated:
             members = pages[bucket[pages] == k]
             crawls = float(old[k].sum()) / T
+            if self.within_bucket == LONGEST_UNVISITED:
+                # one interval for the bucket: due order is last-fetch order
+                interval[members] = members.size / crawls if crawls > 0 else np.inf
+                continue
             interval[members] = bucket_intervals(
                 rate[members],
                 log.importance[members],

@@ -1,0 +1,312 @@
+r"""The steady-rate bucket model: each period valued at the steady state of its crawl rate.
+
+Equation (2) of the WebFountain model (:mod:`planner.model.webfountain`) values a crawl at the
+period's end and draws a bucket's crawled pages at random. The crawler does something else:
+inside a bucket it takes the pages unvisited longest first, its crawls are spread over the
+period, and users measure the objective averaged over time. A bucket of N pages crawled x
+times a period that way is *periodic refresh* at the rate ``f = x / N`` crawls per page and
+period, and the time-averaged value of periodic refresh has a closed form for each of the
+page schedules' objectives (:mod:`planner.schedules.objectives`). This model values every
+period of every bucket by that closed form at the period's own rate, and keeps the WebFountain
+structure around it: per-period capacity and crawl costs, new pages against re-crawls,
+discovery, bucket growth, and per-bucket caps (politeness).
+
+Symbols (indices from 0; ``lambda`` is the change rate per period, ``-ln(1 - a)``):
+
+=====================  ===================================================================
+symbol                 meaning (units)
+=====================  ===================================================================
+i = 0..B-1, t = 0..T-1 bucket, period
+x[i,t]                 crawls of bucket i's pages in period t (variable, pages)
+N[i,t]                 pages of bucket i during period t (variable, pages), b0 + growth
+z[t], n[t]             new pages crawled in period t; new pages known at the end of t
+lambda[i,t], w[i]      change rate (per period); importance per page (weight)
+C[t], cost[i,t], d[t]  crawl time of period t; per old-page crawl; per new-page crawl
+oldnwt, newnwt, nconst discovery: new pages per old crawl, per new crawl, per period
+p[i]                   share of crawled new pages that join bucket i
+cap[i,t]               most crawls bucket i's hosts allow in period t (politeness; inf: none)
+=====================  ===================================================================
+
+The values of a period (per bucket, N pages crawled x times; ``u = lambda N / x``, the
+changes per revisit interval), :func:`period_value` in numpy and the same expressions in Pyomo:
+
+=============  ====================================  ========  ==========================
+objective      value V(x, N) of the period           sense     page-level form (per page)
+=============  ====================================  ========  ==========================
+freshness      ``(x / lambda) (1 - e^-u)``            maximize  Cho: (f/l)(1 - e^(-l/f))
+obsolescence   ``lambda N^2 / (2 x)``                 minimize  Xyleme: l / (2 f)
+harmonic       ``N ln(1 + u)``                        minimize  Kolobov: ln(1 + l/f)
+binary         ``N x / (x + lambda N)``               maximize  Azar: f / (f + l)
+=============  ====================================  ========  ==========================
+
+Each is N times the page-level value at ``f = x / N`` (the perspective of a concave or convex
+function), so it is jointly concave (maximize) or convex (minimize) in (x, N): the model is a
+convex program, Ipopt's optimum is global. Every term is weighted by ``w[i]``.
+
+The constraints, linear (WebFountain eqs. (1), (3), (4), (6) of REFERENCE.md sec. 2)::
+
+    capacity   sum_i cost[i,t] x[i,t] + d[t] z[t] <= C[t]
+    growth     N[i,0] = b0[i],  N[i,t+1] = N[i,t] + p[i] z[t]
+    new pages  n[t] = n[t-1] + sum_i oldnwt[i,t] x[i,t] + (newnwt[t] - 1) z[t] + nconst,
+               n[-1] = n0,  z[t] <= n[t-1]
+    at most    x[i,t] <= N[i,t]   (a page once a period: the release takes distinct pages)
+               x[i,t] <= cap[i,t]
+
+**Why each period's value is its steady state.** In a cycle of constant rates (no new pages,
+constant capacity) the model is, bucket by bucket, the page-level optimum of
+:mod:`planner.schedules.optimal` for pages of the bucket's rate, with continuous revisit
+intervals: the plan's crawl rates equal the freshness-optimal allocation aggregated to the
+buckets (tests/test_steady_rates.py checks this against the closed form). Where the rate
+changes from period to period the value is that of the rate the crawl converges to: exact for
+the periodic crawl the model plans, an approximation during a change of rate (a bucket whose
+crawl doubles takes its oldest pages first and gains more at once than the steady value says).
+No terminal value is needed for re-crawls: a period's value does not depend on the periods
+after it.
+
+**New pages** enlarge N from the period after their crawl, and so the value of the bucket
+they join. Pages crawled near the horizon's end would be valued for a few periods only, so for
+maximized objectives a crawled new page also earns ``terminal`` periods of its bucket's value
+per page under the uniform crawl (``new_credit``, linear). For minimized objectives a new page
+not yet crawled costs, each period and ``terminal`` more periods at the horizon's end, the
+value of the worst bucket's page under the uniform crawl (``new_penalty``): a page the
+repository lacks is at least as bad as its worst page.
+
+Numerics: ``x`` enters as ``x + EPSILON`` where it divides; rates below
+:data:`MIN_RATE` are raised to it (a page that never changes gains nothing from a crawl, and
+the closed forms would lose their digits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyomo.environ as pyo
+
+from planner.model.instance import CrawlInstance
+
+__all__ = [
+    "EPSILON",
+    "MIN_RATE",
+    "STEADY_OBJECTIVES",
+    "SteadyObjective",
+    "SteadySetup",
+    "build_steady_model",
+    "marginal_value",
+    "period_value",
+    "uniform_start",
+]
+
+SteadyObjective = Literal["freshness", "obsolescence", "harmonic", "binary"]
+
+#: The objectives, and whether each is maximized (the page schedules offer the same four).
+STEADY_OBJECTIVES: dict[str, bool] = {
+    "freshness": True,
+    "obsolescence": False,
+    "harmonic": False,
+    "binary": True,
+}
+
+#: Pages added to x where it divides (pages); far below one crawl.
+EPSILON = 1e-9
+
+#: The smallest change rate the model uses (changes per period).
+MIN_RATE = 1e-6
+
+
+@dataclass(frozen=True)
+class SteadySetup:
+    """What the model needs besides the instance.
+
+    Attributes
+    ----------
+    objective : str
+        One of :data:`STEADY_OBJECTIVES`.
+    importance : ndarray, shape (B,), or None
+        w[i], the mean importance of bucket i's pages (None: all 1).
+    cap : ndarray, shape (B, T), or None
+        Most crawls of bucket i in period t (inf: no cap; None: no caps).
+    terminal : float
+        Periods of value credited to a crawled new page beyond the horizon (module docstring).
+    """
+
+    objective: str = "freshness"
+    importance: np.ndarray | None = None
+    cap: np.ndarray | None = None
+    terminal: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.objective not in STEADY_OBJECTIVES:
+            known = ", ".join(STEADY_OBJECTIVES)
+            raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
+        if not (np.isfinite(self.terminal) and self.terminal >= 0):
+            raise ValueError(f"terminal must be >= 0 periods, got {self.terminal}")
+
+
+def change_rates(instance: CrawlInstance) -> np.ndarray:
+    """lambda[i,t] = -ln(1 - a[i,t]) changes per period, at least :data:`MIN_RATE` [B, T]."""
+    a = np.clip(np.asarray(instance.a, dtype=float), 0.0, 1.0 - 1e-15)
+    return np.maximum(-np.log1p(-a), MIN_RATE)
+
+
+def period_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """V(x, N) of the module docstring, elementwise (numpy; x, N in pages, lambda per period)."""
+    xe = np.asarray(x, dtype=float) + EPSILON
+    n = np.asarray(pages, dtype=float)
+    if objective == "freshness":
+        return -(xe / lam) * np.expm1(-lam * n / xe)
+    if objective == "obsolescence":
+        return lam * n * n / (2.0 * xe)
+    if objective == "harmonic":
+        return n * np.log1p(lam * n / xe)
+    if objective == "binary":
+        return n * xe / (xe + lam * n)
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def marginal_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """What one more crawl of a bucket is worth in a period, dV/dx, signed so that larger is
+    better for every objective (for minimized objectives the cost it removes)."""
+    xe = np.asarray(x, dtype=float) + EPSILON
+    n = np.asarray(pages, dtype=float)
+    u = lam * n / xe
+    if objective == "freshness":
+        return -np.expm1(-u) / lam - np.exp(-u) * n / xe
+    if objective == "obsolescence":
+        return lam * n * n / (2.0 * xe * xe)
+    if objective == "harmonic":
+        return n * u / (xe * (1.0 + u))
+    if objective == "binary":
+        return n * lam * n / (xe + lam * n) ** 2
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def uniform_start(instance: CrawlInstance) -> np.ndarray:
+    """The uniform crawl of the start's pages: x[i,t] proportional to b0[i], filling each
+    period's capacity at the buckets' costs, at most b0[i] [B, T]."""
+    b0 = np.asarray(instance.b0, dtype=float)
+    x = np.zeros((instance.buckets, instance.periods))
+    for t in range(instance.periods):
+        spend = float((instance.crawl_cost[:, t] * b0).sum())
+        share = min(1.0, float(instance.capacity[t]) / spend) if spend > 0 else 0.0
+        x[:, t] = b0 * share
+    return x
+
+
+def _uniform_page_values(instance: CrawlInstance, objective: str, lam: np.ndarray) -> np.ndarray:
+    """Each bucket's value per page under the uniform crawl, mean over the periods [B]."""
+    b0 = np.maximum(np.asarray(instance.b0, dtype=float), 1e-12)
+    x = np.maximum(uniform_start(instance), 1e-6 * b0[:, None])
+    v = period_value(objective, x, np.broadcast_to(b0[:, None], x.shape), lam)
+    return np.asarray((v / b0[:, None]).mean(axis=1))
+
+
+def _value_expression(objective: str, x: Any, pages: Any, lam: Any) -> Any:
+    xe = x + EPSILON
+    if objective == "freshness":
+        return (xe / lam) * (1.0 - pyo.exp(-lam * pages / xe))
+    if objective == "obsolescence":
+        return lam * pages * pages / (2.0 * xe)
+    if objective == "harmonic":
+        return pages * pyo.log(1.0 + lam * pages / xe)
+    return pages * xe / (xe + lam * pages)
+
+
+def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.ConcreteModel:
+    """The Pyomo model of the module docstring for ``instance`` (B buckets, T periods).
+
+    The data are mutable Params, so the bridge (:mod:`planner.solver.compiler`) compiles one
+    template per constraint family and objective term; the start is :func:`uniform_start`.
+    Scaling factors (pages of a bucket in units of the bucket, seconds in units of the
+    period's capacity, the objective in units of all pages) are in ``m.scaling_factor``.
+    """
+    B, T = int(instance.buckets), int(instance.periods)
+    maximize = STEADY_OBJECTIVES[setup.objective]
+    lam = change_rates(instance)
+    w = np.ones(B) if setup.importance is None else np.asarray(setup.importance, dtype=float)
+    if w.shape != (B,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"importance: expected {B} finite weights >= 0")
+    p = np.asarray(instance.p, dtype=float) if instance.p.size else np.zeros(B)
+    b0 = np.asarray(instance.b0, dtype=float)
+
+    m = pyo.ConcreteModel(name=f"steady-rates-{setup.objective}")
+    m.I = pyo.RangeSet(0, B - 1)
+    m.T = pyo.RangeSet(0, T - 1)
+    m.lam = pyo.Param(m.I, m.T, initialize=lambda _, i, t: float(lam[i, t]), mutable=True)
+    m.w = pyo.Param(m.I, initialize=lambda _, i: float(w[i]), mutable=True)
+    m.cost = pyo.Param(
+        m.I, m.T, initialize=lambda _, i, t: float(instance.crawl_cost[i, t]), mutable=True
+    )
+    m.oldnwt = pyo.Param(
+        m.I, m.T, initialize=lambda _, i, t: float(instance.oldnwt[i, t]), mutable=True
+    )
+
+    def _x_bounds(_: Any, i: int, t: int) -> tuple[float, float | None]:
+        upper = None
+        if setup.cap is not None and np.isfinite(setup.cap[i, t]):
+            upper = max(float(setup.cap[i, t]), 0.0)
+        return (0.0, upper)
+
+    x0 = uniform_start(instance)
+    m.x = pyo.Var(m.I, m.T, bounds=_x_bounds, initialize=lambda _, i, t: float(x0[i, t]))
+    m.N = pyo.Var(m.I, m.T, bounds=(0.0, None), initialize=lambda _, i, t: float(b0[i]))
+    m.z = pyo.Var(m.T, bounds=(0.0, None), initialize=0.0)
+    m.n = pyo.Var(m.T, bounds=(0.0, None), initialize=float(instance.n0))
+
+    def _growth(mm: Any, i: int, t: int) -> Any:
+        if t == 0:
+            return mm.N[i, 0] == float(b0[i])
+        return mm.N[i, t] - mm.N[i, t - 1] - float(p[i]) * mm.z[t - 1] == 0.0
+
+    m.growth = pyo.Constraint(m.I, m.T, rule=_growth)
+    m.at_most_pages = pyo.Constraint(m.I, m.T, rule=lambda mm, i, t: mm.x[i, t] - mm.N[i, t] <= 0)
+
+    def _capacity(mm: Any, t: int) -> Any:
+        old = sum(mm.cost[i, t] * mm.x[i, t] for i in mm.I)
+        return old + float(instance.new_crawl_cost[t]) * mm.z[t] <= float(instance.capacity[t])
+
+    m.capacity = pyo.Constraint(m.T, rule=_capacity)
+
+    def _previous_new(mm: Any, t: int) -> Any:
+        return float(instance.n0) if t == 0 else mm.n[t - 1]
+
+    def _new_pages(mm: Any, t: int) -> Any:
+        found = sum(mm.oldnwt[i, t] * mm.x[i, t] for i in mm.I)
+        grow = (float(instance.newnwt[t]) - 1.0) * mm.z[t] + float(instance.nconst)
+        return mm.n[t] - _previous_new(mm, t) - found - grow == 0.0
+
+    m.new_pages = pyo.Constraint(m.T, rule=_new_pages)
+    m.new_crawl_limit = pyo.Constraint(m.T, rule=lambda mm, t: mm.z[t] - _previous_new(mm, t) <= 0)
+
+    per_page = _uniform_page_values(instance, setup.objective, lam)
+    values = sum(
+        m.w[i] * _value_expression(setup.objective, m.x[i, t], m.N[i, t], m.lam[i, t])
+        for i in m.I
+        for t in m.T
+    )
+    if maximize:
+        credit = float(setup.terminal) * float((w * p * per_page).sum())
+        objective = values + credit * sum(m.z[t] for t in m.T)
+        m.new_credit = credit
+    else:
+        penalty = float((w * per_page).max()) if B else 0.0
+        held_back = sum(m.n[t] for t in m.T) + float(setup.terminal) * m.n[T - 1]
+        objective = values + penalty * held_back
+        m.new_penalty = penalty
+    m.objective = pyo.Objective(expr=objective, sense=pyo.maximize if maximize else pyo.minimize)
+
+    m.scaling_factor = pyo.Suffix(direction=pyo.Suffix.EXPORT)
+    sf = m.scaling_factor
+    scale = 1.0 / np.maximum(b0, 1.0)
+    for i in range(B):
+        for t in range(T):
+            sf[m.x[i, t]] = sf[m.N[i, t]] = float(scale[i])
+            sf[m.growth[i, t]] = sf[m.at_most_pages[i, t]] = float(scale[i])
+    new_scale = 1.0 / max(float(instance.n0), float(instance.capacity.mean()), 1.0)
+    for t in range(T):
+        sf[m.capacity[t]] = 1.0 / max(float(instance.capacity[t]), 1e-12)
+        sf[m.z[t]] = sf[m.n[t]] = new_scale
+        sf[m.new_pages[t]] = sf[m.new_crawl_limit[t]] = new_scale
+    sf[m.objective] = 1.0 / max(float(b0.sum()) * T, 1.0)
+    return m

@@ -1,0 +1,211 @@
+"""The steady-rate bucket model (planner.model.steady_rates) and its solve.
+
+The model's promise (issue 24): with constant capacity and no new pages, its per-bucket crawl
+rates are the freshness-optimal allocation (Cho & Garcia-Molina) aggregated to the buckets,
+and the same for the other page-level objectives. Checked against the page schedules of
+planner.schedules.optimal, which solve the page-level problem by its Lagrangian closed forms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from estimators.buckets import BucketAggregates
+from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, plan_cycle
+from planner.model.instance import CrawlInstance
+from planner.model.steady_rates import (
+    STEADY_OBJECTIVES,
+    SteadySetup,
+    marginal_value,
+    period_value,
+)
+from planner.schedules.optimal import refresh_schedule
+from planner.solver.steady_solver import solve_steady
+
+
+def _instance(
+    rates: np.ndarray,
+    pages: np.ndarray,
+    capacity: float | list[float],
+    periods: int = 7,
+    **extra: object,
+) -> CrawlInstance:
+    B = rates.size
+    cap = capacity if isinstance(capacity, list) else [capacity] * periods
+    data: dict[str, object] = dict(
+        buckets=B,
+        periods=periods,
+        b0=pages.astype(float),
+        y0=np.zeros(B),
+        n0=0.0,
+        change_rate=rates,
+        capacity=cap,
+        crawl_cost=1.0,
+        new_crawl_cost=1.0,
+        oldnwt=0.0,
+        newnwt=0.0,
+        nconst=0.0,
+    )
+    data.update(extra)
+    return CrawlInstance.from_mapping(data)
+
+
+def _page_optimum(
+    rates: np.ndarray, pages: np.ndarray, capacity: float, objective: str
+) -> np.ndarray:
+    """The page-level optimum's crawls per page, summed to each bucket: rate per page [B]."""
+    counts = pages.astype(int)
+    schedule = refresh_schedule(np.repeat(rates, counts), capacity, objective=objective)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return np.add.reduceat(np.asarray(schedule.refresh_rate), starts) / counts
+
+
+@pytest.mark.parametrize("objective", sorted(STEADY_OBJECTIVES))
+def test_steady_state_is_the_page_level_optimum(objective: str) -> None:
+    """Constant capacity, no new pages: crawls per page of every bucket equal the page
+    schedule's to 0.1% wherever its revisit interval is at least one period (x <= N binds
+    below: the release crawls a page at most once a period)."""
+    rng = np.random.default_rng(3)
+    rates = np.logspace(-3.5, 1.0, 60)
+    pages = rng.integers(20, 400, rates.size).astype(float)
+    capacity = float(pages.sum() / 9.0)
+    solution = solve_steady(_instance(rates, pages, capacity), SteadySetup(objective=objective))
+    assert solution.status.ok, solution.message
+    plan = solution.trajectory.x / pages[:, None]
+    assert np.allclose(plan, plan[:, :1], rtol=1e-5, atol=1e-9)  # the same every period
+    optimum = _page_optimum(rates, pages, capacity, objective)
+    crawled = optimum > 1e-9
+    assert optimum.max() < 1.0  # every interval spans a period or more here
+    assert np.allclose(plan[crawled, 0], optimum[crawled], rtol=1e-3)
+    assert np.all(plan[~crawled, 0] < 1e-4)  # what the optimum starves, the plan starves
+
+
+def test_freshness_value_is_cho_periodic_refresh() -> None:
+    """V(x, N) / N is (f / l)(1 - e^(-l/f)) at f = x / N, and its derivative is the page
+    schedule's marginal (1 - e^-u (1 + u)) / l."""
+    lam = np.array([0.01, 0.3, 2.0])
+    pages = np.array([100.0, 100.0, 100.0])
+    x = np.array([10.0, 50.0, 100.0])
+    f = x / pages
+    expected = (f / lam) * (1 - np.exp(-lam / f))
+    assert np.allclose(period_value("freshness", x, pages, lam) / pages, expected, rtol=1e-9)
+    u = lam / f
+    assert np.allclose(
+        marginal_value("freshness", x, pages, lam), (1 - np.exp(-u) * (1 + u)) / lam, rtol=1e-7
+    )
+    h = 1e-4
+    for objective in STEADY_OBJECTIVES:
+        numeric = (
+            period_value(objective, x + h, pages, lam) - period_value(objective, x - h, pages, lam)
+        ) / (2 * h)
+        sign = 1.0 if STEADY_OBJECTIVES[objective] else -1.0
+        assert np.allclose(marginal_value(objective, x, pages, lam), sign * numeric, rtol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    share=st.floats(0.02, 0.9),
+    new=st.integers(0, 3000),
+    vary=st.booleans(),
+)
+def test_plans_respect_capacity_pages_and_new_pages(
+    seed: int, share: float, new: int, vary: bool
+) -> None:
+    """Any plan: crawl time within each period's capacity, at most a bucket's pages a period,
+    no more new pages than known, and capacity spent while something is worth a crawl."""
+    rng = np.random.default_rng(seed)
+    B, T = 12, 6
+    rates = np.exp(rng.uniform(np.log(1e-3), np.log(5.0), B))
+    pages = rng.integers(1, 500, B).astype(float)
+    base = float(pages.sum() * share)
+    capacity = [base * (0.5 + rng.random()) if vary else base for _ in range(T)]
+    p = rng.dirichlet(np.ones(B))
+    inst = _instance(rates, pages, capacity, periods=T, n0=float(new), p=p, nconst=5.0)
+    solution = solve_steady(inst, SteadySetup(terminal=T))
+    assert solution.status.ok, solution.message
+    tr = solution.trajectory
+    before, n_before = tr.before(inst)
+    spent = tr.x.sum(axis=0) + tr.z
+    assert np.all(spent <= np.asarray(capacity) * (1 + 1e-6) + 1e-6)
+    assert np.all(tr.x <= before * (1 + 1e-6) + 1e-6)
+    assert np.all(tr.z <= n_before * (1 + 1e-6) + 1e-6)
+    room = (before.sum(axis=0) + n_before) - spent
+    full = spent >= np.asarray(capacity) * (1 - 1e-4)
+    assert np.all(full | (room < 1e-3 * np.asarray(capacity)))
+
+
+def test_caps_bind_and_the_rest_goes_elsewhere() -> None:
+    """A bucket capped by politeness gets at most its cap; the capacity goes to the others."""
+    rates = np.array([0.05, 0.1, 0.2])
+    pages = np.array([1000.0, 1000.0, 1000.0])
+    free = solve_steady(_instance(rates, pages, 600.0, periods=3))
+    cap = np.full((3, 3), np.inf)
+    cap[1, :] = 50.0
+    capped = solve_steady(_instance(rates, pages, 600.0, periods=3), SteadySetup(cap=cap))
+    assert free.trajectory.x[1, 0] > 100.0
+    assert np.all(capped.trajectory.x[1] <= 50.0 + 1e-6)
+    assert np.allclose(capped.trajectory.x.sum(axis=0), 600.0, rtol=1e-6)
+
+
+def test_new_pages_are_crawled_when_they_are_worth_it() -> None:
+    """A pool of new pages takes crawls from slow buckets (a new page held is worth more than
+    a re-crawl of a page that hardly changes); with no terminal credit fewer are crawled."""
+    rates = np.array([0.001, 0.002])
+    pages = np.array([1000.0, 1000.0])
+    inst = _instance(rates, pages, 200.0, periods=7, n0=500.0, p=np.array([0.5, 0.5]))
+    with_credit = solve_steady(inst, SteadySetup(terminal=7))
+    without = solve_steady(inst, SteadySetup(terminal=0))
+    assert with_credit.trajectory.z.sum() == pytest.approx(500.0, rel=1e-4)
+    assert without.trajectory.z.sum() <= with_credit.trajectory.z.sum() + 1e-6
+    assert with_credit.trajectory.z[0] > 100.0
+
+
+def test_importance_weights_shift_crawls() -> None:
+    rates = np.array([0.1, 0.1])
+    pages = np.array([500.0, 500.0])
+    inst = _instance(rates, pages, 100.0, periods=2)
+    even = solve_steady(inst, SteadySetup(objective="obsolescence"))
+    weighted = solve_steady(
+        inst, SteadySetup(objective="obsolescence", importance=np.array([4.0, 1.0]))
+    )
+    assert even.trajectory.x[0, 0] == pytest.approx(50.0, rel=1e-4)
+    # Xyleme's sqrt rule: crawls proportional to sqrt(w lambda): 2:1
+    assert weighted.trajectory.x[0, 0] == pytest.approx(200.0 / 3.0, rel=1e-4)
+
+
+def test_bad_setup_is_refused() -> None:
+    with pytest.raises(ValueError, match="objective must be one of"):
+        SteadySetup(objective="age")
+    with pytest.raises(ValueError, match="terminal"):
+        SteadySetup(terminal=-1)
+
+
+def test_plan_cycle_uses_the_steady_model_and_publishes_values() -> None:
+    """The default cycle settings plan with the steady-rate model; the cycle carries the
+    marginal values per class, highest for the buckets the plan crawls hardest at the margin."""
+    pages = np.array([0, 400, 400, 400], dtype=np.int64)
+    rate = np.array([np.nan, 0.01, 0.1, 5.0])
+    fraction = np.where(np.isnan(rate), np.nan, 1 - np.exp(-np.nan_to_num(rate)))
+    aggregates = BucketAggregates(
+        pages=pages,
+        mean_rate=rate,
+        change_fraction=fraction,
+        obsolete=np.array([np.nan, 10.0, 100.0, 390.0]),
+        period=1.0,
+    )
+    outcome = plan_cycle(
+        aggregates, CycleSettings(capacity=120.0, periods=4, explore=0), CrawlMeasures(0)
+    )
+    assert outcome.solver.weights == "steady freshness"
+    cycle = outcome.cycle
+    assert cycle is not None
+    assert len(cycle.marginal) == 4 and len(cycle.new_marginal) == 4
+    assert set(cycle.marginal[0]) == {1, 2, 3}
+    assert sum(cycle.quotas[0].values()) + cycle.new_pages[0] == 120
+    # the fastest bucket (5 changes a period) is starved by the freshness optimum
+    assert cycle.quotas[0][3] == 0
+    assert cycle.quotas[0][2] > cycle.quotas[0][1]
