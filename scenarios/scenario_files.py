@@ -13,6 +13,8 @@ A scenario file says what to simulate and what to compare::
     seeds = [1, 2]                        # one run per seed (world and changes)
     warm_start = true                     # pages fetched once before the run, else cold start
     importance = "true"                   # or "opic": estimated by OPIC on the world's links
+    budget_profile = [1.5, 1.5, 1, 1, 1, 0.5, 0.5]   # optional: budget multipliers by period,
+                                          # repeating, mean 1 (capacity that varies)
     metrics = ["freshness", "obsolescence", "obsolete_pages"]   # columns of the key table
 
     [world]                               # scenarios.world.WorldSpec fields
@@ -46,7 +48,7 @@ from typing import Any
 
 from scenarios.policies.base import PolicyError
 from scenarios.policies.registry import POLICY_KINDS, make_policy
-from scenarios.simulator import METRICS
+from scenarios.simulator import METRICS, budget_profile_problem
 from scenarios.world import WorldSpec
 
 __all__ = [
@@ -75,6 +77,7 @@ _TOP_KEYS = {
     "warm_start": bool,
     "importance": str,
     "metrics": list,
+    "budget_profile": list,
     "world": dict,
     "policies": list,
     "variants": list,
@@ -88,6 +91,8 @@ _POLICY_TYPES: dict[str, type] = {
     "last_modified": str,
     "max_interval": float,
     "importance": bool,
+    "model": str,
+    "objective": str,
     "strategy": int,
     "buckets": int,
     "cycle": int,
@@ -134,6 +139,8 @@ class Scenario:
     policies : the policy entries (validated by building each once).
     variants : at least one (the base settings when the file has none).
     source : the file read (None for a mapping).
+    budget_profile : budget multipliers by period, repeating, mean 1 (empty: constant budget;
+        :class:`scenarios.simulator.SimulationSettings`).
     """
 
     name: str
@@ -151,6 +158,7 @@ class Scenario:
     source: Path | None = None
     quick: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    budget_profile: tuple[float, ...] = ()
 
     def quick_version(self, max_pages: int = 4000) -> Scenario:
         """A small version for a first look and for tests: at most ``max_pages`` pages (the
@@ -160,7 +168,8 @@ class Scenario:
             scale = min(1.0, max_pages / v.world.pages)
             pages = max(1, int(v.world.pages * scale))
             hosts = max(1, min(v.world.hosts, pages // 20 or 1))
-            world = replace(v.world, pages=pages, hosts=hosts)
+            polite = min(v.world.polite_hosts, hosts)
+            world = replace(v.world, pages=pages, hosts=hosts, polite_hosts=polite)
             variants.append(replace(v, world=world, budget=max(1, round(v.budget * scale))))
         return replace(self, variants=tuple(variants), seeds=self.seeds[:1], quick=True)
 
@@ -330,6 +339,12 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 "metrics", f"unknown metric {metric!r} (metrics: {', '.join(METRICS)})"
             )
     world = _world(reader, WorldSpec(), data.get("world", {}), "world.")
+    profile = data.get("budget_profile", [])
+    if not all(isinstance(m, int | float) and not isinstance(m, bool) for m in profile):
+        raise reader.fail("budget_profile", "give a list of numbers (budget multipliers)")
+    problem = budget_profile_problem(profile)
+    if problem:
+        raise reader.fail("budget_profile", problem)
     importance = data.get("importance", "true")
     if importance not in ("true", "opic"):
         raise reader.fail("importance", f"use 'true' or 'opic', got {importance!r}")
@@ -401,6 +416,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         metrics=metrics,
         policies=tuple(policies),
         variants=tuple(variants),
+        budget_profile=tuple(float(m) for m in profile),
     )
 
 

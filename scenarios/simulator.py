@@ -3,8 +3,12 @@
 Each period ``t`` covers the time ``[t, t + 1)`` (periods). The simulator
 
 1. makes the pages born in ``t`` known to the crawler (never fetched yet);
-2. asks the policy for at most ``budget`` distinct known pages to crawl
-   (:meth:`scenarios.policies.base.Policy.select`), and rejects anything else;
+2. asks the policy for at most the period's budget of distinct known pages to crawl
+   (:meth:`scenarios.policies.base.Policy.select`), and rejects anything else; the budget is
+   ``budget`` times the period's multiplier of ``budget_profile`` (capacity that varies from
+   period to period), known to the policy ahead (:attr:`CrawlLog.budgets`);
+   a politeness-bound host (:attr:`scenarios.world.World.host_cap`) gets at most its cap of
+   crawls: the pages chosen beyond it, in the policy's order, are not crawled (``deferred``);
 3. draws the world's changes of the period (:meth:`scenarios.world.World.period_changes`:
    the same for every policy with the same seed) and crawls each chosen page at its fixed slot
    ``t + c`` inside the period;
@@ -24,7 +28,8 @@ page's true mean rate, time-averaged (expected changes missed); ``obsolete_pages
 fetched before whose stored copy is stale at the period's end (the WebFountain model's y);
 ``uncrawled_pages`` pages alive and never fetched at the period's end (its n);
 ``change_ratio`` changed re-crawls over re-crawls (Cho & Ntoulas); ``crawls``, ``wasted``
-(crawls of pages gone). Per page: crawls over the measured periods (:attr:`SimulationResult.
+(crawls of pages gone), ``deferred`` (pages chosen beyond a host's politeness cap, not
+crawled). Per page: crawls over the measured periods (:attr:`SimulationResult.
 crawls`), for crawls per cycle by true change rate.
 """
 
@@ -51,7 +56,9 @@ __all__ = [
     "SimulationError",
     "SimulationResult",
     "SimulationSettings",
+    "budget_profile_problem",
     "simulate",
+    "within_host_cap",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -72,6 +79,7 @@ METRICS = (
     "crawls",
     "wasted",
     "alive",
+    "deferred",
 )
 
 
@@ -117,6 +125,9 @@ class SimulationSettings:
         ``"opic"``: OPIC (:class:`estimators.opic.OPIC`) run on the world's link graph as the
         crawl goes, each period's crawls one batch, from uniform cash (oracle runs still see
         the truth). Needs a world with ``links_per_page > 0``.
+    budget_profile : multipliers of ``budget`` by period, repeating (period ``t`` of the
+        world's clock, warm-up included, takes ``budget_profile[t % len]``); their mean must
+        be 1, so ``budget`` stays the mean capacity. Empty: ``budget`` every period.
     """
 
     periods: int
@@ -126,6 +137,7 @@ class SimulationSettings:
     oracle: bool = False
     seed: int = 0
     importance: str = "true"
+    budget_profile: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.importance not in ("true", "opic"):
@@ -136,6 +148,32 @@ class SimulationSettings:
             raise SimulationError("budget: give at least 1 crawl per period")
         if self.warmup < 0:
             raise SimulationError("warmup: give 0 or more periods")
+        problem = budget_profile_problem(self.budget_profile)
+        if problem:
+            raise SimulationError(f"budget_profile: {problem}")
+
+    def budgets(self) -> IntArray:
+        """Crawls allowed in every period of the run (warm-up first), shape (warmup + periods,)."""
+        t = np.arange(self.warmup + self.periods)
+        if not self.budget_profile:
+            return np.full(t.size, self.budget, dtype=np.int64)
+        m = np.asarray(self.budget_profile, dtype=float)[t % len(self.budget_profile)]
+        return np.asarray(np.rint(self.budget * m), dtype=np.int64)
+
+
+def budget_profile_problem(profile: tuple[float, ...] | list[float]) -> str:
+    """What is wrong with a budget profile and how to fix it ("" when it is fine)."""
+    if not profile:
+        return ""
+    values = np.asarray(profile, dtype=float)
+    if not np.isfinite(values).all() or (values < 0).any():
+        return "give multipliers >= 0"
+    if abs(float(values.mean()) - 1.0) > 1e-3:
+        return (
+            f"the multipliers' mean is {values.mean():.4g}: make it 1 (budget is the mean "
+            "capacity per period)"
+        )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -166,6 +204,12 @@ class CrawlLog:
         world's, or the OPIC estimate so far, mean 1; see ``SimulationSettings.importance``).
     true_rate : the true mean rates (oracle runs only), else None.
     period, budget : the current period and its budget.
+    mean_budget : the mean budget per period (``SimulationSettings.budget``).
+    budgets : the budget of every period of the run (world clock, warm-up first), shape
+        (warmup + periods,): the capacity plan a crawler knows ahead.
+    host_cap : crawls per period each host accepts (inf: no politeness bound), shape (hosts,);
+        a policy that respects it spends its whole budget (a politeness delay of
+        ``1 / host_cap`` periods).
     """
 
     def __init__(self, world: World, settings: SimulationSettings) -> None:
@@ -193,7 +237,10 @@ class CrawlLog:
         self.born = world.born
         self.true_rate: FloatArray | None = world.rate if settings.oracle else None
         self.period = 0
-        self.budget = settings.budget
+        self.mean_budget = settings.budget
+        self.budgets = settings.budgets()
+        self.budget = int(self.budgets[0])
+        self.host_cap = world.host_cap
         self._chunks: list[tuple[IntArray, FloatArray, BoolArray]] = []
         self._fetch_chunks: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = []
         self._intervals: ChangeIntervals | None = None
@@ -369,16 +416,26 @@ def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) 
     lifetime = np.zeros(n, dtype=np.int64)
     rows: list[dict[str, float]] = []
     policy.start(log)
+    budgets = settings.budgets()
+    host_cap = world.host_cap
+    polite = bool(np.isfinite(host_cap).any())
     for t in range(settings.warmup + settings.periods):
         log.period = t
+        log.budget = budget = int(budgets[t])
         alive = world.alive(t)
         log.known |= world.born == t
-        chosen = np.asarray(policy.select(t, settings.budget, log), dtype=np.int64)
-        _check_selection(policy.name, chosen, settings.budget, log, t)
+        chosen = np.asarray(policy.select(t, budget, log), dtype=np.int64)
+        _check_selection(policy.name, chosen, budget, log, t)
         crawled = np.zeros(n, dtype=np.bool_)
         crawled[chosen] = True
         if np.count_nonzero(crawled) != chosen.size:
             raise SimulationError(f"policy {policy.name!r} chose a page twice in period {t}")
+        deferred = 0
+        if polite:
+            kept = within_host_cap(chosen, world.host, host_cap)
+            deferred = chosen.size - int(kept.sum())
+            crawled[chosen[~kept]] = False
+            chosen = chosen[kept]
         ch = world.period_changes(t, settings.seed)
         tc = t + c
         # segment A [t, t + c): the copy goes stale at its first missed change
@@ -428,6 +485,7 @@ def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) 
                 changed[~first & ~gone],
                 chosen.size,
                 int(gone.sum()),
+                deferred,
             )
         )
     metrics = pd.DataFrame(rows)
@@ -440,6 +498,19 @@ def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) 
         lifetime=lifetime,
         seconds=time.perf_counter() - t_start,
     )
+
+
+def within_host_cap(chosen: IntArray, host: IntArray, host_cap: FloatArray) -> BoolArray:
+    """Which of ``chosen`` (page ids, in the policy's order) fit their host's cap: the first
+    ``host_cap[h]`` pages of each host ``h`` in that order, shape (len(chosen),)."""
+    h = host[chosen]
+    order = np.argsort(h, kind="stable")
+    sorted_h = h[order]
+    starts = np.flatnonzero(np.r_[True, sorted_h[1:] != sorted_h[:-1]]) if h.size else h
+    first = np.repeat(starts, np.diff(np.r_[starts, h.size]))
+    rank = np.empty(h.size, dtype=np.int64)
+    rank[order] = np.arange(h.size) - first
+    return np.asarray(rank < host_cap[h], dtype=np.bool_)
 
 
 def _check_selection(name: str, chosen: IntArray, budget: int, log: CrawlLog, t: int) -> None:
@@ -467,6 +538,7 @@ def _period_row(
     recrawl_changed: BoolArray,
     crawls: int,
     wasted: int,
+    deferred: int = 0,
 ) -> dict[str, float]:
     a = alive
     wa = importance * a
@@ -486,4 +558,5 @@ def _period_row(
         "crawls": float(crawls),
         "wasted": float(wasted),
         "alive": float(np.count_nonzero(a)),
+        "deferred": float(deferred),
     }

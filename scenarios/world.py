@@ -25,6 +25,10 @@ What a world models (REFERENCE.md sec. 7):
 * **Births and deaths**: ``birth_rate`` new pages per period (share of the initial pages),
   placed on existing hosts and sections; each page dies with probability ``death_rate`` per
   period. A page born during the run is known to the crawler (links, sitemaps) from its birth.
+* **Politeness**: the ``polite_hosts`` largest hosts accept at most ``polite_cap`` crawls per
+  period each (a politeness delay of ``1 / polite_cap`` periods); the simulator crawls no more
+  (:attr:`World.host_cap`). Drawn from nothing: a world's pages and changes do not depend on
+  it.
 * **Importance**: log-normal (``importance_sigma``), a host factor times a page factor,
   centered on 1; or, with ``links_per_page > 0``, a **link graph** (each page links to about
   ``links_per_page`` pages, ``host_link_share`` of them on its own host, the others chosen in
@@ -96,6 +100,8 @@ class WorldSpec:
     links_per_page : mean outlinks per page of the link graph (0: no graph).
     host_link_share : share of a page's links that stay on its host.
     last_modified : shares of hosts per Last-Modified behaviour (:data:`LAST_MODIFIED_MODES`).
+    polite_hosts : how many of the largest hosts are politeness-bound (0: none).
+    polite_cap : crawls per period each politeness-bound host accepts [crawls/period].
     """
 
     pages: int = 10_000
@@ -122,6 +128,8 @@ class WorldSpec:
     links_per_page: float = 0.0
     host_link_share: float = 0.7
     last_modified: dict[str, float] = field(default_factory=lambda: {"honest": 1.0})
+    polite_hosts: int = 0
+    polite_cap: int = 1
 
     def problems(self) -> list[tuple[str, str]]:
         """Impossible values as (key, what to do) pairs; empty when the spec is valid."""
@@ -157,6 +165,8 @@ class WorldSpec:
         need(self.links_per_page >= 0, "links_per_page", "give a mean >= 0 (0: no link graph)")
         need(0 <= self.host_link_share <= 1, "host_link_share", "give a share in [0, 1]")
         need(0 <= self.death_rate < 1, "death_rate", "give a probability in [0, 1)")
+        need(0 <= self.polite_hosts <= self.hosts, "polite_hosts", "give 0 to `hosts` hosts")
+        need(self.polite_cap >= 1, "polite_cap", "give at least 1 crawl per period")
         bad = sorted(set(self.last_modified) - set(LAST_MODIFIED_MODES))
         need(not bad, "last_modified", f"use the behaviours {', '.join(LAST_MODIFIED_MODES)}")
         shares = list(self.last_modified.values())
@@ -234,6 +244,17 @@ class World:
     def alive(self, period: int) -> BoolArray:
         """Pages that exist during ``period``, shape (n,)."""
         return (self.born <= period) & (self.dies > period)
+
+    @property
+    def host_cap(self) -> FloatArray:
+        """Crawls per period each host accepts (inf: no politeness bound), shape (hosts,).
+
+        Hosts are numbered by Zipf weight, largest first, so the ``polite_hosts`` first are
+        the largest.
+        """
+        cap = np.full(self.spec.hosts, np.inf)
+        cap[: self.spec.polite_hosts] = float(self.spec.polite_cap)
+        return cap
 
     def last_modified_mode(self) -> IntArray:
         """Each page's Last-Modified behaviour (index into :data:`LAST_MODIFIED_MODES`)."""

@@ -7,10 +7,13 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scenarios.policies import POLICY_KINDS, Policy, RandomPolicy, UniformPolicy, make_policy
 from scenarios.simulator import (
     CrawlLog,
+    Observations,
     SimulationError,
     SimulationSettings,
     simulate,
@@ -235,3 +238,95 @@ def test_opic_importance_converges_to_the_link_graph_pagerank() -> None:
         simulate(
             no_links, UniformPolicy(), SimulationSettings(periods=2, budget=10, importance="opic")
         )
+
+
+class Recorder(Policy):
+    """Delegates to ``inner`` and records the pages each period's crawls actually fetched."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.crawled: list[np.ndarray] = []
+
+    def start(self, log: CrawlLog) -> None:
+        self.inner.start(log)
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        return self.inner.select(period, budget, log)
+
+    def observe(self, obs: Observations, log: CrawlLog) -> None:
+        self.crawled.append(obs.page.copy())
+        self.inner.observe(obs, log)
+
+
+_PROFILE_KINDS = ("uniform", "freshness", "nutch", "random")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    raw=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=7).filter(lambda v: sum(v) > 0.1),
+    kind=st.sampled_from(_PROFILE_KINDS),
+    seed=st.integers(0, 50),
+)
+def test_capacity_per_period_is_respected_and_spent(raw: list[float], kind: str, seed: int) -> None:
+    profile = tuple(np.asarray(raw) / np.mean(raw))
+    world = build_world(WorldSpec(pages=400, hosts=8, birth_rate=0.02), seed, 12)
+    extra = {"rates": "true"} if kind == "freshness" else {}
+    policy = Recorder(make_policy({"kind": kind, **extra}))
+    sim = SimulationSettings(
+        periods=8, budget=40, warmup=3, oracle=True, seed=seed, budget_profile=profile
+    )
+    result = simulate(world, policy, sim)
+    budgets = sim.budgets()
+    assert budgets.tolist() == [round(40 * profile[t % len(profile)]) for t in range(11)]
+    # every policy spends exactly each period's capacity (enough known pages)
+    assert result.metrics["crawls"].tolist() == budgets.astype(float).tolist()
+    assert [c.size for c in policy.crawled] == budgets.tolist()
+
+
+def test_a_budget_profile_must_average_one() -> None:
+    with pytest.raises(SimulationError, match=r"mean is 0\.75"):
+        SimulationSettings(periods=2, budget=10, budget_profile=(0.5, 1.0))
+    with pytest.raises(SimulationError, match=">= 0"):
+        SimulationSettings(periods=2, budget=10, budget_profile=(-1.0, 3.0))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    polite_hosts=st.integers(1, 4),
+    cap=st.integers(1, 12),
+    kind=st.sampled_from((*_PROFILE_KINDS, "stormcrawler", "webfountain")),
+    seed=st.integers(0, 50),
+)
+def test_no_host_gets_more_crawls_than_its_politeness_cap(
+    polite_hosts: int, cap: int, kind: str, seed: int
+) -> None:
+    spec = WorldSpec(pages=600, hosts=6, polite_hosts=polite_hosts, polite_cap=cap)
+    world = build_world(spec, seed, 10)
+    extra = {"rates": "true"} if kind in ("freshness", "webfountain") else {}
+    policy = Recorder(make_policy({"kind": kind, **extra}))
+    result = simulate(
+        world, policy, SimulationSettings(periods=6, budget=80, warmup=4, oracle=True)
+    )
+    limit = world.host_cap
+    assert np.isinf(limit[polite_hosts:]).all() and (limit[:polite_hosts] == cap).all()
+    for pages in policy.crawled:
+        per_host = np.bincount(world.host[pages], minlength=spec.hosts)
+        assert (per_host <= limit).all()
+    crawls = result.metrics["crawls"] + result.metrics["deferred"]
+    assert (crawls <= 80).all()
+    if kind in ("uniform", "freshness", "nutch", "stormcrawler"):
+        # polite fetch lists: the budget goes to the hosts that can take it
+        assert (result.metrics["deferred"] == 0).all()
+        assert (result.metrics["crawls"] == 80).all()
+
+
+def test_crawls_over_a_hosts_cap_are_deferred_not_made() -> None:
+    spec = WorldSpec(pages=200, hosts=4, polite_hosts=1, polite_cap=3)
+    world = build_world(spec, 1, 2)
+    own = np.flatnonzero(world.host == 0)[:10]
+    policy = Recorder(Greedy(own))
+    result = simulate(world, policy, SimulationSettings(periods=2, budget=10))
+    assert result.metrics["crawls"].tolist() == [3.0, 3.0]
+    assert result.metrics["deferred"].tolist() == [7.0, 7.0]
+    assert [p.tolist() for p in policy.crawled] == [own[:3].tolist()] * 2  # the policy's order

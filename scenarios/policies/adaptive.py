@@ -58,7 +58,7 @@ class AdaptiveIntervalPolicy(Policy):
     def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
         due = (period - self.reference) / self.interval
         priority = np.where(log.eligible, np.where(np.isfinite(due), due, np.inf), -np.inf)
-        return top_pages(priority, budget)
+        return top_pages(priority, budget, log)
 
     def observe(self, obs: Observations, log: CrawlLog) -> None:
         ok = ~obs.gone

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from scenarios.simulator import CrawlLog, Observations
+from scenarios.simulator import CrawlLog, Observations, within_host_cap
 
 __all__ = ["Policy", "PolicyError", "overdue_priority", "top_pages"]
 
@@ -43,12 +43,19 @@ class Policy:
         """What this period's crawls observed (``log`` is already updated)."""
 
 
-def top_pages(priority: FloatArray, count: int) -> IntArray:
+def top_pages(priority: FloatArray, count: int, log: CrawlLog | None = None) -> IntArray:
     """The ``count`` pages of highest priority (NaN or -inf: not eligible), highest first.
 
-    Ties go to the lower page id, so selections are deterministic.
+    Ties go to the lower page id, so selections are deterministic. Given the ``log``, no
+    host gets more pages than its politeness cap (:attr:`CrawlLog.host_cap`): a page whose
+    host is full is skipped for the next one, as a polite fetch list is built, so the budget
+    is spent on other hosts.
     """
     ok = np.flatnonzero(~np.isnan(priority) & (priority > -np.inf))
+    if log is not None and np.isfinite(log.host_cap).any():
+        ranked = ok[np.lexsort((ok, -priority[ok]))]
+        fits = within_host_cap(ranked, log.host, log.host_cap)
+        return np.asarray(ranked[fits][:count], dtype=np.int64)
     if ok.size <= count:
         chosen = ok
     else:

@@ -26,7 +26,7 @@ class UniformPolicy(Policy):
 
     def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
         rate = np.ones(log.n_pages)
-        return top_pages(overdue_priority(log, float(period), rate), budget)
+        return top_pages(overdue_priority(log, float(period), rate), budget, log)
 
 
 class RandomPolicy(Policy):

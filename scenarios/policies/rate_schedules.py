@@ -78,7 +78,8 @@ class RatePolicy(Policy):
     def select(self, period: int, budget: int, log: CrawlLog) -> IntArray:
         refit = self.knowledge.rates == "true" and self._target is None
         if refit or self.knowledge.due(period) or log.known.sum() != getattr(self, "_known", -1):
-            self._target = self.targets(log, period, budget)
+            # a stationary schedule: the mean capacity, not this period's (budget_profile)
+            self._target = self.targets(log, period, log.mean_budget)
             self._known = int(log.known.sum())
         assert self._target is not None
-        return top_pages(overdue_priority(log, float(period), self._target), budget)
+        return top_pages(overdue_priority(log, float(period), self._target), budget, log)
