@@ -9,7 +9,8 @@ Files written (``NAME`` is the scenario's name)::
     NAME-crawls-by-rate.csv  crawls per cycle by true change rate
     NAME-freshness.png       freshness per period per policy (one panel per variant)
     NAME-obsolete.png        obsolete pages per period per policy
-    NAME-crawls-by-rate.png  crawls per cycle by change rate
+    NAME-crawls-by-rate.png  crawls per page per cycle by true change rate: the planner
+                             policies beside the freshness optimum (and uniform)
 
 Plots use matplotlib's Agg backend (no display needed).
 """
@@ -27,7 +28,7 @@ import pandas as pd
 
 from scenarios.runner import ScenarioRun
 
-__all__ = ["key_table", "write_report"]
+__all__ = ["by_rate_policies", "crawls_by_rate_table", "key_table", "write_report"]
 
 _LABELS = {
     "freshness": "freshness",
@@ -42,7 +43,12 @@ _LABELS = {
     "crawls": "crawls/period",
     "wasted": "wasted crawls",
     "alive": "pages",
+    "deferred": "deferred (politeness)",
+    "freshness_share": "share of optimum's gain (freshness)",
+    "obsolescence_share": "share of optimum's gain (obsolescence)",
 }
+#: Policy kinds that plan with the bucket model (drawn beside the optimum by rate).
+_PLANNER_KINDS = ("webfountain", "cohorts")
 
 
 def _fmt(value: object) -> str:
@@ -63,9 +69,14 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 
 
 def key_table(run: ScenarioRun) -> pd.DataFrame:
-    """The summary's key columns: variant, policy, rates, the scenario's metrics, the gaps."""
+    """The summary's key columns: variant, policy, rates, the scenario's metrics, the gaps,
+    and the share of the optimum's gain over uniform (freshness; obsolescence when the
+    scenario's metrics show it)."""
     columns = ["variant", "policy", "rates", *run.scenario.metrics]
-    columns += ["freshness_gap", "obsolescence_gap"]
+    columns += ["freshness_gap", "obsolescence_gap", "freshness_share"]
+    if "obsolescence" in run.scenario.metrics:
+        columns.append("obsolescence_share")
+    columns = [c for c in columns if c in run.summary.columns]
     table = run.summary[columns].copy()
     if (table["variant"] == "").all():
         table = table.drop(columns="variant")
@@ -99,22 +110,56 @@ def _plot_per_period(run: ScenarioRun, metric: str, path: Path) -> None:
     plt.close(fig)
 
 
+def by_rate_policies(run: ScenarioRun) -> list[str]:
+    """The policies of the crawls-by-rate plot and table: the freshness optimum, the planner
+    policies (kinds ``webfountain``, ``cohorts``) and uniform; every policy when the scenario
+    has no planner."""
+    kinds = {str(p.get("name", p["kind"])): str(p["kind"]) for p in run.policies}
+    planners = [name for name, kind in kinds.items() if kind in _PLANNER_KINDS]
+    if not planners:
+        return list(dict.fromkeys(run.crawls_by_rate["policy"]))
+    references = [run.references.get(r) for r in ("optimum", "uniform")]
+    return [name for name in [*references, *planners] if name is not None]
+
+
+def crawls_by_rate_table(run: ScenarioRun, variant: str) -> pd.DataFrame:
+    """Crawls per page per cycle by true-rate class for one variant: one row per policy of
+    :func:`by_rate_policies`, one column per class (its geometric middle, changes/period)."""
+    table = run.crawls_by_rate[run.crawls_by_rate["variant"] == variant]
+    table = table[table["policy"].isin(by_rate_policies(run))]
+    middle = (table["rate_low"] * table["rate_high"]) ** 0.5
+    wide = table.assign(rate=middle.map(lambda r: f"{r:.2g}")).pivot_table(
+        index="policy", columns="rate", values="crawls_per_cycle", sort=False
+    )
+    order = [p for p in by_rate_policies(run) if p in wide.index]
+    return wide.loc[order].reset_index().rename_axis(columns=None)
+
+
 def _plot_crawls_by_rate(run: ScenarioRun, path: Path) -> None:
+    """Crawls per page per cycle by true change rate (log-spaced classes, each page's crawls
+    over its measured lifetime), the planner policies beside the freshness optimum."""
     variants = _panels(run)
     fig, axes = plt.subplots(
         1, len(variants), figsize=(5.5 * len(variants), 4), squeeze=False, sharey=True
     )
     table = run.crawls_by_rate
+    shown = by_rate_policies(run)
+    optimum, uniform = run.references.get("optimum"), run.references.get("uniform")
     for ax, variant in zip(axes[0], variants, strict=True):
-        part = table[table["variant"] == variant]
+        part = table[(table["variant"] == variant) & table["policy"].isin(shown)]
         for policy, series in part.groupby("policy", sort=False):
             middle = (series["rate_low"] * series["rate_high"]) ** 0.5
-            ax.plot(middle, series["crawls_per_cycle"], marker="o", label=str(policy))
+            style: dict[str, object] = {"marker": "o", "linewidth": 1.2}
+            if policy == optimum:
+                style = {"marker": "s", "linewidth": 2.4, "color": "black"}
+            elif policy == uniform:
+                style = {"marker": "", "linewidth": 1.0, "color": "grey", "linestyle": "--"}
+            ax.plot(middle, series["crawls_per_cycle"], label=str(policy), **style)
         ax.set_xscale("log")
         ax.set_title(variant or run.scenario.name)
         ax.set_xlabel("true change rate (changes per period)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"crawls per cycle ({run.scenario.cycle} periods)")
+    axes[0][0].set_ylabel(f"crawls per page per cycle ({run.scenario.cycle} periods)")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -172,8 +217,19 @@ def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
         "estimates from its own crawls, `-` = uses no rates. Gaps are to the oracle optimum "
         "for the true rates at this budget (freshness: Cho & Garcia-Molina's optimal periodic "
         "schedule, negative = below it; obsolescence: Xyleme's sqrt schedule, positive = "
-        "above it), exact for a Poisson web without rhythms, births or deaths.",
+        "above it), exact for a Poisson web without rhythms, births or deaths. Share of the "
+        "optimum's gain: (policy - uniform) / (optimum - uniform) in the same variant, the "
+        "optimum being the simulated run of the optimal schedule with true rates "
+        f"(freshness: {run.references.get('optimum', '-')!r}"
+        + (
+            f"; obsolescence: {run.references['optimum_obsolescence']!r}"
+            if "optimum_obsolescence" in run.references
+            else ""
+        )
+        + "): 1 = all of the optimum's gain over uniform, 0 = none.",
         "",
+        *[f"Note: {note}." for note in run.notes],
+        *([""] if run.notes else []),
         _markdown_table(key_table(run)),
         "",
         "Oracle optima (true rates, at most one crawl per page per period): "
@@ -187,6 +243,21 @@ def write_report(run: ScenarioRun, out_dir: Path) -> list[Path]:
         f"![obsolete pages]({paths['obsolete'].name})",
         f"![crawls per cycle]({paths['by_rate'].name})",
         "",
+        f"## Crawls per page per cycle ({scenario.cycle} periods) by true change rate",
+        "",
+        "Columns: the middle of each half-decade class of true change rates (changes per "
+        "period); each page's crawls over its measured lifetime.",
+        "",
+        *[
+            line
+            for v in _panels(run)
+            for line in (
+                f"**{v or name}**",
+                "",
+                _markdown_table(crawls_by_rate_table(run, v)),
+                "",
+            )
+        ],
         f"Every metric: `{paths['summary'].name}` (means), `{paths['metrics'].name}` and "
         f"`{paths['parquet'].name}` (per period), `{paths['crawls'].name}` (crawls per cycle "
         "by change rate).",

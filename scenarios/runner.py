@@ -11,15 +11,24 @@
   freshness-optimal periodic schedule) and ``obsolescence_bound`` (Xyleme's sqrt schedule);
   and each policy's gaps to them, ``freshness_gap`` (negative: below the optimum) and
   ``obsolescence_gap`` (positive: above it). The optima are exact for a Poisson world without
-  rhythms, births or deaths, and references otherwise;
+  rhythms, births or deaths, and references otherwise; and each policy's **share of the
+  optimum's gain over uniform**, ``(policy - uniform) / (optimum - uniform)`` per variant
+  (:func:`gain_shares`): ``freshness_share`` against the simulated freshness-optimal schedule
+  with true rates, ``obsolescence_share`` against the simulated Xyleme sqrt schedule with true
+  rates (1: the optimum's gain, 0: no better than uniform, below 0: worse than uniform);
 * ``crawls_by_rate``: crawls per cycle per page by true change rate (log-spaced classes).
+
+**Reference runs.** The shares need a uniform run and the optimum's run in every variant:
+:func:`reference_policies` adds to the scenario's policies those it does not list
+(``uniform``; ``freshness`` with ``rates = "true"``; ``xyleme`` with ``rates = "true"`` when the
+key table shows obsolescence), and the run's ``notes`` say which were added.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,10 +41,13 @@ from scenarios.simulator import METRICS, SimulationResult, SimulationSettings, s
 from scenarios.world import World, build_world
 
 __all__ = [
+    "REFERENCES",
     "ScenarioRun",
     "crawls_by_rate",
     "freshness_bound",
+    "gain_shares",
     "obsolescence_bound",
+    "reference_policies",
     "run_scenario",
 ]
 
@@ -43,15 +55,103 @@ __all__ = [
 RATE_CLASSES = np.logspace(-4, 1, 11)
 
 
+#: The reference runs: role -> (the policy entry a scenario gets when it lists none, the
+#: metric whose share of the gain it anchors). ``optimum_*`` are the optima of that metric.
+REFERENCES: dict[str, dict[str, Any]] = {
+    "uniform": {"kind": "uniform", "name": "uniform"},
+    "optimum": {"kind": "freshness", "rates": "true", "name": "freshness-optimal (true)"},
+    "optimum_obsolescence": {"kind": "xyleme", "rates": "true", "name": "Xyleme sqrt (true)"},
+}
+#: metric -> the role of the run that is its optimum.
+_OPTIMUM_OF = {"freshness": "optimum", "obsolescence": "optimum_obsolescence"}
+
+
 @dataclass(frozen=True)
 class ScenarioRun:
-    """The tables of one scenario run (see the module docstring) and its wall time, s."""
+    """The tables of one scenario run (see the module docstring) and its wall time, s.
+
+    ``policies`` are the entries run (the scenario's plus the reference runs added),
+    ``references`` maps each role of :data:`REFERENCES` to the name of the policy that played
+    it, and ``notes`` says which reference runs were added.
+    """
 
     scenario: Scenario
     metrics: pd.DataFrame
     summary: pd.DataFrame
     crawls_by_rate: pd.DataFrame
     seconds: float
+    policies: tuple[dict[str, Any], ...] = ()
+    references: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _plays(role: str, entry: Mapping[str, Any]) -> bool:
+    """Whether a scenario's policy entry is the reference run ``role`` (no setting that
+    changes what the reference means: max_interval, importance)."""
+    want = REFERENCES[role]
+    if entry.get("kind") != want["kind"]:
+        return False
+    if want.get("rates") != entry.get("rates", "estimated" if "rates" in want else None):
+        return False
+    return entry.get("max_interval") is None and not entry.get("importance", False)
+
+
+def reference_policies(
+    scenario: Scenario,
+) -> tuple[tuple[dict[str, Any], ...], dict[str, str], tuple[str, ...]]:
+    """The scenario's policies plus the reference runs it lacks (see the module docstring).
+
+    Returns the policy entries to run, role -> policy name, and one note per run added.
+    """
+    policies = [dict(p) for p in scenario.policies]
+    names = {str(p.get("name", p["kind"])) for p in policies}
+    roles: dict[str, str] = {}
+    notes: list[str] = []
+    wanted = ["uniform", "optimum"]
+    if "obsolescence" in scenario.metrics:
+        wanted.append("optimum_obsolescence")
+    for role in wanted:
+        found = next((p for p in policies if _plays(role, p)), None)
+        if found is None:
+            found = dict(REFERENCES[role])
+            if found["name"] in names:
+                found["name"] = f"{found['name']} (reference)"
+            names.add(found["name"])
+            policies.append(found)
+            notes.append(
+                f"added the reference run {found['name']!r} (not in the scenario file): the "
+                "share of the optimum's gain over uniform needs it"
+            )
+        roles[role] = str(found.get("name", found["kind"]))
+    return tuple(policies), roles, tuple(notes)
+
+
+def gain_shares(summary: pd.DataFrame, references: Mapping[str, str]) -> pd.DataFrame:
+    """``summary`` with ``METRIC_share`` = (policy - uniform) / (optimum - uniform), per
+    variant, for freshness and obsolescence (NaN where the reference runs are missing or the
+    optimum gains nothing over uniform, ``|optimum - uniform| < 1e-9``).
+
+    ``summary`` has one row per variant and policy (columns ``variant``, ``policy`` and the
+    metrics); ``references`` maps roles of :data:`REFERENCES` to policy names.
+    """
+    out = summary.copy()
+    for metric, role in _OPTIMUM_OF.items():
+        column = f"{metric}_share"
+        out[column] = np.nan
+        uniform, optimum = references.get("uniform"), references.get(role)
+        if uniform is None or optimum is None or metric not in out.columns:
+            continue
+        for _, rows in out.groupby("variant", sort=False):
+            by_policy = rows.set_index("policy")[metric]
+            if uniform not in by_policy.index or optimum not in by_policy.index:
+                continue
+            base = float(by_policy[uniform])
+            gain = float(by_policy[optimum]) - base
+            if abs(gain) < 1e-9:
+                continue
+            share = (rows[metric] - base) / gain
+            out.loc[rows.index, column] = share.where(share != 0, 0.0)  # no -0.0
+    return out
 
 
 def freshness_bound(rate: np.ndarray, budget: int) -> float:
@@ -110,6 +210,7 @@ def _rates_kind(policy: dict[str, Any]) -> str:
 def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:
     """Run every variant, policy and seed of ``scenario``; ``progress`` gets one line per run."""
     t0 = time.perf_counter()
+    policies, references, notes = reference_policies(scenario)
     frames: list[pd.DataFrame] = []
     summaries: list[dict[str, Any]] = []
     crawl_tables: list[pd.DataFrame] = []
@@ -121,7 +222,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
             initial = world.rate[world.born == 0]
             bounds.append(freshness_bound(initial, variant.budget))
             obs_bounds.append(obsolescence_bound(initial, variant.budget))
-            for policy_spec in scenario.policies:
+            for policy_spec in policies:
                 result = _run_one(scenario, variant, policy_spec, world, seed)
                 if progress is not None:
                     progress(
@@ -161,6 +262,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     summary = summary.reset_index()
     summary["freshness_gap"] = summary["freshness"] - summary["freshness_bound"]
     summary["obsolescence_gap"] = summary["obsolescence"] - summary["obsolescence_bound"]
+    summary = gain_shares(summary, references)
     crawl_table = pd.concat(crawl_tables, ignore_index=True)
     crawl_table = (
         crawl_table.groupby(["variant", "policy", "rate_low", "rate_high"], sort=False)[
@@ -169,7 +271,16 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
         .mean()
         .reset_index()
     )
-    return ScenarioRun(scenario, metrics, summary, crawl_table, time.perf_counter() - t0)
+    return ScenarioRun(
+        scenario,
+        metrics,
+        summary,
+        crawl_table,
+        time.perf_counter() - t0,
+        policies=policies,
+        references=references,
+        notes=notes,
+    )
 
 
 def _run_one(
@@ -184,5 +295,6 @@ def _run_one(
         oracle=policy_spec.get("rates") == "true",
         seed=seed,
         importance=scenario.importance,
+        budget_profile=scenario.budget_profile,
     )
     return simulate(world, policy, settings)

@@ -84,6 +84,8 @@ def run(
         raise fail(f"{out_dir}: cannot write the report: {error.strerror or error}") from None
     table = key_table(result)
     out.print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"), markup=False)
+    for note in result.notes:
+        out.print(f"note: {note}", markup=False)
     out.print(f"report: {paths[0]} ({result.seconds:.1f} s)", markup=False)
 
 
