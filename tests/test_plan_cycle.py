@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from planner.cycle.plan_cycle import (
 )
 from planner.solver.ipopt import SolveStatus
 from planner.solver.plan_solver import PlanSolver
+from planner.solver.steady_solver import SteadySolution, solve_steady
 from scenarios.policies import RateKnowledge
 from scenarios.policies.webfountain import WebFountainPolicy
 from scenarios.simulator import SimulationSettings, simulate
@@ -154,7 +156,7 @@ def _warm(settings: CycleSettings) -> WarmStart:
 def test_a_warm_start_is_used_and_a_failed_one_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = CycleSettings(capacity=120.0, periods=5, strategy=1)
+    settings = CycleSettings(capacity=120.0, periods=5, model="webfountain", strategy=1)
     warm = _warm(settings)
     used = plan_cycle(_aggregates(seed=4), settings, CrawlMeasures(new_pages=180), warm=warm)
     assert used.solver.warm_start == "used" and used.solver.starts[0] == "warm"
@@ -166,11 +168,18 @@ def test_a_warm_start_is_used_and_a_failed_one_falls_back(
     assert cold.cycle is not None and failed.cycle.quotas == cold.cycle.quotas
 
 
+def _failed_steady(instance: Any, setup: Any = None) -> SteadySolution:
+    solved = solve_steady(instance, setup)
+    return replace(solved, status=SolveStatus.ITERATION_LIMIT, message="limit")
+
+
+@pytest.mark.parametrize("model", ["steady", "webfountain"])
 def test_a_failed_solve_plans_nothing_or_the_uniform_crawl(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
     monkeypatch.setattr(plan_cycle_module, "PlanSolver", _failing("always"))
-    settings = CycleSettings(capacity=120.0, periods=5)
+    monkeypatch.setattr(plan_cycle_module, "solve_steady", _failed_steady)
+    settings = CycleSettings(capacity=120.0, periods=5, model=model)
     nothing = plan_cycle(_aggregates(), settings, CrawlMeasures(new_pages=200))
     assert nothing.cycle is None and not nothing.ok
     assert nothing.solver.status == "iteration_limit" and nothing.solver.message == "limit"

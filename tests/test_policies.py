@@ -156,7 +156,9 @@ def test_bad_policy_settings_name_the_setting(spec: dict[str, object], key: str)
 
 def test_planner_strategy_2_crawls_every_page_about_once_per_cycle() -> None:
     world = build_world(WorldSpec(pages=2_000, hosts=20), 1, 28)
-    policy = WebFountainPolicy("s2", RateKnowledge("true"), strategy=2, buckets=8, cycle=7)
+    policy = WebFountainPolicy(
+        "s2", RateKnowledge("true"), model="webfountain", strategy=2, buckets=8, cycle=7
+    )
     settings = SimulationSettings(periods=14, budget=2_000 // 7 + 1, warmup=7, oracle=True)
     result = simulate(world, policy, settings)
     assert np.mean(result.crawls >= 1) > 0.99  # (almost) no page left out over two cycles

@@ -91,7 +91,9 @@ def integer_quotas(
     capacity : ndarray, shape (T,)
         Seconds available per period, C[t].
     available, new_available : ndarray, shapes (B, T) and (T,), optional
-        Upper limits (b[i,t-1], n[t-1]); a quota never exceeds the floor of its limit.
+        Upper limits (b[i,t-1], n[t-1]); a quota never exceeds the floor of its limit. The
+        crawls flooring at a limit takes from the period's planned total go to the planned
+        entries furthest below their plan that have room, while they fit in the capacity.
 
     Returns
     -------
@@ -99,10 +101,16 @@ def integer_quotas(
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, None)
     z = np.clip(np.asarray(z, dtype=float), 0.0, None)
-    if available is not None:
-        x = np.minimum(x, _whole_pages(available))
-    if new_available is not None:
-        z = np.minimum(z, _whole_pages(new_available))
+    planned = x.sum(axis=0) + z  # the plan's crawls per period, before the limits
+    limit = None
+    if available is not None or new_available is not None:
+        old_limit = np.full(x.shape, np.inf) if available is None else _whole_pages(available)
+        new_limit = (
+            np.full(z.shape, np.inf) if new_available is None else _whole_pages(new_available)
+        )
+        limit = np.vstack([old_limit, np.asarray(new_limit, dtype=float)[None, :]])
+        x = np.minimum(x, old_limit)
+        z = np.minimum(z, new_limit)
     B, T = x.shape
     old = np.zeros((B, T), dtype=np.int64)
     new = np.zeros(T, dtype=np.int64)
@@ -128,8 +136,31 @@ def integer_quotas(
             if take == 0:
                 break
             q[j] -= take
+        if limit is not None:
+            target = int(np.rint(planned[t]))
+            _top_up(q, values, cost, float(capacity[t]), limit[:, t], target)
         old[:, t], new[t] = q[:-1], q[-1]
     return Quotas(old, new)
+
+
+def _top_up(
+    q: np.ndarray,
+    values: np.ndarray,
+    cost: np.ndarray,
+    capacity: float,
+    limit: np.ndarray,
+    target: int,
+) -> None:
+    """Spend, in place, the whole crawls that flooring at the limits took from the plan's
+    total (``target``): one at a time to the planned entry furthest below its (capped) plan
+    that still has room, while one more fits in ``capacity``."""
+    while int(q.sum()) < target:
+        spare = capacity - float(cost @ q)
+        room = (q < limit) & (values > 0) & (cost <= spare + 1e-9)
+        if not room.any():
+            return
+        j = int(np.argmax(np.where(room, values - q, -np.inf)))
+        q[j] += 1
 
 
 def crawl_fractions(x: np.ndarray, b0: np.ndarray, b: np.ndarray) -> np.ndarray:
