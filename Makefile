@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python tests/benchmarks/bench_lease_hosts.py
 	$(BIN)/python tests/benchmarks/bench_opic.py
 	$(BIN)/python tests/benchmarks/bench_simulator.py
+	$(BIN)/python tests/benchmarks/bench_steady.py
 	$(BIN)/python tests/benchmarks/bench_nightly.py
 
 # The solver benchmark runs the plain formulation beside the planner's: about 40 minutes.
