@@ -362,6 +362,8 @@ def _draft(
                 new_pages=cycle.new_pages[t],
                 quotas=cycle.quotas[t],
                 fractions=cycle.fractions[t],
+                marginal=cycle.marginal[t] if t < len(cycle.marginal) else {},
+                new_marginal=cycle.new_marginal[t] if t < len(cycle.new_marginal) else None,
             )
             for t in range(settings.periods)
         ],

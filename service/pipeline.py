@@ -12,10 +12,12 @@ fitted on the first chunk and reused for the rest, so every page is shrunk towar
 prior however the pages are chunked.
 
 Stage 6, :func:`release_period`: the current period of the published plan is released once:
-candidates read from the store by index (per bucket in ``scheduled_at`` order, new pages by
+candidates read from the store by index (per bucket longest unvisited first, new pages by
 cash), chosen and timed by :func:`planner.cycle.due_urls.select_due_pages`, written back in one
 transaction (:func:`store.releases.queue_release`: the chosen pages go to the release queue
 that the lease queue takes from; pages of earlier releases not fetched yet stay queued).
+Crawls a quota cannot use (too few fetchable pages, hosts full) are spilled, in the same
+period, to other buckets and new pages by the plan's marginal values (oldest first without).
 """
 
 from __future__ import annotations
@@ -287,7 +289,9 @@ class ReleaseSummary:
     plan releases); ``withdrawn`` the pages due from before the plan that the release read
     but did not choose (their due time cleared); ``shortfalls`` names the quotas not met and
     why; ``urgent`` the urgent crawls of the previous period's span charged against this
-    period's quotas.
+    period's quotas. ``spilled`` maps bucket (:data:`~planner.cycle.due_urls.NEW_PAGES`: new
+    pages) to the pages chosen there with crawls that quotas left unused, and ``unspent``
+    counts such crawls that found no page.
     """
 
     status: str
@@ -302,6 +306,23 @@ class ReleaseSummary:
     withdrawn: int = 0
     shortfalls: tuple[Shortfall, ...] = ()
     urgent: int = 0
+    spilled: dict[int, int] = field(default_factory=dict)
+    unspent: int = 0
+
+    def spill_line(self) -> str | None:
+        """One line saying how many unusable quota crawls were spilled and where, or None
+        when nothing was to spill."""
+        spilled = sum(self.spilled.values())
+        if not spilled and not self.unspent:
+            return None
+        where = ", ".join(
+            f"{'new pages' if b == NEW_PAGES else f'bucket {b}'} +{n:,}"
+            for b, n in sorted(self.spilled.items(), key=lambda item: (-item[1], item[0]))
+        )
+        return (
+            f"plan {self.plan} period {self.period}: spilled {spilled:,} crawls that quotas "
+            f"could not use" + (f" to {where}" if where else "") + f"; {self.unspent:,} unspent"
+        )
 
 
 def _limit(quota: int, factor: float) -> int:
@@ -319,7 +340,7 @@ def _choose(
     work: PeriodWork,
     now: datetime,
     min_delay_seconds: float,
-    pull_forward: bool,
+    spill: bool,
 ) -> Selection:
     parts = list(per_bucket.values())
 
@@ -339,7 +360,7 @@ def _choose(
         page_id=page_id,
         host_id=host_id,
         bucket=column("bucket", np.int64),
-        scheduled_at=column("scheduled_s", np.float64),
+        last_fetch=column("last_fetch_s", np.float64),
         importance=column("importance", np.float64),
         quotas=work.quotas,
         new_page_id=np.asarray(new.page_id, dtype=np.int64),
@@ -350,7 +371,9 @@ def _choose(
         start=_epoch(work.starts_at),
         end=_epoch(work.ends_at),
         now=_epoch(now),
-        pull_forward=pull_forward,
+        spill=spill,
+        marginal=work.marginal,
+        new_marginal=work.new_marginal,
     )
 
 
@@ -362,23 +385,30 @@ def release_period(
     candidate_factor: float = 1.25,
     max_rounds: int = 4,
     require_schedule: bool = True,
-    pull_forward: bool = True,
+    spill: bool = True,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.
 
     ``min_delay_seconds`` is the configured minimum delay between two requests to one host;
     a host's polite delay is the larger of it and its robots.txt crawl delay. Each bucket
-    reads ``candidate_factor`` times its quota (at least quota + 64) candidates; a quota left
-    short because hosts were full, with more candidates unread, reads four times more, up to
-    ``max_rounds`` reads. Releasing a period twice (or from two processes at once) releases
-    it once.
+    reads ``candidate_factor`` times its quota (at least quota + 64) candidates, longest
+    unvisited first; a quota left short because hosts were full, with more candidates
+    unread, reads four times more, up to ``max_rounds`` reads. Releasing a period twice (or
+    from two processes at once) releases it once.
+
+    ``spill``: the crawls quotas leave unused (too few fetchable pages, hosts full) go, in the
+    same period, to the other buckets' next candidates and to new pages in the order of the
+    plan's marginal values, highest first; without values, to the pages unvisited longest
+    overall, then new pages (:func:`planner.cycle.due_urls.select_due_pages`). The buckets
+    to spill to are read in that order, as many as the unused crawls need, within the same
+    ``max_rounds`` reads.
 
     A period is released only once the plan's page schedule is written in full
     (:func:`service.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
     before that the pages' scheduled times are the previous plan's. ``require_schedule=False``
-    releases anyway (for scheduled times written by other means). ``pull_forward``: a bucket
-    with too few pages due in the period fills its quota with the pages scheduled soonest
-    after it (:func:`planner.cycle.due_urls.select_due_pages`).
+    releases anyway. (The release orders by last fetch, not by the schedule's times; the
+    page schedule stage also withdraws the older regime's due times, which is why it stays
+    first.)
     """
     when = now or datetime.now(UTC)
     plan = latest_plan(db)
@@ -406,7 +436,7 @@ def release_period(
         quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
         work = replace(work, quotas=quotas, new_pages=new_pages)
     per_bucket, new, selection = _read_and_choose(
-        db, work, when, min_delay_seconds, candidate_factor, max_rounds, pull_forward
+        db, work, when, min_delay_seconds, candidate_factor, max_rounds, spill
     )
     queued, withdrawn = _queue_chosen(db, work, when, [*per_bucket.values(), new], selection)
     if queued is None:
@@ -424,6 +454,8 @@ def release_period(
         withdrawn=withdrawn,
         shortfalls=selection.shortfalls,
         urgent=urgent,
+        spilled=selection.spilled,
+        unspent=selection.unspent,
     )
 
 
@@ -434,11 +466,12 @@ def _read_and_choose(
     min_delay_seconds: float,
     candidate_factor: float,
     max_rounds: int,
-    pull_forward: bool,
+    spill: bool,
 ) -> tuple[dict[int, Candidates], Candidates, Selection]:
     """Read each quota bucket's candidates (and new pages'), choose the period's pages, and
-    read four times more of a bucket whose quota full hosts left short while it has more
-    candidates unread, up to ``max_rounds`` reads."""
+    read again, up to ``max_rounds`` reads: four times more of a bucket whose quota full hosts
+    left short while it has more candidates unread, and, while crawls are left to spill, the
+    buckets (or new pages) they go to next (:func:`_spill_reads`)."""
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
@@ -446,17 +479,10 @@ def _read_and_choose(
     to_read, read_new = set(limits), new_limit > 0
     for _ in range(max_rounds):
         if to_read:
-            per_bucket.update(
-                refresh_candidates(
-                    db,
-                    {b: limits[b] for b in to_read},
-                    before=None if pull_forward else work.ends_at,
-                    now=when,
-                )
-            )
+            per_bucket.update(refresh_candidates(db, {b: limits[b] for b in to_read}, now=when))
         if read_new:
             new = new_page_candidates(db, new_limit, now=when)
-        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, pull_forward)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill)
         to_read, read_new = set(), False
         for short in selection.shortfalls:
             if short.reason != HOST_CAPACITY:
@@ -468,9 +494,67 @@ def _read_and_choose(
             elif not per_bucket[short.bucket].exhausted[short.bucket]:
                 limits[short.bucket] *= 4
                 to_read.add(short.bucket)
+        if spill and selection.unspent > 0:
+            more, new_more = _spill_reads(
+                work, per_bucket, new, limits, selection.unspent, candidate_factor
+            )
+            to_read |= more
+            if new_more > new_limit:
+                new_limit, read_new = new_more, True
         if not to_read and not read_new:
             break
     return per_bucket, new, selection
+
+
+#: Every bucket a page can be in.
+_BUCKETS = range(256)
+
+
+def _spill_reads(
+    work: PeriodWork,
+    per_bucket: dict[int, Candidates],
+    new: Candidates,
+    limits: dict[int, int],
+    need: int,
+    factor: float,
+) -> tuple[set[int], int]:
+    """The reads that may place ``need`` crawls left to spill: the buckets to read again
+    (their raised ``limits`` set here) and the new-page limit (0: none).
+
+    Targets in the order the selection spills to them: by the plan's marginal values,
+    highest first, until the rows asked beyond the quotas cover ``need`` (with the usual
+    margin); past the valued ones, every unvalued bucket at once (they are merged oldest
+    first), then new pages when they have no value. A target read in full (exhausted) is
+    skipped; one read before, not in full, reads four times more (its hosts were full)."""
+    extra = _limit(need, factor)
+    values: list[tuple[float, int]] = [(v, b) for b, v in work.marginal.items()]
+    if work.new_marginal is not None:
+        values.append((work.new_marginal, NEW_PAGES))
+    ranked = [b for _, b in sorted(values, key=lambda vb: (-vb[0], vb[1] == NEW_PAGES, vb[1]))]
+    groups: list[list[int]] = [[b] for b in ranked]
+    groups.append([b for b in _BUCKETS if b not in work.marginal])
+    if work.new_marginal is None:
+        groups.append([NEW_PAGES])
+    reads: set[int] = set()
+    new_limit = asked = 0
+    for group in groups:
+        for b in group:
+            if b == NEW_PAGES:
+                if new.exhausted.get(NEW_PAGES, False):
+                    continue
+                new_limit = max(4 * len(new.page_id), work.new_pages + extra)
+                asked += new_limit - work.new_pages
+                continue
+            found = per_bucket.get(b)
+            if found is not None and found.exhausted.get(b, False):
+                continue
+            quota = max(work.quotas.get(b, 0), 0)
+            limits[b] = max(4 * limits.get(b, 0), quota + extra)
+            asked += limits[b] - quota
+            reads.add(b)
+        if asked >= extra:
+            break
+    return reads, new_limit
 
 
 def _queue_chosen(

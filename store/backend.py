@@ -86,11 +86,11 @@ class ReleaseSql(Protocol):
     """One engine's statements of a period release."""
 
     def refresh_rows(
-        self, conn: Connection, asked: Sequence[tuple[int, int]], *, before: datetime, now: datetime
+        self, conn: Connection, asked: Sequence[tuple[int, int]], *, now: datetime
     ) -> list[list[Any]]:
         """Per ``(bucket, limit)`` of ``asked``, in that order, up to ``limit`` candidate rows
-        ``(id, host_id, scheduled seconds, importance, pending, fetches, key)`` scheduled
-        before ``before``, in ``(scheduled_at, id)`` order
+        ``(id, host_id, last fetch seconds, importance, pending, fetches, key)``, longest
+        unvisited first: ``(last_fetch_at, importance desc, id)`` order
         (:func:`store.releases.refresh_candidates`)."""
         ...
 

@@ -92,7 +92,7 @@ READY_HOST_CONDITION = "ready_at IS NOT NULL"
 
 
 #: The columns due-URL selection reads and filters on, besides ``bucket`` and
-#: ``scheduled_at``: ``ix_pages_bucket_scheduled`` holds them (a covering index; ``id`` last,
+#: ``last_fetch_at``: ``ix_pages_bucket_fetched`` holds them (a covering index; ``id`` last,
 #: for PostgreSQL's index-only scans: SQLite's indexes end with the rowid anyway).
 CANDIDATE_COLUMNS = (
     "status",
@@ -103,7 +103,7 @@ CANDIDATE_COLUMNS = (
     "leased_until",
     "id",
 )
-#: The columns a release copies into the release queue: ``ix_pages_bucket_scheduled`` and
+#: The columns a release copies into the release queue: ``ix_pages_bucket_fetched`` and
 #: ``ix_pages_new_cash`` hold them too, so that a release reads its pages from the index
 #: entries its candidate queries just read (neighbours), not from 100,000 scattered rows of
 #: the table (see :mod:`store.releases`). On PostgreSQL, whose B-tree entries hold at most
@@ -174,9 +174,10 @@ class Page(Base):
     it in ``released_pages`` (:class:`ReleasedPage`).
     ``refresh_interval`` (days) is the page's optimal refresh interval from the page-level
     schedule (NULL: none yet);
-    ``scheduled_at`` is when that schedule wants the page re-crawled (last fetch + interval):
-    due-URL selection reads pages of a bucket in ``scheduled_at`` order through the covering
-    index ``(bucket, scheduled_at, ...)``, and never-fetched pages by OPIC cash through the
+    ``scheduled_at`` is when that schedule wants the page re-crawled (last fetch + interval);
+    due-URL selection reads pages of a bucket longest unvisited first (``last_fetch_at``
+    order) through the covering index ``(bucket, last_fetch_at, ...)``, as the planning
+    model assumes, and never-fetched pages by OPIC cash through the
     partial index ``ix_pages_new_cash``. ``lease_id``/``leased_until`` mark a page handed to a
     worker through ``next_due_at`` and not yet reported.
     """
@@ -227,11 +228,11 @@ class Page(Base):
         # Covering: due-URL selection reads candidates, and a release the pages it queues,
         # from the index alone, without a lookup of each page's row in the (large) table.
         Index(
-            "ix_pages_bucket_scheduled",
+            "ix_pages_bucket_fetched",
             "bucket",
-            "scheduled_at",
+            "last_fetch_at",
             *CANDIDATE_COLUMNS,
-            *RELEASE_COLUMNS,
+            *(c for c in RELEASE_COLUMNS if c != "last_fetch_at"),
         ),
         Index(
             "ix_pages_new_cash",

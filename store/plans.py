@@ -8,6 +8,7 @@ Old versions may be deleted to save space; the latest published version is the c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +44,10 @@ class PlanPeriodDraft:
 
     ``quotas`` maps bucket (0..255) to pages of that bucket to re-crawl this period (x_it);
     ``fractions`` maps bucket to x_it / b_i,t-1; ``new_pages`` is the quota of never-fetched
-    pages (z_t); ``capacity`` is the crawls the period allows.
+    pages (z_t); ``capacity`` is the crawls the period allows. ``marginal`` maps bucket to
+    the plan's value of one more crawl of it this period (a bucket may have a value and no
+    quota: it is stored with a quota of 0), ``new_marginal`` is that of one more new page;
+    a release spends quota it cannot fill by these values (empty, None: the plan has none).
     """
 
     period: int
@@ -53,6 +57,8 @@ class PlanPeriodDraft:
     new_pages: int
     quotas: Mapping[int, int]
     fractions: Mapping[int, float] = field(default_factory=dict)
+    marginal: Mapping[int, float] = field(default_factory=dict)
+    new_marginal: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,13 @@ def _validate(draft: PlanDraft) -> None:
             raise InvalidPlanError(
                 f"period {p.period}: quotas need buckets 0..255 and pages >= 0, got {bad}"
             )
+        values = [*p.marginal.values(), *([] if p.new_marginal is None else [p.new_marginal])]
+        odd = {b: v for b, v in p.marginal.items() if not 0 <= b <= 255}
+        if odd or not all(math.isfinite(v) for v in values):
+            raise InvalidPlanError(
+                f"period {p.period}: marginal values need buckets 0..255 and finite values, "
+                f"got {dict(p.marginal)} and {p.new_marginal} for new pages"
+            )
 
 
 def publish_plan(db: Database, draft: PlanDraft, *, now: datetime | None = None) -> int:
@@ -139,6 +152,7 @@ def publish_plan(db: Database, draft: PlanDraft, *, now: datetime | None = None)
                     "ends_at": p.ends_at,
                     "capacity": p.capacity,
                     "new_pages": p.new_pages,
+                    "new_marginal": p.new_marginal,
                 }
                 for p in draft.periods
             ],
@@ -148,11 +162,12 @@ def publish_plan(db: Database, draft: PlanDraft, *, now: datetime | None = None)
                 "plan_id": version,
                 "period": p.period,
                 "bucket": bucket,
-                "pages": pages,
+                "pages": int(p.quotas.get(bucket, 0)),
                 "fraction": float(p.fractions.get(bucket, 0.0)),
+                "marginal": None if bucket not in p.marginal else float(p.marginal[bucket]),
             }
             for p in draft.periods
-            for bucket, pages in sorted(p.quotas.items())
+            for bucket in sorted(set(p.quotas) | set(p.marginal))
         ]
         if quota_rows:
             conn.execute(QUOTAS.insert(), quota_rows)
@@ -221,7 +236,8 @@ class PlanDetail:
     capacity.
 
     ``quotas`` and ``fractions`` map ``(period, bucket)``; ``new_pages`` and ``capacity``
-    (crawls the period allowed) map period.
+    (crawls the period allowed) map period; ``marginal`` maps ``(period, bucket)`` and
+    ``new_marginal`` period to the plan's marginal values (only those it has).
     """
 
     version: int
@@ -229,20 +245,25 @@ class PlanDetail:
     fractions: dict[tuple[int, int], float]
     new_pages: dict[int, int]
     capacity: dict[int, float] = field(default_factory=dict)
+    marginal: dict[tuple[int, int], float] = field(default_factory=dict)
+    new_marginal: dict[int, float] = field(default_factory=dict)
 
 
 def plan_detail(db: Database, version: int) -> PlanDetail:
-    """The quotas, fractions and new-page quotas of plan ``version``."""
+    """The quotas, fractions, new-page quotas and marginal values of plan ``version``."""
     with db.read() as conn:
         rows = conn.execute(
-            select(Quota.period, Quota.bucket, Quota.pages, Quota.fraction).where(
+            select(Quota.period, Quota.bucket, Quota.pages, Quota.fraction, Quota.marginal).where(
                 Quota.plan_id == version
             )
         ).all()
         periods = conn.execute(
-            select(PlanPeriod.period, PlanPeriod.new_pages, PlanPeriod.capacity).where(
-                PlanPeriod.plan_id == version
-            )
+            select(
+                PlanPeriod.period,
+                PlanPeriod.new_pages,
+                PlanPeriod.capacity,
+                PlanPeriod.new_marginal,
+            ).where(PlanPeriod.plan_id == version)
         ).all()
     return PlanDetail(
         version,
@@ -250,4 +271,6 @@ def plan_detail(db: Database, version: int) -> PlanDetail:
         {(r.period, r.bucket): r.fraction for r in rows},
         {r.period: r.new_pages for r in periods},
         {r.period: float(r.capacity) for r in periods},
+        {(r.period, r.bucket): float(r.marginal) for r in rows if r.marginal is not None},
+        {r.period: float(r.new_marginal) for r in periods if r.new_marginal is not None},
     )

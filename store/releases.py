@@ -2,9 +2,11 @@
 
 Once a plan is published, a fetched page gets no ``next_due_at`` from its report: it waits
 until a period release chooses it. The release of period t of a plan reads, per bucket with a
-quota, the pages the refresh schedule wants by the end of the period in ``scheduled_at``
-order (index ``(bucket, scheduled_at)``, ``LIMIT k``), and the never-fetched pages by OPIC
-cash (partial index ``ix_pages_new_cash``); the planner chooses among them (that choice is
+quota, the pages unvisited longest, in ``last_fetch_at`` order (index
+``(bucket, last_fetch_at)``, ``LIMIT k``: the order the planning model assumes inside a
+bucket), and the never-fetched pages by OPIC cash (partial index ``ix_pages_new_cash``); when
+the plan's quotas cannot all be filled it reads other buckets' candidates too, to spend the
+rest on them; the planner chooses among them (that choice is
 planning logic and lives in ``planner.cycle.due_urls``); :func:`queue_release` then appends the
 chosen pages to the release queue (``released_pages``, with their release time, URL and
 validators, read from the candidate indexes' entries, which hold them, not from the table)
@@ -26,7 +28,7 @@ urgent pages are never candidates and keep their due time.
 This module holds what both engines share; each engine's statements are in
 :mod:`store.dialects` (``sqlite_releases``, ``postgresql_releases``), chosen once per
 database (:attr:`store.database.Database.backend`). Times cross this module's boundary as
-aware datetimes, except the candidates' scheduled times and the release times, which are
+aware datetimes, except the candidates' last fetch times and the release times, which are
 float seconds since the Unix epoch (arrays of them are what the planner computes with; no
 datetime object per page).
 """
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
@@ -68,13 +70,14 @@ __all__ = [
 REFRESH_STATUSES = ("ok", "gone", "redirect")
 
 _HOST_CHUNK = 5_000
-#: Later than any scheduled time: "no bound" for the candidate query's range scan.
-_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
 class PeriodWork:
-    """Period ``period`` of plan ``plan_id``: its window, re-crawl quotas and new pages."""
+    """Period ``period`` of plan ``plan_id``: its window, re-crawl quotas and new pages, and
+    the plan's marginal values: ``marginal`` maps bucket to the value of one more crawl of it
+    this period, ``new_marginal`` that of one more new page (empty, None: the plan has none).
+    """
 
     plan_id: int
     period: int
@@ -82,18 +85,21 @@ class PeriodWork:
     ends_at: datetime
     quotas: dict[int, int]
     new_pages: int
+    marginal: dict[int, float] = field(default_factory=dict)
+    new_marginal: float | None = None
 
 
 @dataclass
 class Candidates:
     """Candidate pages, one entry per page in each list (column lists, not rows).
 
-    ``scheduled_s``: seconds since the epoch (``cash`` for new pages); ``importance``: NaN
+    ``last_fetch_s``: the last fetch, seconds since the epoch (``cash`` for new pages);
+    ``importance``: NaN
     when unknown; ``pending``: the page has a ``next_due_at`` (due outside the plan's
     releases: from before the first plan); ``fetches``: the page's fetch count when read (a
     release queues the page only if no fetch was reported since, so a page fetched meanwhile
     is not released again); ``key``: the page's index key as the store gives it
-    (``scheduled_at``: SQLite's text, PostgreSQL's whole microseconds since the epoch;
+    (``last_fetch_at``: SQLite's text, PostgreSQL's whole microseconds since the epoch;
     ``cash`` for new pages), with which a release finds the page's entry in the index the
     candidate query read; ``exhausted``: per bucket (``-1`` for new pages), True when the
     query returned fewer rows than asked, i.e. every candidate was read.
@@ -102,7 +108,7 @@ class Candidates:
     page_id: list[int] = field(default_factory=list)
     host_id: list[int] = field(default_factory=list)
     bucket: list[int] = field(default_factory=list)
-    scheduled_s: list[float] = field(default_factory=list)
+    last_fetch_s: list[float] = field(default_factory=list)
     importance: list[float] = field(default_factory=list)
     pending: list[bool] = field(default_factory=list)
     fetches: list[int] = field(default_factory=list)
@@ -121,7 +127,7 @@ class Candidates:
         self.page_id.extend(ids)
         self.host_id.extend(hosts)
         self.bucket.extend([bucket] * len(rows))
-        self.scheduled_s.extend(keys)
+        self.last_fetch_s.extend(keys)
         nan = float("nan")
         self.importance.extend([nan if v is None else v for v in importance])
         self.pending.extend([bool(v) for v in pending])
@@ -132,14 +138,14 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
     pp = PLAN_PERIODS
     with db.read() as conn:
         row = conn.execute(
-            select(pp.c.period, pp.c.starts_at, pp.c.ends_at, pp.c.new_pages).where(
-                pp.c.plan_id == plan_id, pp.c.starts_at <= now, pp.c.ends_at > now
-            )
+            select(
+                pp.c.period, pp.c.starts_at, pp.c.ends_at, pp.c.new_pages, pp.c.new_marginal
+            ).where(pp.c.plan_id == plan_id, pp.c.starts_at <= now, pp.c.ends_at > now)
         ).first()
         if row is None:
             return None
         quotas = conn.execute(
-            select(QUOTAS.c.bucket, QUOTAS.c.pages).where(
+            select(QUOTAS.c.bucket, QUOTAS.c.pages, QUOTAS.c.marginal).where(
                 QUOTAS.c.plan_id == plan_id, QUOTAS.c.period == row.period
             )
         ).all()
@@ -148,8 +154,10 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
         period=row.period,
         starts_at=row.starts_at,
         ends_at=row.ends_at,
-        quotas={int(b): int(q) for b, q in quotas},
+        quotas={int(b): int(q) for b, q, _ in quotas},
         new_pages=int(row.new_pages),
+        marginal={int(b): float(v) for b, _, v in quotas if v is not None},
+        new_marginal=None if row.new_marginal is None else float(row.new_marginal),
     )
 
 
@@ -170,15 +178,14 @@ def queued_pages(db: Database) -> int:
 
 
 def refresh_candidates(
-    db: Database, limits: Mapping[int, int], *, before: datetime | None, now: datetime
+    db: Database, limits: Mapping[int, int], *, now: datetime
 ) -> dict[int, Candidates]:
-    """Per bucket, up to ``limits[bucket]`` pages scheduled before ``before`` (None: whenever
-    scheduled, the soonest after the due ones), most overdue first.
+    """Per bucket, up to ``limits[bucket]`` fetched pages, longest unvisited first.
 
-    Pages of ``REFRESH_STATUSES`` not held by a live lease at ``now``, not urgent and not in
-    the release queue, in ``scheduled_at`` order (ties by page id): one range scan of the
-    ``(bucket, scheduled_at)`` index per bucket, on one connection. Returns the candidates
-    of each bucket asked for.
+    Pages of ``REFRESH_STATUSES`` with a last fetch, not held by a live lease at ``now``, not
+    urgent and not in the release queue, in ``last_fetch_at`` order (ties: importance, higher
+    first, unknown last; then page id): one range scan of the ``(bucket, last_fetch_at)``
+    index per bucket, on one connection. Returns the candidates of each bucket asked for.
     """
     out: dict[int, Candidates] = {}
     asked = [(b, n) for b, n in sorted(limits.items()) if n > 0]
@@ -187,7 +194,7 @@ def refresh_candidates(
         if limit <= 0:
             out[bucket].exhausted[bucket] = False
     with db.read() as conn:
-        rows = db.backend.releases.refresh_rows(conn, asked, before=before or _FAR_FUTURE, now=now)
+        rows = db.backend.releases.refresh_rows(conn, asked, now=now)
     for (bucket, limit), found in zip(asked, rows, strict=True):
         out[bucket].extend(found, bucket, limit)
     return out
@@ -197,7 +204,7 @@ def new_page_candidates(db: Database, limit: int, *, now: datetime) -> Candidate
     """Up to ``limit`` never-fetched pages not leased at ``now``, highest OPIC cash first.
 
     One backward scan of the partial index ``ix_pages_new_cash`` (ties of cash: the most
-    recently added page first); urgent and queued pages are left out. ``scheduled_s``
+    recently added page first); urgent and queued pages are left out. ``last_fetch_s``
     holds the cash; ``bucket`` is -1.
     """
     out = Candidates()

@@ -53,12 +53,17 @@ def _pages(db: Database, host: str, n: int, **values: Any) -> list[int]:
     return ids
 
 
-def _fetched(db: Database, host: str, bucket: int, scheduled: list[datetime]) -> list[int]:
-    """Fetched pages of ``bucket`` on ``host``, one per scheduled time, not due (plan regime)."""
-    ids = _pages(db, host, len(scheduled), status="ok", bucket=bucket, next_due_at=None, fetches=1)
+def _fetched(db: Database, host: str, bucket: int, fetched: list[datetime]) -> list[int]:
+    """Fetched pages of ``bucket`` on ``host``, one per last fetch time, not due (plan regime);
+    the page schedule wants each a day after its fetch."""
+    ids = _pages(db, host, len(fetched), status="ok", bucket=bucket, next_due_at=None, fetches=1)
     with db.write() as conn:
-        for pid, at in zip(ids, scheduled, strict=True):
-            conn.execute(update(PAGES).where(PAGES.c.id == pid).values(scheduled_at=at))
+        for pid, at in zip(ids, fetched, strict=True):
+            conn.execute(
+                update(PAGES)
+                .where(PAGES.c.id == pid)
+                .values(last_fetch_at=at, scheduled_at=at + DAY)
+            )
     return ids
 
 
@@ -108,11 +113,11 @@ def _lease_all(db: Database, now: datetime) -> set[int]:
     return leased
 
 
-def test_quotas_met_exactly_most_overdue_first(db: Database) -> None:
-    # Bucket 3: 12 pages scheduled hours apart (4 hosts); bucket 8: 6 pages; bucket 9 none.
+def test_quotas_met_exactly_longest_unvisited_first(db: Database) -> None:
+    # Bucket 3: 12 pages fetched hours apart (4 hosts); bucket 8: 6 pages; bucket 9 none.
     sched3 = [T0 - timedelta(hours=40 - 3 * i) for i in range(12)]
     b3 = [pid for h in range(4) for pid in _fetched(db, f"a{h}", 3, sched3[h::4])]
-    b8 = _fetched(db, "b", 8, [T0 + timedelta(hours=i) for i in range(6)])
+    b8 = _fetched(db, "b", 8, [T0 - timedelta(hours=6 - i) for i in range(6)])
     _fetched(db, "c", 9, [T0 - 5 * DAY] * 3)
     new = _pages(db, "n", 5)  # never fetched, due now (seeded before the plan)
     with db.write() as conn:
@@ -125,15 +130,16 @@ def test_quotas_met_exactly_most_overdue_first(db: Database) -> None:
     assert summary.by_bucket == {3: 5, 8: 4} and summary.new_pages == 2
     assert summary.released == 11 and summary.shortfalls == ()
     due = _due(db)
-    by_sched = dict(zip([p for h in range(4) for p in sched3[h::4]], b3, strict=True))
-    most_overdue = [by_sched[s] for s in sorted(by_sched)[:5]]
-    assert set(most_overdue) <= set(due)
+    by_fetch = dict(zip([p for h in range(4) for p in sched3[h::4]], b3, strict=True))
+    oldest = [by_fetch[s] for s in sorted(by_fetch)[:5]]
+    assert set(oldest) <= set(due)
     assert set(b8[:4]) <= set(due)
-    # Pages scheduled inside the period are released at their time (fixed order); the
-    # overdue ones are spread over the rest of the period, most overdue first.
-    assert [due[p] for p in b8[2:4]] == [T0 + timedelta(hours=2), T0 + timedelta(hours=3)]
-    overdue = sorted(most_overdue + b8[:2], key=lambda p: due[p])
-    assert overdue == [*most_overdue, *b8[:2]] and due[overdue[0]] == now
+    # Each bucket's pages are spread evenly over the rest of the period, oldest first (the
+    # bucket with no quota gets nothing, however old its pages).
+    span = (T0 + DAY - now).total_seconds() - 1e-3
+    for pages in (oldest, b8[:4]):
+        offsets = [(due[p] - now).total_seconds() for p in pages]
+        assert offsets == pytest.approx([span * j / len(pages) for j in range(len(pages))])
     assert {new[3], new[1]} <= set(due)  # highest cash first
     # The other never-fetched pages were due from before the plan: withdrawn.
     assert len(due) == 11 and summary.withdrawn == 3
@@ -159,20 +165,16 @@ def test_host_capacity_is_never_exceeded(db: Database) -> None:
     assert min(gaps) >= 10_800 - 1e-3 and times[-1] < T0 + DAY
 
 
-@pytest.mark.parametrize("pull_forward", [True, False])
-def test_shortfalls_are_named(db: Database, pull_forward: bool) -> None:
+def test_shortfalls_are_named(db: Database) -> None:
     _fetched(db, "only", 2, [T0 - timedelta(hours=i) for i in range(3)])
-    (later,) = _fetched(db, "later", 4, [T0 + 3 * DAY])  # not due this period
+    (recent,) = _fetched(db, "recent", 4, [T0 - timedelta(minutes=1)])  # however recent
     _plan(db, {2: 5, 4: 1}, new_pages=1)
-    summary = release_period(db, now=T0, pull_forward=pull_forward)
+    summary = release_period(db, now=T0)
     reasons = {(s.bucket, s.chosen, s.reason) for s in summary.shortfalls}
-    expected = {(2, 3, NOT_ENOUGH_DUE), (NEW_PAGES, 0, NOT_ENOUGH_DUE)}
-    if pull_forward:
-        # the quota of bucket 4 takes the page scheduled after the period, released in it
-        assert later in _due(db) and summary.by_bucket[4] == 1
-    else:
-        expected.add((4, 0, NOT_ENOUGH_DUE))
-    assert reasons == expected
+    assert reasons == {(2, 3, NOT_ENOUGH_DUE), (NEW_PAGES, 0, NOT_ENOUGH_DUE)}
+    assert recent in _due(db) and summary.by_bucket[4] == 1
+    # Nothing else to spend the 3 crawls on.
+    assert (summary.spilled, summary.unspent) == ({}, 3)
 
 
 def test_a_full_host_makes_the_release_read_further(db: Database) -> None:
@@ -311,7 +313,7 @@ def test_sqlite_release_reads_its_pages_from_the_candidate_indexes(sqlite_url: s
         )
         conn.exec_driver_sql(sql.CHOSEN_DROP)
     db.dispose()
-    assert "COVERING INDEX ix_pages_bucket_scheduled (bucket=? AND scheduled_at=?)" in plan
+    assert "COVERING INDEX ix_pages_bucket_fetched (bucket=? AND last_fetch_at=?)" in plan
     assert "COVERING INDEX ix_pages_new_cash (cash=? AND id=?" in plan
     assert "PRIMARY KEY (rowid" not in plan and "SCAN p" not in plan
 
@@ -527,13 +529,13 @@ def test_a_failed_candidate_read_leaves_the_connection_usable(db: Database) -> N
     mark = "%s" if db.dialect == "postgresql" else "?"
 
     class ReadsNoTable(type(real)):  # type: ignore[misc]
-        refresh_sql = f"SELECT {mark}, {mark}, {mark}, {mark} FROM no_such_table"
+        refresh_sql = f"SELECT {mark}, {mark}, {mark} FROM no_such_table"
 
     _use_releases(db, ReadsNoTable())
     with pytest.raises(Exception, match="no_such_table"):
-        releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
+        releases.refresh_candidates(db, {3: 10, 4: 10}, now=T0)
     _use_releases(db, real)
-    found = releases.refresh_candidates(db, {3: 10, 4: 10}, before=None, now=T0)
+    found = releases.refresh_candidates(db, {3: 10, 4: 10}, now=T0)
     assert (found[3].page_id, found[4].page_id) == ([page], [])
     if db.dialect == "postgresql":  # every pooled connection
         with ExitStack() as stack:
@@ -577,7 +579,7 @@ def test_due_times_are_stored_to_the_microsecond_by_key_and_by_id(db: Database) 
     scheduled.append(datetime(2242, 12, 20, 7, 39, 32, 42_132, tzinfo=T0.tzinfo))
     refresh = _fetched(db, "micro", 3, scheduled)
     new = _pages(db, "fresh", 2, status="new", cash=0.25)
-    found = releases.refresh_candidates(db, {3: 10}, before=None, now=T0)[3]
+    found = releases.refresh_candidates(db, {3: 10}, now=T0)[3]
     fresh = releases.new_page_candidates(db, 5, now=T0)
     assert sorted(found.page_id) == refresh and sorted(fresh.page_id) == new
     t = T0.timestamp()

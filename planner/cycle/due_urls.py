@@ -35,6 +35,7 @@ epoch); arrays are 1-D, one entry per candidate page.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -98,6 +99,8 @@ class Selection:
     chosen: dict[int, int]
     new_chosen: int
     shortfalls: tuple[Shortfall, ...] = field(default_factory=tuple)
+    spilled: dict[int, int] = field(default_factory=dict)
+    unspent: int = 0
 
 
 def host_capacity(delay: FloatArray, window: float) -> IntArray:
@@ -248,7 +251,6 @@ def select_due_pages(
     page_id: IntArray,
     host_id: IntArray,
     bucket: IntArray,
-    scheduled_at: FloatArray,
     quotas: Mapping[int, int],
     new_page_id: IntArray,
     new_host_id: IntArray,
@@ -258,15 +260,20 @@ def select_due_pages(
     start: float,
     end: float,
     now: float,
+    scheduled_at: FloatArray | None = None,
+    last_fetch: FloatArray | None = None,
     importance: FloatArray | None = None,
     pull_forward: bool = False,
+    spill: bool = False,
+    marginal: Mapping[int, float] | None = None,
+    new_marginal: float | None = None,
 ) -> Selection:
     """Choose the pages to release for the period [start, end) at ``now`` and their times.
 
     Parameters
     ----------
-    page_id, host_id, bucket, scheduled_at : (n,) re-crawl candidates of the quota buckets
-        (any order; ``scheduled_at`` in seconds; each page once).
+    page_id, host_id, bucket : (n,) re-crawl candidates (any order; each page once). Pages
+        of buckets without a quota are candidates only for spilled crawls.
     quotas : bucket -> pages to re-crawl this period.
     new_page_id, new_host_id : (k,) never-fetched candidates, highest OPIC cash first.
     new_quota : never-fetched pages to fetch this period.
@@ -274,27 +281,45 @@ def select_due_pages(
         (``max(minimum delay, robots crawl_delay)``; <= 0: no limit).
     start, end, now : the period and the present, seconds, ``start <= now < end``;
         releases fall in ``[now, end)``.
-    importance : (n,) optional; breaks ties of ``scheduled_at`` (higher first).
-    pull_forward : a bucket whose pages due in the period fall short of its quota takes the
-        pages scheduled soonest after the period too (released spread over the window, after
-        the overdue ones), so the plan's crawls are spent; without it, only pages scheduled
-        before ``end`` are candidates and the rest of the quota is a shortfall.
+    last_fetch : (n,) each candidate's last fetch, seconds: the order inside a bucket is
+        longest unvisited first, every candidate is eligible, and each bucket's pages are
+        released spread evenly over the window in that order (what the service's releases
+        do, and what the planning model assumes).
+    scheduled_at : (n,) instead of ``last_fetch``: the page-level schedule's due times; the
+        order is most overdue first, and only pages due before ``end`` are eligible unless
+        ``pull_forward`` (the simulated page-schedule policies).
+    importance : (n,) optional; breaks ties of the order (higher first, NaN last).
+    pull_forward : with ``scheduled_at``, a bucket whose pages due in the period fall short
+        of its quota takes the pages scheduled soonest after the period too (released spread
+        over the window, after the overdue ones), so the plan's crawls are spent; without
+        it, only pages scheduled before ``end`` are candidates and the rest of the quota is
+        a shortfall.
+    spill : the crawls the quotas leave unused (too few candidates, hosts full) go to the
+        other candidates: by ``marginal`` (bucket -> the plan's value of one more crawl of it
+        this period) and ``new_marginal`` (of one more new page), highest value first, each
+        bucket's pages in the order above; candidates without a value come after, re-crawls
+        merged in that order (longest unvisited overall), then new pages.
 
     Returns
     -------
     Selection
     """
+    if (scheduled_at is None) == (last_fetch is None):
+        raise ValueError("give exactly one of scheduled_at and last_fetch")
+    by_fetch = last_fetch is not None
+    key = np.asarray(last_fetch if by_fetch else scheduled_at, dtype=np.float64)
     page_id = np.asarray(page_id, dtype=np.int64)
     host_id = np.asarray(host_id, dtype=np.int64)
     bucket = np.asarray(bucket, dtype=np.int64)
-    scheduled_at = np.asarray(scheduled_at, dtype=np.float64)
     new_page_id = np.asarray(new_page_id, dtype=np.int64)
     new_host_id = np.asarray(new_host_id, dtype=np.int64)
     host_ids = np.asarray(host_ids, dtype=np.int64)
     host_delay = np.asarray(host_delay, dtype=np.float64)
     n = len(page_id)
-    if not (len(host_id) == len(bucket) == len(scheduled_at) == n):
-        raise ValueError("page_id, host_id, bucket and scheduled_at must have the same length")
+    if not (len(host_id) == len(bucket) == len(key) == n):
+        raise ValueError(
+            "page_id, host_id, bucket and scheduled_at (or last_fetch) must have the same length"
+        )
     if len(new_host_id) != len(new_page_id) or len(host_delay) != len(host_ids):
         raise ValueError("new_page_id/new_host_id and host_ids/host_delay must pair up")
     if not start <= now < end:
@@ -308,69 +333,157 @@ def select_due_pages(
 
     quota_buckets = np.array(sorted(b for b, q in quotas.items() if q > 0), dtype=np.int64)
     quota_of = np.array([quotas[int(b)] for b in quota_buckets], dtype=np.int64)
-    order, gpos = _recrawl_order(
-        page_id, bucket, scheduled_at, importance, quota_buckets, None if pull_forward else end
-    )
-    cand_group = gpos[order]
-    cand_host = hosts.positions(host_id[order])
+    due_before = None if by_fetch or pull_forward else end
+    order = _candidate_order(page_id, key, importance, None if due_before is None else key < end)
+    gpos, in_quota = _positions(quota_buckets, bucket)
+    first = order[in_quota[order]]
+    cand_group = gpos[first]
+    cand_host = hosts.positions(host_id[first])
     taken, skipped = _greedy(cand_group, cand_host, quota_of, room)
-    chosen_idx = order[taken]
-    sched = scheduled_at[chosen_idx]
-    # Release: at the scheduled time inside the window; overdue pages, then pages pulled
-    # forward from after the period, spread over the window in order.
-    refresh_release = np.minimum(sched, last)
-    spread = (sched < t0) | (sched >= end)
-    refresh_release[spread] = _spread(int(spread.sum()), t0, last)
+    chosen_idx = first[taken]
     counts = np.bincount(cand_group[taken], minlength=len(quota_of))
 
     # New pages: highest cash first, with the capacity left.
     nh = hosts.positions(new_host_id)
     new_quota_arr = np.array([new_quota], dtype=np.int64)
     new_taken, new_skipped = _greedy(np.zeros(len(new_page_id), np.int64), nh, new_quota_arr, room)
-    new_ids = new_page_id[new_taken]
 
+    left = int(quota_of.sum()) + new_quota - int(counts.sum()) - int(new_taken.sum())
+    spill_idx = np.zeros(0, dtype=np.int64)
+    new_spill = np.zeros(len(new_page_id), dtype=bool)
+    if spill and left > 0:
+        spill_idx, new_spill = _spill(
+            order,
+            chosen_idx,
+            bucket,
+            hosts.positions(host_id),
+            (new_taken, nh),
+            room,
+            left,
+            (marginal or {}, new_marginal),
+        )
+    recrawl_idx = np.concatenate([chosen_idx, spill_idx])
+    new_idx = np.concatenate([np.flatnonzero(new_taken), np.flatnonzero(new_spill)])
+
+    if by_fetch:
+        refresh_release = _spread_per_group(bucket[recrawl_idx], t0, last)
+    else:
+        # At the scheduled time inside the window; overdue pages, pages pulled forward from
+        # after the period and spilled pages, spread over the window in order.
+        sched = key[recrawl_idx]
+        refresh_release = np.minimum(sched, last)
+        spread = (sched < t0) | (sched >= end)
+        spread[len(chosen_idx) :] = True
+        refresh_release[spread] = _spread(int(spread.sum()), t0, last)
     release = _space_per_host(
-        np.concatenate([refresh_release, _spread(len(new_ids), t0, last)]),
-        np.concatenate([cand_host[taken], nh[new_taken]]),
+        np.concatenate([refresh_release, _spread(len(new_idx), t0, last)]),
+        np.concatenate([hosts.positions(host_id[recrawl_idx]), nh[new_idx]]),
         host_delay,
         t0,
         last,
     )
     shortfalls = _shortfalls(quota_buckets, quota_of, counts, skipped)
-    if len(new_ids) < new_quota:
+    new_chosen = int(new_taken.sum())
+    if new_chosen < new_quota:
         shortfalls += _shortfalls(
-            np.array([NEW_PAGES]), new_quota_arr, np.array([len(new_ids)]), new_skipped
+            np.array([NEW_PAGES]), new_quota_arr, np.array([new_chosen]), new_skipped
         )
+    spilled = Counter(bucket[spill_idx].tolist())
+    if new_spill.any():
+        spilled[NEW_PAGES] = int(new_spill.sum())
     return Selection(
-        page_id=np.concatenate([page_id[chosen_idx], new_ids]),
+        page_id=np.concatenate([page_id[recrawl_idx], new_page_id[new_idx]]),
         release_at=release,
-        bucket=np.concatenate([bucket[chosen_idx], np.full(len(new_ids), NEW_PAGES, np.int64)]),
+        bucket=np.concatenate([bucket[recrawl_idx], np.full(len(new_idx), NEW_PAGES, np.int64)]),
         chosen={int(b): int(c) for b, c in zip(quota_buckets, counts, strict=True)},
-        new_chosen=len(new_ids),
+        new_chosen=new_chosen,
         shortfalls=tuple(shortfalls),
+        spilled={int(b): int(c) for b, c in sorted(spilled.items())},
+        unspent=max(left, 0) - len(spill_idx) - int(new_spill.sum()) if spill else 0,
     )
 
 
-def _recrawl_order(
+def _candidate_order(
     page_id: IntArray,
-    bucket: IntArray,
-    scheduled_at: FloatArray,
+    key: FloatArray,
     importance: FloatArray | None,
-    quota_buckets: IntArray,
-    due_before: float | None,
-) -> tuple[IntArray, IntArray]:
-    """The re-crawl candidates in the order they are taken: pages of the quota buckets (due
-    before ``due_before`` unless None), most overdue first (ties: importance desc, page id).
-    Returns their indices (m,) and every page's position in ``quota_buckets`` (n,)."""
+    eligible: npt.NDArray[np.bool_] | None,
+) -> IntArray:
+    """The re-crawl candidates' indices in the order they are taken: ``key`` ascending (last
+    fetch: longest unvisited first; scheduled time: most overdue first), ties by importance
+    (higher first, NaN last), then page id; only the ``eligible`` ones (None: all)."""
     n = len(page_id)
+    if importance is None:
+        imp = np.zeros(n)
+    else:
+        imp = np.asarray(importance, dtype=np.float64)
+        imp = np.where(np.isnan(imp), -np.inf, imp)
+    order = np.lexsort((page_id, -imp, key))
+    return order if eligible is None else order[eligible[order]]
+
+
+def _positions(quota_buckets: IntArray, bucket: IntArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """Each candidate's position in ``quota_buckets``, and whether its bucket is there."""
     gpos = np.searchsorted(quota_buckets, bucket)
     gpos = np.minimum(gpos, max(len(quota_buckets) - 1, 0))
-    keep = (quota_buckets[gpos] == bucket) if len(quota_buckets) else np.zeros(n, dtype=bool)
-    if due_before is not None:
-        keep &= scheduled_at < due_before
-    imp = np.zeros(n) if importance is None else np.nan_to_num(np.asarray(importance, float), nan=0)
-    order = np.lexsort((page_id, -imp, scheduled_at))
-    return order[keep[order]], gpos
+    if not len(quota_buckets):
+        return gpos, np.zeros(len(bucket), dtype=bool)
+    return gpos, quota_buckets[gpos] == bucket
+
+
+def _spill(
+    order: IntArray,
+    chosen_idx: IntArray,
+    bucket: IntArray,
+    host: IntArray,
+    new: tuple[npt.NDArray[np.bool_], IntArray],
+    room: IntArray,
+    left: int,
+    values: tuple[Mapping[int, float], float | None],
+) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """Spend ``left`` crawls on the eligible candidates (``order``) the quotas did not take,
+    and on the new pages not taken (``new``: taken mask, host positions), in the order of the
+    plan's marginal values (``values``: per bucket, for new pages; highest first; candidates
+    without a value last: re-crawls in candidate order, then new pages), within the hosts'
+    ``room`` (decremented). Returns the spilled re-crawls' indices, in order, and the mask of
+    spilled new pages."""
+    new_taken, new_host = new
+    marginal, new_marginal = values
+    free = np.ones(len(bucket), dtype=bool)
+    free[chosen_idx] = False
+    rest = order[free[order]]
+    new_rest = np.flatnonzero(~new_taken)
+    # Sort keys: minus the value (no value: +inf, last), re-crawls before new pages at the
+    # same value, then candidate order.
+    valued = np.array(sorted(marginal), dtype=np.int64)
+    value = np.array([-float(marginal[int(b)]) for b in valued], dtype=np.float64)
+    where, has = _positions(valued, bucket[rest])
+    primary = np.concatenate(
+        [
+            np.where(has, value[where] if len(valued) else 0.0, np.inf),
+            np.full(len(new_rest), np.inf if new_marginal is None else -float(new_marginal)),
+        ]
+    )
+    is_new = np.r_[np.zeros(len(rest), dtype=np.int64), np.ones(len(new_rest), dtype=np.int64)]
+    position = np.arange(len(primary))
+    sequence = np.lexsort((position, is_new, primary))
+    seq_host = np.concatenate([host[rest], new_host[new_rest]])[sequence]
+    took, _ = _greedy(np.zeros(len(sequence), np.int64), seq_host, np.array([left]), room)
+    picked = sequence[took]
+    recrawl = rest[picked[picked < len(rest)]]
+    new_mask = np.zeros(len(new_taken), dtype=bool)
+    new_mask[new_rest[picked[picked >= len(rest)] - len(rest)]] = True
+    return recrawl, new_mask
+
+
+def _spread_per_group(group: IntArray, start: float, end: float) -> FloatArray:
+    """Per group, its elements (in array order) spread evenly from ``start`` over
+    [start, end): the j-th of a group of k at ``start + (end - start) j / k``."""
+    if len(group) == 0:
+        return np.zeros(0, dtype=np.float64)
+    inverse = np.unique(group, return_inverse=True)[1].ravel()
+    size = np.bincount(inverse)[inverse]
+    return start + (end - start) * _rank_within(group) / size
 
 
 class _HostIndex:

@@ -102,6 +102,8 @@ def _period_releaser(
                 wait = every
                 try:
                     summary = release_period(db, min_delay_seconds=settings.min_delay_seconds)
+                    if (spilled := summary.spill_line()) is not None:
+                        log.info("%s", spilled)
                     wait = timer.wait_after(summary, datetime.now(UTC))
                 except Exception as error:
                     log.warning("period release failed: %s", error)

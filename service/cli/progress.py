@@ -132,7 +132,8 @@ def crawl_with_progress(
 
 
 def release_line(summary: ReleaseSummary, console: Console = err) -> None:
-    """One line (stderr by default) when a period's work was released; nothing otherwise."""
+    """One line (stderr by default) when a period's work was released, and one more when
+    crawls its quotas could not use were spilled elsewhere; nothing otherwise."""
     if summary.status != "released":
         return
     shortfalls = "; ".join(
@@ -146,3 +147,6 @@ def release_line(summary: ReleaseSummary, console: Console = err) -> None:
         f"{summary.new_pages:,} new), carried over {summary.carried_over:,}, "
         f"withdrawn {summary.withdrawn:,}" + (f"; {shortfalls}" if shortfalls else "")
     )
+    spill = summary.spill_line()
+    if spill is not None:
+        console.print(spill)

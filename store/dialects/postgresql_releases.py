@@ -6,7 +6,7 @@ statements take the chosen pages as array literals (``unnest``), and pin their p
 rest of the transaction with ``SET LOCAL``: index lookups in the order given, never a hash
 or a scan of a whole table. Releases are serialized by an advisory lock.
 
-Times: a candidate's key is its ``scheduled_at`` in whole microseconds since the epoch,
+Times: a refresh candidate's key is its ``last_fetch_at`` in whole microseconds since the epoch,
 exactly (``extract``'s numeric, not ``date_part``'s float8, which is off by one microsecond
 for some times after 2106), sent as integers (text of integers is three times cheaper to
 write and to parse than text of floats); release times go back the same way,
@@ -33,14 +33,14 @@ __all__ = ["PostgresqlReleases", "micros_since_epoch"]
 
 #: Refresh candidates of one bucket (see :data:`store.dialects.sqlite_releases.REFRESH`).
 REFRESH = """
-SELECT id, host_id, date_part('epoch', scheduled_at)::float8, importance,
-       next_due_at IS NOT NULL, fetches, (extract(epoch FROM scheduled_at) * 1000000)::int8
+SELECT id, host_id, date_part('epoch', last_fetch_at)::float8, importance,
+       next_due_at IS NOT NULL, fetches, (extract(epoch FROM last_fetch_at) * 1000000)::int8
 FROM pages
-WHERE bucket = %s AND scheduled_at < %s AND status IN ('ok', 'gone', 'redirect')
+WHERE bucket = %s AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 'redirect')
   AND (leased_until IS NULL OR leased_until < %s)
   AND (next_due_at IS NULL OR next_due_at > to_timestamp(0))
   AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)
-ORDER BY scheduled_at, id
+ORDER BY last_fetch_at, importance DESC NULLS LAST, id
 LIMIT %s
 """
 #: New-page candidates, by the partial index ``ix_pages_new_cash``.
@@ -110,7 +110,7 @@ QUEUE_BY_ID = text(
     """
 ).bindparams(_NOW)
 #: Keys given: each chosen page read from the index entry its candidate query read
-#: (index-only scans of ix_pages_bucket_scheduled by (bucket, scheduled_at), of
+#: (index-only scans of ix_pages_bucket_fetched by (bucket, last_fetch_at), of
 #: ix_pages_new_cash by cash; ``p.id + 0`` keeps the primary key out of it), in the order
 #: given, not 100,000 scattered heap rows. Pages whose entry moved since: QUEUE_MISSING.
 QUEUE_BY_INDEX = text(
@@ -129,7 +129,7 @@ QUEUE_BY_INDEX = text(
                  p.last_modified, p.signature
           FROM t JOIN pages p
             ON p.bucket = t.b
-               AND p.scheduled_at = timestamptz 'epoch' + t.k * interval '1 microsecond'
+               AND p.last_fetch_at = timestamptz 'epoch' + t.k * interval '1 microsecond'
                AND p.id + 0 = t.i
           WHERE t.b >= 0
             AND p.fetches = t.f
@@ -214,9 +214,9 @@ class PostgresqlReleases:
     queue_missing_sql: TextClause = QUEUE_MISSING
 
     def refresh_rows(
-        self, conn: Connection, asked: Sequence[tuple[int, int]], *, before: datetime, now: datetime
+        self, conn: Connection, asked: Sequence[tuple[int, int]], *, now: datetime
     ) -> list[list[Any]]:
-        return _pipelined_rows(conn, self.refresh_sql, [(b, before, now, n) for b, n in asked])
+        return _pipelined_rows(conn, self.refresh_sql, [(b, now, n) for b, n in asked])
 
     def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
         return _pipelined_rows(conn, self.new_pages_sql, [(now, limit)])[0]

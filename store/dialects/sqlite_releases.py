@@ -24,20 +24,21 @@ from store.types import sqlite_text, whole_micros
 
 __all__ = ["SqliteReleases", "chosen_values"]
 
-#: Refresh candidates of one bucket: pages of the refresh statuses scheduled before ``?``,
-#: free (no live lease at ``?``), not urgent (``store.urgent.URGENT_DUE``, the epoch), not
-#: queued; one range scan of ``ix_pages_bucket_scheduled``. The scheduled time in seconds is
-#: the stored text's whole seconds plus its fraction; the key is the stored text.
+#: Refresh candidates of one bucket: fetched pages of the refresh statuses, free (no live
+#: lease at ``?``), not urgent (``store.urgent.URGENT_DUE``, the epoch), not queued, longest
+#: unvisited first (ties: importance, higher first, NULL last; then id); one range scan of
+#: ``ix_pages_bucket_fetched`` (the ties sorted on the way). The last fetch in seconds is the
+#: stored text's whole seconds plus its fraction; the key is the stored text.
 REFRESH = """
 SELECT id, host_id,
-       CAST(strftime('%s', scheduled_at) AS REAL) + CAST(substr(scheduled_at, 20) AS REAL),
-       importance, next_due_at IS NOT NULL, fetches, scheduled_at
+       CAST(strftime('%s', last_fetch_at) AS REAL) + CAST(substr(last_fetch_at, 20) AS REAL),
+       importance, next_due_at IS NOT NULL, fetches, last_fetch_at
 FROM pages
-WHERE bucket = ? AND scheduled_at < ? AND status IN ('ok', 'gone', 'redirect')
+WHERE bucket = ? AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 'redirect')
   AND (leased_until IS NULL OR leased_until < ?)
   AND (next_due_at IS NULL OR next_due_at > '1970-01-01 00:00:00.000000')
   AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)
-ORDER BY scheduled_at, id
+ORDER BY last_fetch_at, importance DESC, id
 LIMIT ?
 """
 #: New-page candidates: the condition of the partial index ``ix_pages_new_cash`` word for
@@ -68,7 +69,7 @@ CHOSEN_DROP = "DROP TABLE temp.release_chosen"
 CHOSEN_COLUMNS = 6
 CHOSEN_ROWS_PER_INSERT = 5_000
 #: Each chosen page's row read from the index entry its candidate query read:
-#: ix_pages_bucket_scheduled and ix_pages_new_cash hold every column the release copies and
+#: ix_pages_bucket_fetched and ix_pages_new_cash hold every column the release copies and
 #: checks, so the table's rows (100,000 scattered over 10,000,000) are not read at all. A
 #: page is queued only if still as the release read it: same fetch count, no live lease,
 #: not urgent. The due time is formatted by SQLite from whole seconds and microseconds, as
@@ -82,8 +83,8 @@ SELECT * FROM (
            datetime(t.secs, 'unixepoch') || printf('.%06d', t.micros) AS due,
            p.url, p.status, p.last_fetch_at, p.etag, p.last_modified, p.signature
     FROM temp.release_chosen AS t
-    CROSS JOIN pages AS p INDEXED BY ix_pages_bucket_scheduled
-      ON p.bucket = t.bucket AND p.scheduled_at = t.key AND p.id = t.page_id
+    CROSS JOIN pages AS p INDEXED BY ix_pages_bucket_fetched
+      ON p.bucket = t.bucket AND p.last_fetch_at = t.key AND p.id = t.page_id
     WHERE t.bucket >= 0
       AND p.fetches = t.fetches AND (p.leased_until IS NULL OR p.leased_until < :now)
       AND (p.next_due_at IS NULL OR p.next_due_at > '1970-01-01 00:00:00.000000')
@@ -156,10 +157,10 @@ class SqliteReleases:
     queue_by_id_sql = QUEUE_BY_ID
 
     def refresh_rows(
-        self, conn: Connection, asked: Sequence[tuple[int, int]], *, before: datetime, now: datetime
+        self, conn: Connection, asked: Sequence[tuple[int, int]], *, now: datetime
     ) -> list[list[Any]]:
-        until, at = sqlite_text(before), sqlite_text(now)
-        return [_rows(conn, self.refresh_sql, (b, until, at, n)) for b, n in asked]
+        at = sqlite_text(now)
+        return [_rows(conn, self.refresh_sql, (b, at, n)) for b, n in asked]
 
     def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
         return _rows(conn, self.new_pages_sql, (sqlite_text(now), limit))

@@ -8,8 +8,8 @@ period (100,000 in all); one host in fifty has a robots.txt delay of an hour, so
 capacity binds for some of them. Timed, each beside baselines measured in the same run on the
 same database:
 
-* read: the candidate queries (per bucket by the covering index ``(bucket, scheduled_at,
-  ...)``, new pages by cash, the hosts' delays);
+* read: the candidate queries (per bucket by the covering index ``(bucket, last_fetch_at,
+  ...)``, longest unvisited first, new pages by cash, the hosts' delays);
 * select: the pure selection (``planner.cycle.due_urls``) on those candidates;
 * release: ``release_period`` end to end (its own read and select again, then one write
   transaction that queues the chosen pages in ``released_pages`` with their URLs and
@@ -97,7 +97,7 @@ BUCKETS = 100
 PER_BUCKET = 900
 NEW = 10_000
 BASE = datetime(2026, 3, 1, tzinfo=UTC)  # the period starts here; now is one minute later
-SPREAD_S = 15 * 86_400  # scheduled times within +-15 days of BASE
+SPREAD_S = 15 * 86_400  # last fetches (and scheduled times) within +-15 days of BASE
 MIN_DELAY = 1.0
 
 # Columns of the bulk rows, as SQL expressions of the row number i (1..N).
@@ -108,7 +108,10 @@ INSERT INTO pages (id, url, host_id, status, first_seen, next_due_at, last_fetch
                    cash, history)
 SELECT i, printf('http://bench.example/%010d', i), 1 + i % :hosts,
        CASE WHEN i % 10 = 0 THEN 'new' ELSE 'ok' END, :first, NULL,
-       CASE WHEN i % 10 = 0 THEN NULL ELSE :first END,
+       CASE WHEN i % 10 = 0 THEN NULL
+            ELSE strftime('%Y-%m-%d %H:%M:%S',
+                          :base + (i * 2654435761) % (2 * :spread) - :spread - 86400,
+                          'unixepoch') || '.000000' END,
        CASE WHEN i % 10 = 0 THEN 0 ELSE 1 END, 0,
        CASE WHEN i % 10 = 0 THEN 0 ELSE 1 + ((i * 40503) / 7) % :buckets END,
        ((i * 40503) % 1000) / 1000.0, 1.0,
@@ -124,7 +127,8 @@ INSERT INTO pages (id, url, host_id, status, first_seen, next_due_at, last_fetch
                    cash, history)
 SELECT i, 'http://bench.example/' || lpad(i::text, 10, '0'), 1 + i % :hosts,
        CASE WHEN i % 10 = 0 THEN 'new' ELSE 'ok' END, :first, NULL,
-       CASE WHEN i % 10 = 0 THEN NULL ELSE :first END,
+       CASE WHEN i % 10 = 0 THEN NULL
+            ELSE to_timestamp(:base + (i * 2654435761) % (2 * :spread) - :spread - 86400) END,
        CASE WHEN i % 10 = 0 THEN 0 ELSE 1 END, 0,
        CASE WHEN i % 10 = 0 THEN 0 ELSE 1 + ((i * 40503) / 7) % :buckets END,
        ((i * 40503) % 1000) / 1000.0, 1.0,
@@ -279,8 +283,8 @@ def _bare_select(db: Database) -> tuple[float, int]:
             rows += len(
                 conn.execute(
                     text(
-                        "SELECT id, host_id, scheduled_at FROM pages WHERE bucket = :b AND "
-                        "scheduled_at < :before ORDER BY scheduled_at LIMIT :k"
+                        "SELECT id, host_id, last_fetch_at FROM pages WHERE bucket = :b AND "
+                        "last_fetch_at < :before ORDER BY last_fetch_at LIMIT :k"
                     ),
                     {
                         "b": b,
@@ -374,7 +378,6 @@ def bench(db: Database, pages: int, build: bool, cache: str, repeat: int = 1) ->
     per_bucket = refresh_candidates(
         db,
         {b: max(int(1.25 * q), q + 64) for b, q in work.quotas.items()},
-        before=work.ends_at,
         now=now,
     )
     new = new_page_candidates(db, max(int(1.25 * work.new_pages), work.new_pages + 64), now=now)
@@ -388,7 +391,7 @@ def bench(db: Database, pages: int, build: bool, cache: str, repeat: int = 1) ->
         page_id=np.concatenate([np.asarray(c.page_id, np.int64) for c in parts]),
         host_id=np.concatenate([np.asarray(c.host_id, np.int64) for c in parts]),
         bucket=np.concatenate([np.asarray(c.bucket, np.int64) for c in parts]),
-        scheduled_at=np.concatenate([np.asarray(c.scheduled_s, float) for c in parts]),
+        last_fetch=np.concatenate([np.asarray(c.last_fetch_s, float) for c in parts]),
         importance=np.concatenate([np.asarray(c.importance, float) for c in parts]),
         quotas=work.quotas,
         new_page_id=np.asarray(new.page_id, np.int64),
@@ -399,6 +402,9 @@ def bench(db: Database, pages: int, build: bool, cache: str, repeat: int = 1) ->
         start=work.starts_at.timestamp(),
         end=work.ends_at.timestamp(),
         now=now.timestamp(),
+        spill=True,
+        marginal=work.marginal,
+        new_marginal=work.new_marginal,
     )
     figures["select_s"] = time.perf_counter() - t0
 
