@@ -303,3 +303,196 @@ def test_greedy_is_the_sequential_pass(
     assert taken.tolist() == want_taken
     assert skips.tolist() == want_skips
     assert room_arr.tolist() == want_room
+
+
+# -- longest unvisited first, and spilling (what the service's releases do) ------------------
+
+
+def _by_fetch(
+    pages: list[tuple[int, int, int, float]],
+    quotas: dict[int, int],
+    *,
+    new: list[tuple[int, int]] = (),  # type: ignore[assignment]
+    new_quota: int = 0,
+    delays: dict[int, float],
+    importance: list[float] | None = None,
+    now: float = 0.0,
+    spill: bool = True,
+    marginal: dict[int, float] | None = None,
+    new_marginal: float | None = None,
+) -> Selection:
+    """pages: (page_id, host_id, bucket, last_fetch); new: (page_id, host_id) by cash; the
+    period is [0, 100)."""
+    arr = np.array(pages, dtype=float).reshape(-1, 4)
+    new_arr = np.array(new, dtype=np.int64).reshape(-1, 2)
+    return select_due_pages(
+        page_id=arr[:, 0].astype(np.int64),
+        host_id=arr[:, 1].astype(np.int64),
+        bucket=arr[:, 2].astype(np.int64),
+        last_fetch=arr[:, 3],
+        importance=None if importance is None else np.array(importance, dtype=float),
+        quotas=quotas,
+        new_page_id=new_arr[:, 0],
+        new_host_id=new_arr[:, 1],
+        new_quota=new_quota,
+        host_ids=np.array(sorted(delays), dtype=np.int64),
+        host_delay=np.array([delays[h] for h in sorted(delays)], dtype=float),
+        start=0.0,
+        end=100.0,
+        now=now,
+        spill=spill,
+        marginal=marginal,
+        new_marginal=new_marginal,
+    )
+
+
+def test_longest_unvisited_first_whatever_the_schedule_and_spread_per_bucket() -> None:
+    # Bucket 1: pages fetched at -50, -10, -30, -90, -5 (ids 10..14); ties broken by
+    # importance, then id. Bucket 2 (quota 2): 20, 21. No page is "due": the quota decides.
+    pages = [(10, 1, 1, -50.0), (11, 2, 1, -10.0), (12, 3, 1, -30.0), (13, 4, 1, -90.0)]
+    pages += [(14, 5, 1, -5.0), (15, 6, 1, -30.0), (20, 7, 2, -1.0), (21, 8, 2, -2.0)]
+    importance = [0.1, 0.1, 0.2, 0.1, 0.1, 0.5, 0.0, 0.0]
+    sel = _by_fetch(
+        pages, {1: 4, 2: 2}, delays=dict.fromkeys(range(1, 9), 0.0), importance=importance, now=4.0
+    )
+    assert sel.page_id.tolist() == [13, 10, 15, 12, 21, 20]
+    assert sel.chosen == {1: 4, 2: 2} and sel.shortfalls == () and sel.spilled == {}
+    span = 100.0 - 1e-3 - 4.0
+    release = _release(sel)
+    assert [release[p] for p in (13, 10, 15, 12)] == pytest.approx(
+        [4.0 + span * j / 4 for j in range(4)]
+    )
+    assert [release[p] for p in (21, 20)] == pytest.approx([4.0, 4.0 + span / 2])
+
+
+def test_unusable_quota_spills_by_marginal_value() -> None:
+    # Bucket 3: quota 10, 4 pages. Bucket 5 (value 3): quota 1, 4 pages. New pages (value 2):
+    # quota 1, 3 pages. Bucket 7 (value 1): no quota, 5 pages. Bucket 9 (value 5): quota 2,
+    # 2 pages (nothing left). 6 crawls to spill: 3 to bucket 5, 2 to new pages, 1 to bucket 7.
+    pages = [(30 + i, 1, 3, -float(i)) for i in range(4)]
+    pages += [(50 + i, 2, 5, -10.0 - i) for i in range(4)]
+    pages += [(70 + i, 3, 7, -100.0 + i) for i in range(5)]
+    pages += [(90 + i, 4, 9, -1.0) for i in range(2)]
+    new = [(200, 5), (201, 5), (202, 5)]
+    sel = _by_fetch(
+        pages,
+        {3: 10, 5: 1, 9: 2},
+        new=new,
+        new_quota=1,
+        delays=dict.fromkeys(range(1, 6), 0.0),
+        marginal={3: 4.0, 5: 3.0, 7: 1.0, 9: 5.0},
+        new_marginal=2.0,
+    )
+    assert sel.chosen == {3: 4, 5: 1, 9: 2} and sel.new_chosen == 1
+    assert sel.spilled == {5: 3, 7: 1, NEW_PAGES: 2} and sel.unspent == 0
+    assert len(sel.page_id) == 10 + 1 + 2 + 1  # every crawl of the quotas spent
+    ids = set(sel.page_id.tolist())
+    assert {53, 52, 51, 50} <= ids and {70} <= ids and not {71, 72} & ids  # oldest first
+    assert {200, 201, 202} <= ids
+    ((reason, chosen),) = [(s.reason, s.chosen) for s in sel.shortfalls]
+    assert (reason, chosen) == (NOT_ENOUGH_DUE, 4)
+
+
+def test_without_values_the_spill_goes_to_the_longest_unvisited_then_new_pages() -> None:
+    pages = [(1, 1, 3, -5.0), (2, 2, 4, -50.0), (3, 3, 4, -1.0), (4, 4, 6, -20.0)]
+    new = [(100, 5)]
+    sel = _by_fetch(pages, {3: 4}, new=new, new_quota=0, delays=dict.fromkeys(range(1, 6), 0.0))
+    assert sel.page_id.tolist() == [1, 2, 4, 3]  # quota page, then oldest overall: 3 left
+    assert sel.spilled == {4: 2, 6: 1} and sel.unspent == 0
+    more = _by_fetch(pages, {3: 6}, new=new, delays=dict.fromkeys(range(1, 6), 0.0))
+    assert more.spilled == {4: 2, 6: 1, NEW_PAGES: 1} and more.unspent == 1
+    off = _by_fetch(pages, {3: 4}, new=new, delays=dict.fromkeys(range(1, 6), 0.0), spill=False)
+    assert off.page_id.tolist() == [1] and off.spilled == {} and off.unspent == 0
+
+
+def test_spilled_crawls_respect_host_capacity() -> None:
+    # Bucket 3 has 1 page for a quota of 4; bucket 5 (the best value) has pages on a host
+    # that allows 2 requests in the period, bucket 6 pages on free hosts.
+    pages = [(1, 1, 3, -5.0)] + [(10 + i, 2, 5, -9.0 - i) for i in range(4)]
+    pages += [(20 + i, 3 + i, 6, -1.0) for i in range(3)]
+    delays = {1: 0.0, 2: 60.0, 3: 0.0, 4: 0.0, 5: 0.0}
+    sel = _by_fetch(pages, {3: 4}, delays=delays, marginal={5: 2.0, 6: 1.0})
+    assert sel.spilled == {5: 2, 6: 1} and sel.unspent == 0
+    times = sorted(_release(sel)[p] for p in sel.page_id.tolist() if 10 <= p < 20)
+    assert len(times) == 2 and times[1] - times[0] >= 60.0 - 1e-6
+
+
+def _spill_reference(
+    inst: dict[str, Any],
+    marginal: dict[int, float],
+    new_marginal: float | None,
+    caps: dict[int, int],
+) -> list[int]:
+    """The rule, written plainly: quota re-crawls oldest first, new pages by cash, then the
+    crawls left by value (unvalued last: re-crawls oldest first, then new pages)."""
+    room, left = dict(caps), dict(inst["quotas"])
+    order = sorted(inst["cands"], key=lambda c: (c[3], c[0]))
+    quota_picks = []
+    for pid, host, bucket, _ in order:
+        if left.get(bucket, 0) > 0 and room[host] > 0:
+            left[bucket] -= 1
+            room[host] -= 1
+            quota_picks.append(pid)
+    new_picks = []
+    for pid, host in inst["new"]:
+        if len(new_picks) < inst["new_quota"] and room[host] > 0:
+            room[host] -= 1
+            new_picks.append(pid)
+    spare = sum(inst["quotas"].values()) + inst["new_quota"] - len(quota_picks) - len(new_picks)
+    rest = [(pid, host, b) for pid, host, b, _ in order if pid not in quota_picks]
+    seq = [
+        (-marginal[b] if b in marginal else np.inf, 0, k, pid, host)
+        for k, (pid, host, b) in enumerate(rest)
+    ]
+    nv = np.inf if new_marginal is None else -new_marginal
+    seq += [
+        (nv, 1, k, pid, host)
+        for k, (pid, host) in enumerate(p for p in inst["new"] if p[0] not in new_picks)
+    ]
+    spilled_old, spilled_new = [], []
+    for *_, pid, host in sorted(seq, key=lambda s: s[:3]):
+        if spare > 0 and room[host] > 0:
+            room[host] -= 1
+            spare -= 1
+            (spilled_new if pid >= 1000 else spilled_old).append(pid)
+    new_all = [p for p, _ in inst["new"] if p in set(new_picks) | set(spilled_new)]
+    return quota_picks + spilled_old + new_all
+
+
+@settings(max_examples=300, deadline=None)
+@given(_instances(), st.data())
+def test_spill_properties_on_random_instances(inst: dict[str, Any], data: Any) -> None:
+    delays: dict[int, float] = inst["delays"]
+    buckets = sorted({b for _, _, b, _ in inst["cands"]} | set(inst["quotas"]))
+    valued = data.draw(st.lists(st.sampled_from(buckets), unique=True)) if buckets else []
+    marginal = {b: float(data.draw(st.integers(0, 5))) for b in valued}
+    new_marginal = data.draw(st.one_of(st.none(), st.integers(0, 5).map(float)))
+    sel = _by_fetch(
+        inst["cands"],
+        inst["quotas"],
+        new=inst["new"],
+        new_quota=inst["new_quota"],
+        delays=delays,
+        now=inst["now"],
+        marginal=marginal,
+        new_marginal=new_marginal,
+    )
+    hosts = sorted(delays)
+    caps = dict(
+        zip(
+            hosts,
+            host_capacity(np.array([delays[h] for h in hosts]), 100.0 - inst["now"]).tolist(),
+            strict=True,
+        )
+    )
+    assert sel.page_id.tolist() == _spill_reference(inst, marginal, new_marginal, caps)
+    planned = sum(inst["quotas"].values()) + inst["new_quota"]
+    assert len(sel.page_id) + sel.unspent == planned
+    assert sum(sel.spilled.values()) + sum(sel.chosen.values()) + sel.new_chosen == len(sel.page_id)
+    # The quota picks of each bucket are its oldest pages but for hosts' caps; with no delay
+    # anywhere, exactly the oldest.
+    if all(d == 0 for d in delays.values()):
+        for b, q in inst["quotas"].items():
+            mine = sorted((t, pid) for pid, _, bb, t in inst["cands"] if bb == b)[:q]
+            assert set(sel.page_id[: sum(sel.chosen.values())].tolist()) >= {p for _, p in mine}
+    assert np.all(sel.release_at >= inst["now"]) and np.all(sel.release_at < 100.0)

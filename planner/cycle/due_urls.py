@@ -3,31 +3,49 @@
 The published plan says how many pages of each change-rate bucket to re-crawl in a period
 (x_it) and how many never-fetched pages to fetch (z_t). This module chooses the pages:
 
-* inside each bucket, the most overdue first: candidates in order of ``scheduled_at`` (the
-  time the page-level refresh schedule wants the page again: last fetch + its optimal
-  interval, which is shorter for important pages, t = K / sqrt(importance x rate)); ties by
-  importance (higher first), then page id;
+* inside each bucket, the pages unvisited longest first: candidates in order of their last
+  fetch, oldest first; ties by importance (higher first, unknown last), then page id. This is
+  the order the planning model assumes: a bucket's crawls of a period take the pages that
+  have waited longest, spread over the period, so every page of a bucket that gets x crawls
+  a period out of b pages comes round every b / x periods (a round robin, not random draws);
+  importance plays no part but breaking ties. Every fetched page of a bucket is a
+  candidate: the quota, not a due time, says how many are crawled;
 * never-fetched pages by OPIC cash, highest first (the caller gives them in that order);
 * never more pages of one host than the host allows in the period: its polite delay
   ``max(configured minimum, robots crawl_delay)`` seconds between two requests, so at most
   ``floor((window - 1 ms) / delay) + 1`` requests in the window from the release to the end
   of the period; a page whose host is full is skipped and the next candidate is taken.
 
-With ``pull_forward`` (what the service's releases do), a bucket with fewer pages due in the
-period than its quota takes the pages scheduled soonest after it as well: the plan's quota is
-the crawls the period has; a page crawled somewhat before its ideal time is worth more than a
-crawl left unused (the simulated planner policy spends its budget the same way).
+Buckets compete for host capacity in that order (one merged pass over all buckets'
+candidates, oldest last fetch first); new pages take what capacity is left after the
+re-crawls.
 
-Buckets compete for host capacity in overdue order (one merged pass over all buckets'
-candidates by ``scheduled_at``); new pages take what capacity is left after the re-crawls.
+Spilling (``spill``, what the service's releases do). Crawls the quotas leave unused (a
+bucket with fewer candidates than its quota, hosts full) are not lost: they go, in the same
+period, to the other candidates in the order of the plan's marginal values (the value of one
+more crawl of each bucket this period, and of one more new page), highest first, each
+bucket's pages oldest first, within the hosts' capacity left. Candidates without a value come
+after those with one: re-crawls merged oldest first, then new pages; a plan with no values
+(older plans, a cold start) thus spends them on the pages unvisited longest overall, then new
+pages. The spill is reported per bucket (:attr:`Selection.spilled`); crawls that found no
+page are :attr:`Selection.unspent`. Shortfalls still name the quotas not met.
 
 Release times (when the lease queue may hand the page out, ``next_due_at``): never before
-``now``; a page scheduled inside the window is released at its scheduled time, so its crawls
-stay evenly spaced (fixed order beats random order at the same bandwidth); overdue pages are
-spread evenly over the window in overdue order (the most overdue first), and new pages in
-cash order likewise; then, per host, release times are pushed apart to at least the host's
-delay, and pulled back before the period's end where needed (always possible, since no host
-gets more pages than fit).
+``now``; each bucket's chosen pages (its quota's, then those spilled to it) are spread
+evenly over the window from ``now`` in their order, the j-th of k at ``now + window j / k``,
+so that every bucket's crawls are spread over the period as the model assumes, oldest
+first; new pages in cash order likewise; then, per host, release times are pushed apart to at
+least the host's delay, and pulled back before the period's end where needed (always
+possible, since no host gets more pages than fit).
+
+The page-level schedules' order (``scheduled_at`` instead of ``last_fetch``: last fetch plus
+the page's own interval, shorter for important pages, t = K / sqrt(importance x rate)) is
+kept for the simulated policies that plan page by page: inside a bucket the most overdue
+first, only pages due before the period's end unless ``pull_forward`` takes the pages
+scheduled soonest after it too; a page scheduled inside the window is released at its
+scheduled time, overdue, pulled-forward and spilled pages spread over the window in order.
+The service's releases no longer use it: ``scheduled_at`` is the page schedule's wish, not
+the release's order.
 
 Times are float seconds on any common clock (the service edge uses seconds since the Unix
 epoch); arrays are 1-D, one entry per candidate page.
@@ -85,12 +103,14 @@ class Shortfall:
 
 @dataclass(frozen=True)
 class Selection:
-    """The chosen pages, in release order per kind (re-crawls first, then new pages).
+    """The chosen pages: re-crawls (for the quotas, then spilled), then new pages (likewise).
 
     ``page_id`` (m,) int64; ``release_at`` (m,) float seconds, each in [now, end);
     ``bucket`` (m,) int64, :data:`NEW_PAGES` for new pages; ``chosen`` maps bucket to pages
-    chosen (quota buckets only); ``new_chosen`` counts new pages; ``shortfalls`` lists the
-    quotas not met.
+    chosen for its quota (quota buckets only); ``new_chosen`` counts new pages chosen for
+    theirs; ``shortfalls`` lists the quotas not met; ``spilled`` maps bucket (or
+    :data:`NEW_PAGES`) to the pages chosen there with the crawls the quotas left unused, and
+    ``unspent`` counts those crawls that found no page (both 0 without ``spill``).
     """
 
     page_id: IntArray
