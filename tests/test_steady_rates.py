@@ -125,7 +125,7 @@ def test_plans_respect_capacity_pages_and_new_pages(
     capacity = [base * (0.5 + rng.random()) if vary else base for _ in range(T)]
     p = rng.dirichlet(np.ones(B))
     inst = _instance(rates, pages, capacity, periods=T, n0=float(new), p=p, nconst=5.0)
-    solution = solve_steady(inst, SteadySetup(terminal=T))
+    solution = solve_steady(inst, SteadySetup(lifetime=T))
     assert solution.status.ok, solution.message
     tr = solution.trajectory
     before, n_before = tr.before(inst)
@@ -157,8 +157,8 @@ def test_new_pages_are_crawled_when_they_are_worth_it() -> None:
     rates = np.array([0.001, 0.002])
     pages = np.array([1000.0, 1000.0])
     inst = _instance(rates, pages, 200.0, periods=7, n0=500.0, p=np.array([0.5, 0.5]))
-    with_credit = solve_steady(inst, SteadySetup(terminal=7))
-    without = solve_steady(inst, SteadySetup(terminal=0))
+    with_credit = solve_steady(inst, SteadySetup(lifetime=7))
+    without = solve_steady(inst, SteadySetup(lifetime=0))
     assert with_credit.trajectory.z.sum() == pytest.approx(500.0, rel=1e-4)
     assert without.trajectory.z.sum() <= with_credit.trajectory.z.sum() + 1e-6
     assert with_credit.trajectory.z[0] > 100.0
@@ -180,8 +180,8 @@ def test_importance_weights_shift_crawls() -> None:
 def test_bad_setup_is_refused() -> None:
     with pytest.raises(ValueError, match="objective must be one of"):
         SteadySetup(objective="age")
-    with pytest.raises(ValueError, match="terminal"):
-        SteadySetup(terminal=-1)
+    with pytest.raises(ValueError, match="lifetime"):
+        SteadySetup(lifetime=-1)
 
 
 def test_plan_cycle_uses_the_steady_model_and_publishes_values() -> None:

@@ -61,6 +61,7 @@ from planner.solver.steady_solver import SteadySolution, solve_steady
 
 __all__ = [
     "NO_DISCOVERY",
+    "PAGE_LIFETIME_DAYS",
     "PLAN_MODELS",
     "CrawlMeasures",
     "CycleSettings",
@@ -72,6 +73,10 @@ __all__ = [
 
 #: The bucket models a cycle can be planned with (:class:`CycleSettings` ``model``).
 PLAN_MODELS = ("steady", "webfountain")
+
+#: Days a web page lives on average: about a fifth of pages are still there after a year
+#: (Ntoulas, Cho & Olston, "What's new on the web?", WWW 2004), a mean life of some 200 days.
+PAGE_LIFETIME_DAYS = 200.0
 
 #: No page found by crawling, none from outside (the simulator's crawler, before births).
 NO_DISCOVERY = DiscoveryRates(oldnwt=0.0, newnwt=0.0, nconst=0.0, method="none")
@@ -101,8 +106,13 @@ class CycleSettings:
         Periods the model looks ahead (0: the cycle; :func:`planner.cycle.plan_inputs.
         model_horizon`); only the first ``periods`` are published.
     terminal_value : bool
-        Value the pages left fresh at the horizon's end (:func:`planner.cycle.plan_inputs.
-        planning_weights`); ``False`` is the paper's objective over the horizon alone.
+        Value what the plan leaves at the horizon's end: the pages left fresh
+        (:func:`planner.cycle.plan_inputs.planning_weights`, WebFountain model) or the new
+        pages crawled, which live on (steady-rate model); ``False`` is the objective over
+        the horizon alone.
+    page_lifetime : float
+        Periods a page lives on the web on average, after the horizon (the steady-rate
+        model's value of a crawled new page, :mod:`planner.model.steady_rates`).
     explore : float
         Every bucket crawled at least once per this many mean revisit intervals (0: off).
     optimize : bool
@@ -120,6 +130,7 @@ class CycleSettings:
     strategy: int = 1
     horizon: int = 0
     terminal_value: bool = True
+    page_lifetime: float = PAGE_LIFETIME_DAYS
     explore: float = EXPLORE_REVISITS
     optimize: bool = True
     fallback_uniform: bool = False
@@ -137,6 +148,8 @@ class CycleSettings:
             raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
         if self.strategy not in (1, 2, 3):
             raise ValueError(f"strategy must be 1, 2 or 3, got {self.strategy}")
+        if not (math.isfinite(self.page_lifetime) and self.page_lifetime >= 0):
+            raise ValueError(f"page_lifetime must be >= 0 periods, got {self.page_lifetime}")
         if self.horizon < 0:
             raise ValueError(f"horizon must be >= 0 (0: the cycle), got {self.horizon}")
         if self.explore < 0:
@@ -312,8 +325,9 @@ def _plan_steady(inputs: PlanInputs, settings: CycleSettings) -> PlanOutcome:
     """The steady-rate model's cycle: quotas from its crawls, with its marginal values."""
     instance = inputs.instance
     assert instance is not None
-    terminal = float(settings.periods) if settings.terminal_value else 0.0
-    solution = solve_steady(instance, SteadySetup(objective=settings.objective, terminal=terminal))
+    lifetime = float(settings.page_lifetime) if settings.terminal_value else 0.0
+    setup = SteadySetup(objective=settings.objective, lifetime=lifetime)
+    solution = solve_steady(instance, setup)
     record = _steady_record(solution, inputs, settings)
     if solution.status.ok:
         cycle = cycle_from_trajectory(

@@ -64,12 +64,17 @@ No terminal value is needed for re-crawls: a period's value does not depend on t
 after it.
 
 **New pages** enlarge N from the period after their crawl, and so the value of the bucket
-they join. Pages crawled near the horizon's end would be valued for a few periods only, so for
-maximized objectives a crawled new page also earns ``terminal`` periods of its bucket's value
-per page under the uniform crawl (``new_credit``, linear). For minimized objectives a new page
-not yet crawled costs, each period and ``terminal`` more periods at the horizon's end, the
-value of the worst bucket's page under the uniform crawl (``new_penalty``): a page the
-repository lacks is at least as bad as its worst page.
+they join: within the horizon the growth terms value them. A page lives on after the horizon
+(``lifetime`` periods on average), so for maximized objectives a crawled new page also earns
+``new_value[i]`` if it joins bucket i (share ``p[i]``), linear in z. The solver
+(:func:`planner.solver.steady_solver.solve_steady`) sets it from the plan itself: a page added
+to a bucket whose crawls grow with it is worth ``dV/dN`` per period (for freshness
+``e^-u``, the freshness a page has when its turn comes; by Euler's theorem this is what the
+page adds net of the crawls that keep it), so ``lifetime * dV/dN``, and at least what one crawl
+and no other gives it, ``(1 - e^(-lambda lifetime)) / lambda`` for freshness (a page of a bucket
+the plan starves). For minimized objectives a new page not yet crawled costs, each period and
+``lifetime`` more periods at the horizon's end, the value of the worst bucket's page under the
+uniform crawl (``new_penalty``): a page the repository lacks is at least as bad as its worst.
 
 Numerics: ``x`` enters as ``x + EPSILON`` where it divides; rates below
 :data:`MIN_RATE` are raised to it (a page that never changes gains nothing from a crawl, and
@@ -93,7 +98,10 @@ __all__ = [
     "SteadyObjective",
     "SteadySetup",
     "build_steady_model",
+    "change_rates",
     "marginal_value",
+    "new_page_values",
+    "page_value",
     "period_value",
     "uniform_start",
 ]
@@ -127,21 +135,26 @@ class SteadySetup:
         w[i], the mean importance of bucket i's pages (None: all 1).
     cap : ndarray, shape (B, T), or None
         Most crawls of bucket i in period t (inf: no cap; None: no caps).
-    terminal : float
-        Periods of value credited to a crawled new page beyond the horizon (module docstring).
+    lifetime : float
+        Periods a page lives on after the horizon, on average (module docstring, "New
+        pages"); 0: new pages valued within the horizon only.
+    new_value : ndarray, shape (B,), or None
+        Value of a crawled new page that joins bucket i, beyond the horizon (maximized
+        objectives; module docstring). None: computed at the uniform crawl.
     """
 
     objective: str = "freshness"
     importance: np.ndarray | None = None
     cap: np.ndarray | None = None
-    terminal: float = 0.0
+    lifetime: float = 0.0
+    new_value: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.objective not in STEADY_OBJECTIVES:
             known = ", ".join(STEADY_OBJECTIVES)
             raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
-        if not (np.isfinite(self.terminal) and self.terminal >= 0):
-            raise ValueError(f"terminal must be >= 0 periods, got {self.terminal}")
+        if not (np.isfinite(self.lifetime) and self.lifetime >= 0):
+            raise ValueError(f"lifetime must be >= 0 periods, got {self.lifetime}")
 
 
 def change_rates(instance: CrawlInstance) -> np.ndarray:
@@ -182,6 +195,40 @@ def marginal_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.nda
     raise ValueError(f"unknown objective {objective!r}")
 
 
+def page_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """dV/dN: what one more page of a bucket adds per period when the bucket's crawls grow in
+    proportion (Euler: V = x dV/dx + N dV/dN), elementwise; for minimized objectives the cost
+    it adds."""
+    xe = np.asarray(x, dtype=float) + EPSILON
+    n = np.asarray(pages, dtype=float)
+    u = lam * n / xe
+    if objective == "freshness":
+        return np.exp(-u)
+    if objective == "obsolescence":
+        return lam * n / xe
+    if objective == "harmonic":
+        return np.log1p(u) + u / (1.0 + u)
+    if objective == "binary":
+        return (xe / (xe + lam * n)) ** 2
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def new_page_values(
+    objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray, lifetime: float
+) -> np.ndarray:
+    """new_value[i] of the module docstring for a plan's crawls ``x`` and pages ``N`` [B, T]
+    (the last period's rates) and ``lifetime`` periods: the larger of ``lifetime * dV/dN``
+    and a single crawl's worth, ``(1 - e^(-lambda lifetime)) / lambda`` (freshness; binary
+    ``lifetime / (1 + lambda lifetime)``, a page fresh until its first change on average)."""
+    held = lifetime * page_value(objective, x[:, -1], pages[:, -1], lam[:, -1])
+    rate = lam[:, -1]
+    if objective == "freshness":
+        once = -np.expm1(-rate * lifetime) / rate
+    else:
+        once = lifetime / (1.0 + rate * lifetime)
+    return np.asarray(np.maximum(held, once))
+
+
 def uniform_start(instance: CrawlInstance) -> np.ndarray:
     """The uniform crawl of the start's pages: x[i,t] proportional to b0[i], filling each
     period's capacity at the buckets' costs, at most b0[i] [B, T]."""
@@ -216,8 +263,10 @@ def _value_expression(objective: str, x: Any, pages: Any, lam: Any) -> Any:
 def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.ConcreteModel:
     """The Pyomo model of the module docstring for ``instance`` (B buckets, T periods).
 
-    The data are mutable Params, so the bridge (:mod:`planner.solver.compiler`) compiles one
-    template per constraint family and objective term; the start is :func:`uniform_start`.
+    The data are mutable Params (``m.new_credit``, the value of a crawled new page beyond the
+    horizon for maximized objectives, is one too: the solver refines it), so the bridge
+    (:mod:`planner.solver.compiler`) compiles one template per constraint family and
+    objective term; the start is :func:`uniform_start`.
     Scaling factors (pages of a bucket in units of the bucket, seconds in units of the
     period's capacity, the objective in units of all pages) are in ``m.scaling_factor``.
     """
@@ -279,19 +328,24 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
     m.new_pages = pyo.Constraint(m.T, rule=_new_pages)
     m.new_crawl_limit = pyo.Constraint(m.T, rule=lambda mm, t: mm.z[t] - _previous_new(mm, t) <= 0)
 
-    per_page = _uniform_page_values(instance, setup.objective, lam)
     values = sum(
         m.w[i] * _value_expression(setup.objective, m.x[i, t], m.N[i, t], m.lam[i, t])
         for i in m.I
         for t in m.T
     )
     if maximize:
-        credit = float(setup.terminal) * float((w * p * per_page).sum())
-        objective = values + credit * sum(m.z[t] for t in m.T)
-        m.new_credit = credit
+        new_value = setup.new_value
+        if new_value is None:
+            x_u = np.maximum(x0, EPSILON)
+            pages = np.broadcast_to(b0[:, None], x_u.shape)
+            new_value = new_page_values(setup.objective, x_u, pages, lam, setup.lifetime)
+        credit = float((w * p * np.asarray(new_value, dtype=float)).sum())
+        m.new_credit = pyo.Param(initialize=credit, mutable=True)
+        objective = values + m.new_credit * sum(m.z[t] for t in m.T)
     else:
+        per_page = _uniform_page_values(instance, setup.objective, lam)
         penalty = float((w * per_page).max()) if B else 0.0
-        held_back = sum(m.n[t] for t in m.T) + float(setup.terminal) * m.n[T - 1]
+        held_back = sum(m.n[t] for t in m.T) + float(setup.lifetime) * m.n[T - 1]
         objective = values + penalty * held_back
         m.new_penalty = penalty
     m.objective = pyo.Objective(expr=objective, sense=pyo.maximize if maximize else pyo.minimize)

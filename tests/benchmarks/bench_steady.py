@@ -51,7 +51,7 @@ def main() -> None:
         results = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            steady = solve_steady(instance, SteadySetup(objective=objective, terminal=T))
+            steady = solve_steady(instance, SteadySetup(objective=objective, lifetime=200.0))
             results.append((time.perf_counter() - t0, steady))
         total = statistics.median(r[0] for r in results)
         steady = results[0][1]
