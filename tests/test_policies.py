@@ -168,18 +168,27 @@ def test_planner_strategy_2_crawls_every_page_about_once_per_cycle() -> None:
 
 def test_planner_strategy_1_prefers_fast_pages() -> None:
     """The paper's model (over the cycle alone, no exploration) crawls the fastest fifth of
-    the pages more than three times as often as the slowest; the default (terminal value and
-    exploration) gives the slow pages more of the budget."""
+    the pages more than three times as often as the slowest; with the terminal value and
+    exploration it gives the slow pages more of the budget."""
     world = build_world(WorldSpec(pages=2_000, hosts=20), 1, 28)
     settings = SimulationSettings(periods=14, budget=300, warmup=7, oracle=True)
     fast = world.rate > np.quantile(world.rate, 0.8)
     slow = world.rate < np.quantile(world.rate, 0.2)
     paper = WebFountainPolicy(
-        "s1", RateKnowledge("true"), strategy=1, buckets=8, cycle=7, terminal_value=False, explore=0
+        "s1",
+        RateKnowledge("true"),
+        model="webfountain",
+        strategy=1,
+        buckets=8,
+        cycle=7,
+        terminal_value=False,
+        explore=0,
     )
     crawls = simulate(world, paper, settings).crawls
     assert crawls[fast].mean() > 3 * crawls[slow].mean()
-    default = WebFountainPolicy("s1", RateKnowledge("true"), strategy=1, buckets=8, cycle=7)
+    default = WebFountainPolicy(
+        "s1", RateKnowledge("true"), model="webfountain", strategy=1, buckets=8, cycle=7, explore=2
+    )
     assert simulate(world, default, settings).crawls[slow].mean() > crawls[slow].mean()
 
 

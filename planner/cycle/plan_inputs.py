@@ -294,8 +294,10 @@ def fill_spare_capacity(
 
 
 #: Every bucket's pages are re-crawled at least once per this many mean revisit intervals
-#: (``plan.explore``; docs/model.md, "Exploration").
-EXPLORE_REVISITS = 2.0
+#: (``plan.explore``; docs/model.md, "Exploration"). Off by default: with the steady-rate
+#: model and estimated rates, a floor at 2 changed simulated freshness by -0.0018 to +0.0007
+#: on three worlds at six budgets (docs/benchmarks.md), as it flattens the plan.
+EXPLORE_REVISITS = 0.0
 
 
 def explore(
