@@ -494,9 +494,9 @@ def _read_and_choose(
             elif not per_bucket[short.bucket].exhausted[short.bucket]:
                 limits[short.bucket] *= 4
                 to_read.add(short.bucket)
-        if spill and selection.unspent > 0:
+        if spill and (selection.spilled or selection.unspent):
             more, new_more = _spill_reads(
-                work, per_bucket, new, limits, selection.unspent, candidate_factor
+                work, per_bucket, new, limits, selection, candidate_factor
             )
             to_read |= more
             if new_more > new_limit:
@@ -515,18 +515,22 @@ def _spill_reads(
     per_bucket: dict[int, Candidates],
     new: Candidates,
     limits: dict[int, int],
-    need: int,
+    selection: Selection,
     factor: float,
 ) -> tuple[set[int], int]:
-    """The reads that may place ``need`` crawls left to spill: the buckets to read again
-    (their raised ``limits`` set here) and the new-page limit (0: none).
+    """The reads the crawls to spill need before the selection can place them as the plan
+    ranks them: the buckets to read (their raised ``limits`` set here) and the new-page
+    limit (0: none to read).
 
-    Targets in the order the selection spills to them: by the plan's marginal values,
-    highest first, until the rows asked beyond the quotas cover ``need`` (with the usual
-    margin); past the valued ones, every unvalued bucket at once (they are merged oldest
-    first), then new pages when they have no value. A target read in full (exhausted) is
-    skipped; one read before, not in full, reads four times more (its hosts were full)."""
-    extra = _limit(need, factor)
+    The targets in the order the selection spills to them (by the plan's marginal values,
+    highest first; the unvalued buckets together, merged oldest first; new pages last when
+    they have no value), until their candidates beyond their quotas cover the crawls to
+    spill: a target read in full counts what was read; one not read yet is read (quota plus
+    what is still to cover, with the usual margin); one read but not in full counts what
+    was read, or reads four times more when crawls went unspent (its hosts were full). So
+    an unread bucket worth more than the ones the first choice spilled to is read, and the
+    choice made again."""
+    need = sum(selection.spilled.values()) + selection.unspent
     values: list[tuple[float, int]] = [(v, b) for b, v in work.marginal.items()]
     if work.new_marginal is not None:
         values.append((work.new_marginal, NEW_PAGES))
@@ -536,25 +540,40 @@ def _spill_reads(
     if work.new_marginal is None:
         groups.append([NEW_PAGES])
     reads: set[int] = set()
-    new_limit = asked = 0
+    new_limit = covered = 0
     for group in groups:
         for b in group:
             if b == NEW_PAGES:
-                if new.exhausted.get(NEW_PAGES, False):
-                    continue
-                new_limit = max(4 * len(new.page_id), work.new_pages + extra)
-                asked += new_limit - work.new_pages
-                continue
-            found = per_bucket.get(b)
-            if found is not None and found.exhausted.get(b, False):
-                continue
-            quota = max(work.quotas.get(b, 0), 0)
-            limits[b] = max(4 * limits.get(b, 0), quota + extra)
-            asked += limits[b] - quota
-            reads.add(b)
-        if asked >= extra:
+                quota, read = work.new_pages, len(new.page_id)
+                done = new.exhausted.get(NEW_PAGES)
+                limit = new_limit = _spill_limit(
+                    quota, read, done, need - covered, selection, factor
+                )
+            else:
+                found = per_bucket.get(b)
+                quota = max(work.quotas.get(b, 0), 0)
+                read = 0 if found is None else len(found.page_id)
+                done = None if found is None else found.exhausted.get(b)
+                limit = _spill_limit(quota, read, done, need - covered, selection, factor)
+                if limit:
+                    limits[b] = limit
+                    reads.add(b)
+            covered += max((limit or read) - quota, 0)
+        if covered >= need:
             break
     return reads, new_limit
+
+
+def _spill_limit(
+    quota: int, read: int, done: bool | None, missing: int, selection: Selection, factor: float
+) -> int:
+    """The candidates to read of one spill target (0: none): ``read`` were read (``done``:
+    all of them; None: none read yet), ``missing`` crawls are still to cover."""
+    if done:
+        return 0
+    if done is None:
+        return quota + _limit(max(missing, 1), factor)
+    return 4 * read if selection.unspent > 0 else 0
 
 
 def _queue_chosen(

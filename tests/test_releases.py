@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from contextlib import ExitStack
@@ -67,7 +68,15 @@ def _fetched(db: Database, host: str, bucket: int, fetched: list[datetime]) -> l
     return ids
 
 
-def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int = 2) -> int:
+def _plan(
+    db: Database,
+    quotas: dict[int, int],
+    new_pages: int = 0,
+    periods: int = 2,
+    *,
+    marginal: dict[int, float] | None = None,
+    new_marginal: float | None = None,
+) -> int:
     """Publish a plan whose page schedule counts as done (the tests set scheduled_at)."""
     version = publish_plan(
         db,
@@ -83,6 +92,8 @@ def _plan(db: Database, quotas: dict[int, int], new_pages: int = 0, periods: int
                     capacity=1000.0,
                     new_pages=new_pages,
                     quotas=quotas,
+                    marginal=marginal or {},
+                    new_marginal=new_marginal,
                 )
                 for t in range(1, periods + 1)
             ],
@@ -732,3 +743,133 @@ def test_a_release_runs_at_read_committed_whatever_the_servers_isolation_default
         assert len(_due(db)) == 8
     finally:
         db.dispose()
+
+
+# -- longest unvisited first, and spilling unusable quota ---------------------------------
+
+
+def test_within_a_bucket_the_k_longest_unvisited_are_released(db: Database) -> None:
+    """300 pages of bucket 6 on 10 hosts, last fetched at only 5 distinct times, importance
+    with ties and unknowns: the quota of 100 takes exactly the 100 first in (last fetch,
+    importance desc with unknown last, id) order that their hosts allow (one host allows 8
+    requests in the period), on either engine; the candidate read's LIMIT (quota + 64) cuts
+    through a tie, so the store's order must be the selection's."""
+    rng = random.Random(6)
+    ids: list[int] = []
+    for h in range(10):
+        ids += _fetched(db, f"k{h}", 6, [T0 - DAY] * 30)
+    fetched = {pid: T0 - timedelta(hours=rng.choice([30, 20, 10, 5, 1])) for pid in ids}
+    importance = {pid: rng.choice([None, 0.1, 0.2, 0.3]) for pid in ids}
+    with db.write() as conn:
+        for pid in ids:
+            conn.execute(
+                update(PAGES)
+                .where(PAGES.c.id == pid)
+                .values(last_fetch_at=fetched[pid], importance=importance[pid])
+            )
+        conn.execute(
+            update(HOSTS).where(HOSTS.c.origin == "http://k3.test").values(crawl_delay=10_800.0)
+        )
+    host_of = {pid: k // 30 for k, pid in enumerate(ids)}
+    _plan(db, {6: 100})
+    summary = release_period(db, now=T0, candidate_factor=1.0)
+    order = sorted(
+        ids,
+        key=lambda p: (fetched[p], importance[p] is None, -(importance[p] or 0.0), p),
+    )
+    expected, room = [], {h: 86_400 for h in range(10)} | {3: 8}
+    for pid in order:
+        if len(expected) < 100 and room[host_of[pid]] > 0:
+            room[host_of[pid]] -= 1
+            expected.append(pid)
+    assert summary.by_bucket == {6: 100} and summary.shortfalls == ()
+    assert set(_due(db)) == set(expected)
+    assert all(T0 <= t < T0 + DAY for t in _due(db).values())
+
+
+def _spill_world(db: Database) -> dict[str, list[int]]:
+    """Bucket 3: 4 fetchable pages, 3 that are not (blocked, error); bucket 5: 5 pages;
+    bucket 8: 10 pages (no quota); bucket 2: 10 pages; 5 new pages; each bucket's pages
+    fetched an hour apart, bucket 8's the oldest."""
+    world = {
+        "b3": _fetched(db, "three", 3, [T0 - timedelta(hours=10 + i) for i in range(4)]),
+        "b5": _fetched(db, "five", 5, [T0 - timedelta(hours=20 + i) for i in range(5)]),
+        "b8": _fetched(db, "eight", 8, [T0 - timedelta(hours=40 + i) for i in range(10)]),
+        "b2": _fetched(db, "two", 2, [T0 - timedelta(hours=30 + i) for i in range(10)]),
+        "new": _pages(db, "fresh", 5, next_due_at=None),
+    }
+    (blocked, error, _) = _fetched(db, "odd", 3, [T0 - 5 * DAY] * 3)
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == blocked).values(status="blocked"))
+        conn.execute(update(PAGES).where(PAGES.c.id == error).values(status="error"))
+        conn.execute(update(PAGES).where(PAGES.c.id == _).values(status="blocked"))
+    return world
+
+
+def test_unusable_quota_spills_to_the_next_best_buckets_by_value(db: Database) -> None:
+    """Bucket 3's quota of 10 has 4 fetchable pages: the other 6 crawls go, in the same
+    period, to bucket 5 (the next value: its 3 pages past its quota of 2) and bucket 8 (no
+    quota, next value: its 3 longest unvisited), not to bucket 2 or new pages, worth less:
+    the release spends the period's capacity (16 crawls)."""
+    world = _spill_world(db)
+    _plan(
+        db,
+        {3: 10, 5: 2, 2: 3},
+        new_pages=1,
+        marginal={3: 5.0, 5: 4.0, 8: 3.0, 2: 1.0},
+        new_marginal=0.5,
+    )
+    summary = release_period(db, now=T0)
+    assert summary.by_bucket == {3: 4, 5: 2, 2: 3} and summary.new_pages == 1
+    assert summary.spilled == {5: 3, 8: 3} and summary.unspent == 0
+    assert summary.released == 16 == 10 + 2 + 3 + 1
+    due = set(_due(db))
+    assert set(world["b3"]) | set(world["b5"]) <= due
+    b8_oldest = sorted(world["b8"], reverse=True)[:3]  # fetched longest ago: the last added
+    assert set(world["b8"]) & due == set(b8_oldest)
+    assert len(set(world["b2"]) & due) == 3 and len(set(world["new"]) & due) == 1
+    assert summary.spill_line() == (
+        "plan 1 period 1: spilled 6 crawls that quotas could not use to bucket 5 +3, "
+        "bucket 8 +3; 0 unspent"
+    )
+
+
+def test_without_values_unusable_quota_goes_to_the_longest_unvisited(db: Database) -> None:
+    """A plan without marginal values (published before them): the crawls quotas cannot use
+    go to the pages unvisited longest, whatever their bucket, then to new pages; what finds
+    no page is reported unspent."""
+    world = _spill_world(db)
+    _plan(db, {3: 10, 2: 3}, periods=3)
+    first = release_period(db, now=T0)
+    assert first.by_bucket == {3: 4, 2: 3} and (first.spilled, first.unspent) == ({8: 6}, 0)
+    assert set(world["b8"]) & set(_due(db)) == set(sorted(world["b8"], reverse=True)[:6])
+    # Period 2 (period 1's pages still queued): bucket 3 has none left; 10 crawls spill to
+    # the 10 longest unvisited of buckets 8 (4 left), 2 (4 past its quota) and 5 (2 of 5).
+    second = release_period(db, now=T0 + DAY)
+    assert second.by_bucket == {3: 0, 2: 3} and second.released == 13
+    assert (second.spilled, second.unspent) == ({8: 4, 2: 4, 5: 2}, 0)
+    # Period 3: only bucket 5's last 3 pages and the 5 new pages are left for 13 crawls.
+    third = release_period(db, now=T0 + 2 * DAY)
+    assert third.by_bucket == {3: 0, 2: 0} and third.released == 8
+    assert (third.spilled, third.unspent) == ({5: 3, NEW_PAGES: 5}, 5)
+    assert third.spill_line() == (
+        "plan 1 period 3: spilled 8 crawls that quotas could not use to new pages +5, "
+        "bucket 5 +3; 5 unspent"
+    )
+    assert set(world["new"]) <= set(_due(db))
+
+
+def test_the_plan_keeps_its_marginal_values(db: Database) -> None:
+    from store import plan_detail
+    from store.releases import period_work
+
+    version = _plan(db, {3: 4}, new_pages=2, marginal={3: 0.25, 9: 1.5}, new_marginal=0.75)
+    detail = plan_detail(db, version)
+    assert detail.marginal == {(t, b): v for t in (1, 2) for b, v in {3: 0.25, 9: 1.5}.items()}
+    assert detail.new_marginal == {1: 0.75, 2: 0.75}
+    assert detail.quotas == {(t, b): q for t in (1, 2) for b, q in {3: 4, 9: 0}.items()}
+    work = period_work(db, version, T0)
+    assert work is not None
+    assert (work.marginal, work.new_marginal) == ({3: 0.25, 9: 1.5}, 0.75)
+    plain = _plan(db, {3: 4})
+    assert plan_detail(db, plain).marginal == {} and plan_detail(db, plain).new_marginal == {}
