@@ -122,9 +122,9 @@ def test_a_cold_start_fetches_new_pages_up_to_capacity() -> None:
     )
     assert outcome.solver.status == "cold start" and outcome.inputs.instance is None
     assert outcome.cycle is not None
-    # Each period crawls min(capacity, pool); the pool loses what was crawled and gains
-    # newnwt = 0.5 per crawl and nconst = 10: 150 -> 110 -> 70 -> 45.
-    assert outcome.cycle.new_pages == [100, 100, 70, 45]
+    # Every period plans the whole capacity: the seeds reveal pages as they are crawled (the
+    # pool projected from the fitted rates, 150 -> 110 -> 70 -> 45, would idle the crawl).
+    assert outcome.cycle.new_pages == [100, 100, 100, 100]
     assert outcome.cycle.quotas == [{}, {}, {}, {}]
     assert outcome.solver.as_dict() == {"status": "cold start", "note": "no page fetched yet"}
 

@@ -367,14 +367,12 @@ def cycle_from_trajectory(
 def cold_start_cycle(inputs: PlanInputs, periods: int) -> PlannedCycle:
     """No page fetched yet: every period crawls new pages up to capacity (nothing else to do).
 
-    The pool grows by what the crawls discover (``newnwt`` per crawl, ``nconst`` per period).
+    The quota is the whole capacity in every period, not the pages known now: the seeds reveal
+    the pages behind them as they are crawled, and before a first crawl nothing says how many
+    (the discovery rates are fitted from crawls). Planning only the known pages left the crawl
+    idle for a whole cycle after the seeds (issue 28). The release takes the new pages known
+    when a period begins and never more, so a small site costs nothing.
     """
     capacity = int(np.floor(inputs.capacity_crawls))
-    pool = float(inputs.new_pages)
-    new_pages = []
-    for _ in range(periods):
-        z = min(capacity, int(np.floor(pool)))
-        new_pages.append(z)
-        pool += (inputs.discovery.newnwt - 1.0) * z + inputs.discovery.nconst
-        pool = max(pool, 0.0)
+    new_pages = [capacity] * periods
     return PlannedCycle([{} for _ in range(periods)], new_pages, [{} for _ in range(periods)])
