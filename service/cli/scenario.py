@@ -40,6 +40,7 @@ scenario_app = typer.Typer(
 @user_errors
 def list_scenarios() -> None:
     """Show the shipped scenarios (run one with `crawlplan scenario run NAME --out DIR`)."""
+    from scenarios.runner import reference_policies
     from scenarios.scenario_files import ScenarioError, shipped_scenarios
 
     try:
@@ -47,7 +48,8 @@ def list_scenarios() -> None:
     except ScenarioError as error:
         raise fail(str(error)) from None
     for scenario in scenarios:
-        runs = len(scenario.variants) * len(scenario.policies) * len(scenario.seeds)
+        policies = reference_policies(scenario)[0]  # with the reference runs added
+        runs = len(scenario.variants) * len(policies) * len(scenario.seeds)
         pages = max(v.world.pages for v in scenario.variants)
         out.print(
             f"{scenario.name:<22} {scenario.title} "
