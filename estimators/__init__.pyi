@@ -21,6 +21,8 @@ from .buckets import (
 from .buckets import (
     combine_aggregates as combine_aggregates,
 )
+from .capacity import CapacityEstimate as CapacityEstimate
+from .capacity import crawl_capacity as crawl_capacity
 from .discovery import DiscoveryRates as DiscoveryRates
 from .discovery import discovery_rates as discovery_rates
 from .estimator_choice import ESTIMATORS as ESTIMATORS

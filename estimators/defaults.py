@@ -24,6 +24,7 @@ __all__ = [
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
     "PRIOR_MIN_INTERVAL_PAGES",
+    "SATURATED_SHARE",
     "SMOOTHING_WEIGHT",
     "SOLVER_MAX_ITER",
     "SOLVER_TOL",
@@ -36,6 +37,14 @@ __all__ = [
 #: s * w * sqrt(2 / (2 - w)) = 0.58 s in deviation (raw ones by 1.41 s), and a step change is
 #: followed to within 1 / 2**k of its size after k cycles (6 % after 4).
 SMOOTHING_WEIGHT = 0.5
+
+#: A plan period kept the crawler busy to its end (its fetches measure the crawl capacity)
+#: when the released work still waiting at its end is more than this share of the work it
+#: was offered (its release plus the pages carried into it); below it, the period kept up and
+#: its fetches are only a lower bound (:mod:`estimators.capacity`). Not 0: pages released for
+#: the period's last moments, and a host's last pages behind its politeness delay, are still
+#: waiting when a crawler that kept up reaches the period's end.
+SATURATED_SHARE = 0.1
 
 #: Coverage of every confidence or credible interval.
 CONFIDENCE = 0.95

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from estimators.buckets import BucketScale
+from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
@@ -70,6 +71,7 @@ from store.importance import spread_virtual_cash
 from store.measurements import CrawlMeasurements, measure_crawl
 from store.models import PLANS
 from store.nightly_runs import finish_run, heartbeat, start_run
+from store.period_use import EndedPeriods, ended_periods
 from store.plans import PlanDetail, PlanSummary, plan_detail
 
 if TYPE_CHECKING:
@@ -177,6 +179,7 @@ class StoreReading:
     measured: CrawlMeasurements
     discovery: DiscoveryRates
     aggregates: StoreAggregates
+    periods: EndedPeriods | None = None
 
     def fits(self, db: Database, settings: NightlySettings, until: datetime) -> bool:
         """True when a run of ``settings`` on ``db`` at ``until`` would read the same."""
@@ -249,11 +252,31 @@ def _objective(settings: NightlySettings) -> str:
     return settings.objective if settings.optimize else UNIFORM
 
 
-def _measured_capacity(settings: NightlySettings, fetches: int, window_seconds: float) -> float:
-    """Crawls per period at the throughput measured over the window (NaN: none measured)."""
-    if fetches == 0 or window_seconds <= 0:
-        return math.nan
-    return fetches * settings.period_days * _DAY / window_seconds
+def _measured_capacity(
+    settings: NightlySettings,
+    measured: CrawlMeasurements,
+    periods: EndedPeriods | None,
+    previous: float | None,
+) -> CapacityEstimate:
+    """Crawls per period the crawler can do: read from the plan periods that ended in the
+    window (:func:`estimators.capacity.crawl_capacity`: a period that kept up with its
+    release is a lower bound, never a measurement), each scaled to periods of
+    ``settings.period_days``; with none, the throughput over the window (crawling before
+    any plan released work; NaN: nothing measured)."""
+    period = settings.period_days * _DAY
+    if periods is not None and len(periods):
+        scale = [period / s if s > 0 else 0.0 for s in periods.seconds]
+        found = crawl_capacity(
+            [f * k for f, k in zip(periods.fetched, scale, strict=True)],
+            [f * k for f, k in zip(periods.offered, scale, strict=True)],
+            [f * k for f, k in zip(periods.left, scale, strict=True)],
+            previous=previous,
+        )
+        if found.method != "none":
+            return found
+    if measured.fetches == 0 or measured.window_seconds <= 0:
+        return CapacityEstimate(math.nan, "none")
+    return CapacityEstimate(measured.fetches * period / measured.window_seconds, "throughput")
 
 
 def _capacity(settings: NightlySettings, measured: float, previous: float | None) -> float:
@@ -438,11 +461,15 @@ def _run(
     reuse = reading if reading is not None and reading.fits(db, settings, when) else None
     with stages.stage("measure"):
         if reuse is not None:
-            measured, fitted = reuse.measured, reuse.discovery
+            measured, fitted, periods = reuse.measured, reuse.discovery, reuse.periods
         else:
             measured, fitted = _measure(db, settings, when)
+            periods = ended_periods(
+                db, since=when - timedelta(days=settings.window_days), until=when
+            )
         previous = _previous(db, current, settings)
-        raw_capacity = _measured_capacity(settings, measured.fetches, measured.window_seconds)
+        found = _measured_capacity(settings, measured, periods, previous.capacity)
+        raw_capacity = found.crawls
         capacity = _capacity(settings, raw_capacity, previous.capacity)
         discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
@@ -456,7 +483,14 @@ def _run(
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
         report.reading = StoreReading(
-            db, when, settings.window_days, settings.period_days, measured, fitted, aggregates
+            db,
+            when,
+            settings.window_days,
+            settings.period_days,
+            measured,
+            fitted,
+            aggregates,
+            periods,
         )
     measures = CrawlMeasures(
         new_pages=aggregates.new_pages,
@@ -488,6 +522,8 @@ def _run(
     with stages.stage("publish"):
         raw = {
             "capacity_crawls": None if math.isnan(raw_capacity) else raw_capacity,
+            "capacity_method": found.method,
+            "capacity_periods": {"saturated": found.saturated, "kept_up": found.kept_up},
             "discovery": {
                 "oldnwt": fitted.oldnwt,
                 "newnwt": fitted.newnwt,

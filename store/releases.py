@@ -10,7 +10,9 @@ rest on them; the planner chooses among them (that choice is
 planning logic and lives in ``planner.cycle.due_urls``); :func:`queue_release` then appends the
 chosen pages to the release queue (``released_pages``, with their release time, URL and
 validators, read from the candidate indexes' entries, which hold them, not from the table)
-and writes the ``period_releases`` row, in one transaction: a release that fails leaves
+and writes the ``period_releases`` row (the pages queued, how many of them are new, and
+the pages of earlier releases still waiting, on hosts backed off or not: what
+:mod:`store.period_use` reports per period), in one transaction: a release that fails leaves
 nothing queued. The primary key of ``period_releases`` makes the release happen once: a
 second release of the same period, even one racing from another process, changes nothing.
 The lease queue takes released pages from ``released_pages`` by host and due time; a report
@@ -293,6 +295,16 @@ def queue_release(
     sql = db.backend.releases
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
+    rp = RELEASED_PAGES.c
+    # Pages waiting on hosts backed off: a few hosts, each a range of the queue's key.
+    backed_off = (
+        select(func.count())
+        .select_from(HOSTS.join(RELEASED_PAGES, rp.host_id == HOSTS.c.id))
+        .where(HOSTS.c.backoff_until > bindparam("now"))
+    )
+    new_queued = select(func.count()).where(
+        rp.plan_id == plan_id, rp.period == period, rp.status == "new"
+    )
 
     def work(conn: Connection) -> QueuedRelease | None:
         inserted = conn.execute(
@@ -303,6 +315,7 @@ def queue_release(
             return None
         sql.serialize(conn)
         carried = int(conn.execute(queued).scalar_one())
+        held_back = int(conn.execute(backed_off, {"now": when}).scalar_one()) if carried else 0
         count, owners = sql.queue(conn, chosen, withdraw)
         if count:
             lower_ready_from_queue(conn, db.backend.host_ready, plan_id, period)
@@ -313,7 +326,12 @@ def queue_release(
         conn.execute(
             update(PERIOD_RELEASES)
             .where(PERIOD_RELEASES.c.plan_id == plan_id, PERIOD_RELEASES.c.period == period)
-            .values(pages=count)
+            .values(
+                pages=count,
+                new_pages=conn.execute(new_queued).scalar_one() if count else 0,
+                carried_over=carried,
+                carried_backed_off=held_back,
+            )
         )
         return QueuedRelease(released=count, carried_over=carried)
 

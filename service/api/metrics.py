@@ -5,10 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy import exc as sa_exc
+
+if TYPE_CHECKING:
+    from store.period_use import PeriodUse
 
 __all__ = ["ApiMetrics", "measure"]
 
@@ -38,12 +42,85 @@ class ApiMetrics:
             "crawlplan_notifications", "change notifications recorded", registry=r
         )
         self.plan = Gauge("crawlplan_plan_version", "current plan version (0: none)", registry=r)
+        # Capacity use of two plan periods, read from the store at each scrape: the one
+        # running ("current") and the one that ended last ("last"); see store.period_use.
+        period = ["period"]
+        self.period_number = Gauge(
+            "crawlplan_period_number", "plan period number (plan version apart)", period, registry=r
+        )
+        self.period_capacity = Gauge(
+            "crawlplan_period_capacity_crawls", "crawls the plan planned", period, registry=r
+        )
+        self.period_released = Gauge(
+            "crawlplan_period_released_crawls",
+            "pages released for the period, by kind (recrawl, new)",
+            [*period, "kind"],
+            registry=r,
+        )
+        self.period_fetched = Gauge(
+            "crawlplan_period_fetched_crawls",
+            "requests made in the period, by outcome (answered, failed)",
+            [*period, "outcome"],
+            registry=r,
+        )
+        self.period_no_request = Gauge(
+            "crawlplan_period_no_request_crawls",
+            "fetch results recorded without a request (crawler failures)",
+            period,
+            registry=r,
+        )
+        self.period_pending = Gauge(
+            "crawlplan_period_pending_crawls",
+            "released pages not fetched yet, by state (leased, waiting)",
+            [*period, "state"],
+            registry=r,
+        )
+        self.period_idle = Gauge(
+            "crawlplan_period_idle_crawls",
+            "planned crawls not used: capacity minus requests made (ended periods)",
+            period,
+            registry=r,
+        )
 
     def results_recorded(self, recorded: int, duplicates: int, late: int) -> None:
         """Count a report's results by outcome."""
         self.results.labels("recorded").inc(recorded)
         self.results.labels("duplicate").inc(duplicates)
         self.results.labels("late").inc(late)
+
+    def period_use(self, current: PeriodUse | None, last: PeriodUse | None) -> None:
+        """Set the per-period gauges from the store's counts (a period absent: its series
+        are dropped)."""
+        gauges = (
+            self.period_number,
+            self.period_capacity,
+            self.period_released,
+            self.period_fetched,
+            self.period_no_request,
+            self.period_pending,
+            self.period_idle,
+        )
+        for gauge in gauges:
+            gauge.clear()
+        for label, use in (("current", current), ("last", last)):
+            if use is None:
+                continue
+            self.period_number.labels(label).set(use.period)
+            self.period_capacity.labels(label).set(use.capacity)
+            if use.released is not None:
+                released = self.period_released
+                if use.new_pages is not None:
+                    released.labels(label, "recrawl").set(use.released - use.new_pages)
+                    released.labels(label, "new").set(use.new_pages)
+                else:
+                    released.labels(label, "unknown").set(use.released)
+            self.period_fetched.labels(label, "answered").set(use.fetched - use.failed)
+            self.period_fetched.labels(label, "failed").set(use.failed)
+            self.period_no_request.labels(label).set(use.no_request)
+            self.period_pending.labels(label, "leased").set(use.leased)
+            self.period_pending.labels(label, "waiting").set(use.waiting)
+            if use.idle is not None:
+                self.period_idle.labels(label).set(use.idle)
 
 
 async def measure(

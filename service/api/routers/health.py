@@ -1,4 +1,7 @@
-"""``/health`` and ``/metrics``: liveness and Prometheus metrics, without a token."""
+"""``/health`` and ``/metrics``: liveness and Prometheus metrics, without a token.
+
+``/metrics`` reads the capacity use of the running and the last ended plan period from the
+store at each scrape (:func:`store.period_use.current_and_last`: a few indexed counts)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from service.api.context import Context
 from service.api.settings import API_VERSION
 from store import latest_plan
+from store.period_use import current_and_last
 
 __all__ = ["router"]
 
@@ -33,4 +37,5 @@ def prometheus(context: Context) -> Response:
     """Prometheus text format."""
     plan = latest_plan(context.db)
     context.metrics.plan.set(plan.version if plan else 0)
+    context.metrics.period_use(*current_and_last(context.db))
     return Response(generate_latest(context.metrics.registry), media_type=CONTENT_TYPE_LATEST)
