@@ -210,13 +210,15 @@ class RemoteWorkQueue:
         *,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> ReportOutcome:
         """Record results (the server splits OPIC cash with its own damping), after adding
-        the ``discovered`` pages (a call of their own, first, so the cash reaches them)."""
-        added = self.add_pages(discovered) if discovered else 0
+        the ``discovered`` and ``blocked`` pages (a call of their own, first, so the cash
+        reaches them)."""
+        added, unfetchable = self._add(discovered, blocked)
         body = {"worker": self.worker, "results": self._results(results)}
         data = self._call("POST", f"/v1/leases/{lease_id}/report", body)
-        return ReportOutcome(data["recorded"], data["duplicates"], data["late"], added)
+        return ReportOutcome(data["recorded"], data["duplicates"], data["late"], added, unfetchable)
 
     def finish(
         self,
@@ -226,14 +228,18 @@ class RemoteWorkQueue:
         *,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> tuple[ReportOutcome, int]:
-        """Record results and hand the host back (``discovered`` pages added first)."""
-        added = self.add_pages(discovered) if discovered else 0
+        """Record results and hand the host back (``discovered`` and ``blocked`` pages
+        added first)."""
+        added, unfetchable = self._add(discovered, blocked)
         body: dict[str, Any] = {"worker": self.worker, "results": self._results(results)}
         if host is not None:
             body["host"] = _host_payload(host)
         data = self._call("POST", f"/v1/leases/{lease_id}/finish", body)
-        outcome = ReportOutcome(data["recorded"], data["duplicates"], data["late"], added)
+        outcome = ReportOutcome(
+            data["recorded"], data["duplicates"], data["late"], added, unfetchable
+        )
         return outcome, data["returned"]
 
     def release(self, lease_id: int, host: HostUpdate | None = None) -> int:
@@ -243,14 +249,31 @@ class RemoteWorkQueue:
             body["host"] = _host_payload(host)
         return int(self._call("POST", f"/v1/leases/{lease_id}/release", body)["returned"])
 
-    def add_pages(self, pages: Iterable[tuple[str, str]]) -> int:
-        """Add discovered URLs (the server normalizes them again); returns how many were new."""
+    def add_pages(
+        self,
+        pages: Iterable[tuple[str, str]],
+        *,
+        blocked: Sequence[tuple[str, str, datetime]] = (),
+    ) -> int:
+        """Add discovered URLs (the server normalizes them again), and ``blocked`` ones as
+        unfetchable; returns how many new candidates were added."""
+        return self._add(list(pages), blocked)[0]
+
+    def _add(
+        self, pages: Sequence[tuple[str, str]], blocked: Sequence[tuple[str, str, datetime]]
+    ) -> tuple[int, int]:
+        """``POST /v1/pages`` in chunks: new candidates and new unfetchable pages added."""
         urls = [url for url, _origin in pages]
-        added = 0
-        for start in range(0, len(urls), _PAGES_PER_CALL):
-            chunk = urls[start : start + _PAGES_PER_CALL]
-            added += int(self._call("POST", "/v1/pages", {"urls": chunk})["added"])
-        return added
+        unfetchable = [{"url": url, "check_at": at.isoformat()} for url, _origin, at in blocked]
+        added = blocked_added = 0
+        for start in range(0, max(len(urls), len(unfetchable)), _PAGES_PER_CALL):
+            body: dict[str, Any] = {"urls": urls[start : start + _PAGES_PER_CALL]}
+            if unfetchable[start : start + _PAGES_PER_CALL]:
+                body["blocked"] = unfetchable[start : start + _PAGES_PER_CALL]
+            data = self._call("POST", "/v1/pages", body)
+            added += int(data["added"])
+            blocked_added += int(data.get("unfetchable", 0))
+        return added, blocked_added
 
     def add_notifications(self, notifications: Sequence[tuple[str, str, datetime | None]]) -> int:
         """Record change notifications (a sitemap's lastmod); returns how many were new."""

@@ -9,12 +9,13 @@ is cut there before parsing.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from protego import Protego
 
-__all__ = ["MAX_ROBOTS_BYTES", "ROBOTS_TTL", "RobotsRules", "robots_url"]
+__all__ = ["MAX_ROBOTS_BYTES", "ROBOTS_TTL", "RobotsCache", "RobotsRules", "robots_url"]
 
 MAX_ROBOTS_BYTES = 500 * 1024
 ROBOTS_TTL = timedelta(hours=24)
@@ -88,3 +89,46 @@ class RobotsRules:
     def expired(self, now: datetime) -> bool:
         """Whether to fetch robots.txt again before the next request."""
         return now >= self.expires_at
+
+
+class RobotsCache:
+    """The robots.txt rules a pool of workers has read, per origin (thread-safe, bounded:
+    the oldest entries are forgotten first, and a forgotten host's URLs are merely not
+    screened when they are found).
+
+    Workers put the rules of every host they lease (stored with the host, or fetched again)
+    and screen the URLs they discover with them (:meth:`disallows`): a URL the host's
+    rules disallow is stored as unfetchable, never as a candidate.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._rules: dict[str, RobotsRules] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def put(self, origin: str, rules: RobotsRules) -> None:
+        """Remember ``rules`` as the origin's latest (replacing older ones)."""
+        with self._lock:
+            self._rules.pop(origin, None)
+            self._rules[origin] = rules
+            if len(self._rules) > self.capacity:
+                del self._rules[next(iter(self._rules))]
+
+    def get(self, origin: str) -> RobotsRules | None:
+        """The origin's rules, if known."""
+        return self._rules.get(origin)
+
+    def disallows(self, url: str, origin: str, agent: str) -> RobotsRules | None:
+        """The rules that disallow ``url`` (of ``origin``) to ``agent``; None when they allow
+        it or are not known. Rules of an unreachable robots.txt (5xx) say nothing about a
+        URL: its pages stay candidates, checked when they are fetched. Expired rules are
+        used: a page they block is checked again when they expire (its due time)."""
+        rules = self._rules.get(origin)
+        if rules is None or rules.unreachable or rules.allows(url, agent):
+            return None
+        return rules

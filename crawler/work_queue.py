@@ -1,7 +1,9 @@
 """Where a worker gets its work: the store's lease queue, or the worker API over HTTP.
 
 :class:`WorkQueue` is what :class:`crawler.worker.CrawlWorker` needs of either: lease hosts,
-renew, report, finish and release leases, add discovered URLs, record change notifications
+renew, report, finish and release leases, add discovered URLs (``discovered``: new candidates
+``(url, origin)``; ``blocked``: unfetchable ones ``(url, origin, check again at)`` that
+robots.txt disallows), record change notifications
 (a sitemap's ``lastmod``), and ask whether work remains.
 :class:`store.LeaseQueue` is one (in-process, with database credentials);
 :class:`crawler.remote.RemoteWorkQueue` is the other (``crawlplan worker --api URL``).
@@ -43,6 +45,7 @@ class WorkQueue(Protocol):
         *,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> ReportOutcome: ...
 
     def finish(
@@ -53,11 +56,17 @@ class WorkQueue(Protocol):
         *,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> tuple[ReportOutcome, int]: ...
 
     def release(self, lease_id: int, host: HostUpdate | None = None) -> int: ...
 
-    def add_pages(self, pages: Iterable[tuple[str, str]]) -> int: ...
+    def add_pages(
+        self,
+        pages: Iterable[tuple[str, str]],
+        *,
+        blocked: Sequence[tuple[str, str, datetime]] = (),
+    ) -> int: ...
 
     def add_notifications(
         self, notifications: Sequence[tuple[str, str, datetime | None]]

@@ -14,7 +14,13 @@ each lease (one host, some of its due pages) a worker:
    429/503 with Retry-After or repeated errors end the lease early with the host backed off,
    and unfetched pages go back to the pool;
 4. adds the outlinks and redirect targets it found as new pages, and hands the host back with
-   its politeness state, in one transaction with the observations (``LeaseQueue.finish``);
+   its politeness state, in one transaction with the observations (``LeaseQueue.finish``).
+   What it found is screened first: a URL outside the crawl scope (:mod:`crawler.scope`) is
+   dropped; a URL that its host's robots.txt, as the pool last read it
+   (:class:`~crawler.robots.RobotsCache`), disallows is added as unfetchable (status
+   ``blocked``, checked again when those rules expire), never as a candidate. A leased page
+   robots.txt disallows is reported ``blocked`` without a request: it becomes unfetchable
+   too, not a fetch;
    each page read moves its OPIC cash to its outlinks in the report's transaction (the
    arithmetic from :mod:`estimators.opic`), and :func:`run_crawl` spreads the virtual page's
    cash and stores every page's importance when it starts and ends (:mod:`store.importance`).
@@ -45,7 +51,8 @@ from crawler.politeness import (
     parse_retry_after,
     request_delay,
 )
-from crawler.robots import RobotsRules, robots_url
+from crawler.robots import RobotsCache, RobotsRules, robots_url
+from crawler.scope import CrawlScope
 from crawler.signature import content_changed, page_signature, visible_text
 from crawler.sitemaps import SitemapError, parse_sitemap
 from crawler.urls import InvalidURLError, normalize_url, origin_of
@@ -97,6 +104,8 @@ class CrawlSettings:
     #: change notifications.
     sitemaps: bool = True
     max_sitemaps: int = 3
+    #: Which discovered URLs are followed (:mod:`crawler.scope`): out-of-scope ones are dropped.
+    scope: CrawlScope = field(default_factory=CrawlScope)
 
 
 @dataclass
@@ -109,6 +118,10 @@ class CrawlStats:
     errors: int = 0
     blocked: int = 0
     discovered: int = 0
+    #: Discovered URLs robots.txt disallows, added as unfetchable pages (not candidates).
+    unfetchable: int = 0
+    #: Discovered URLs outside the crawl scope, dropped.
+    out_of_scope: int = 0
     leases: int = 0
     active_hosts: int = 0
     #: Calls to the store or the worker API that failed (their batch is crawled again).
@@ -169,6 +182,7 @@ class CrawlWorker:
         stats: CrawlStats,
         clock: Callable[[], datetime] = utcnow,
         known: KnownUrls | None = None,
+        robots: RobotsCache | None = None,
     ) -> None:
         self.queue = queue
         self.name = name
@@ -178,6 +192,9 @@ class CrawlWorker:
         self.clock = clock
         #: URLs known to be in the store (shared by a pool's workers): not offered again.
         self.known = known if known is not None else KnownUrls()
+        #: robots.txt rules of the hosts the pool leased (shared): discovered URLs are
+        #: screened with them.
+        self.robots = robots if robots is not None else RobotsCache()
         damping = settings.opic_damping
         self.cash_split: CashSplit = lambda cash, degree: crawl_cash_split(cash, degree, damping)
 
@@ -250,9 +267,12 @@ class CrawlWorker:
         self.known.remember(page.url for page in lease.pages)
         now = time.monotonic()
         seconds_left = (lease.expires_at - self.clock()).total_seconds()
+        rules = self._stored_rules(lease)
+        if rules is not None:
+            self.robots.put(lease.origin, rules)
         return _HostCrawl(
             lease=lease,
-            rules=self._stored_rules(lease),
+            rules=rules,
             pending=deque(lease.pages),
             next_request=now,
             renew_at=now + 0.5 * seconds_left,
@@ -293,6 +313,7 @@ class CrawlWorker:
         status = outcome.status if outcome.error is None else None
         rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
         crawl.rules = rules
+        self.robots.put(crawl.lease.origin, rules)
         crawl.host = replace(
             crawl.host,
             robots_txt=rules.body or "",
@@ -343,6 +364,7 @@ class CrawlWorker:
         )
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
         result, links = self.observe(page.page_id, page.signature, outcome)
+        links = self._in_scope(links, crawl.lease.origin)
         crawl.discovered.extend(links)
         if links:
             result = replace(result, outlinks=tuple(links))
@@ -441,35 +463,65 @@ class CrawlWorker:
         """Record what the host's lease has seen so far: the new URLs and the observations,
         in one call (the URLs first, so that the report can move cash to them)."""
         unknown = self._unknown(crawl)
+        candidates, blocked = self._screened(unknown)
         if crawl.results:
             outcome = self.queue.report(
                 crawl.lease.lease_id,
                 crawl.results,
                 cash_split=self.cash_split,
-                discovered=[(u, origin_of(u)) for u in unknown],
+                discovered=candidates,
+                blocked=blocked,
             )
-            self._remember(crawl, unknown, outcome.discovered)
+            self._remember(crawl, unknown, outcome.discovered, outcome.unfetchable)
             crawl.results = []
         elif unknown:
-            added = self.queue.add_pages((u, origin_of(u)) for u in unknown)
-            self._remember(crawl, unknown, added)
+            added = self.queue.add_pages(candidates, blocked=blocked)
+            self._remember(crawl, unknown, added, 0)
         crawl.unreported_since = None
 
     def _unknown(self, crawl: _HostCrawl) -> list[str]:
         """The URLs found that the pool does not know to be stored yet."""
         return self.known.unknown(crawl.discovered)
 
-    def _remember(self, crawl: _HostCrawl, urls: list[str], added: int) -> None:
-        """The host's discovered ``urls`` are stored now (``added`` of them were new); until
-        then they stay on the host, to be offered again if the call failed."""
+    def _in_scope(self, links: list[str], origin: str) -> list[str]:
+        """The ``links`` found on a page of ``origin`` that the crawl scope follows."""
+        scope = self.settings.scope
+        kept = [u for u in links if scope.follows(u, origin)]
+        if len(kept) < len(links):
+            self.stats.add(out_of_scope=len(links) - len(kept))
+        return kept
+
+    def _screened(
+        self, urls: list[str]
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, datetime]]]:
+        """``urls`` as new candidates ``(url, origin)``, and as unfetchable pages ``(url,
+        origin, check again at)``: those their host's robots.txt disallows, as the pool
+        last read it (URLs of hosts whose rules it has not read are candidates)."""
+        agent = self.settings.agent
+        candidates: list[tuple[str, str]] = []
+        blocked: list[tuple[str, str, datetime]] = []
+        for url in urls:
+            origin = origin_of(url)
+            rules = self.robots.disallows(url, origin, agent)
+            if rules is None:
+                candidates.append((url, origin))
+            else:
+                blocked.append((url, origin, rules.expires_at))
+        return candidates, blocked
+
+    def _remember(self, crawl: _HostCrawl, urls: list[str], added: int, blocked: int) -> None:
+        """The host's discovered ``urls`` are stored now (``added`` candidates and ``blocked``
+        unfetchable pages were new); until then they stay on the host, to be offered again
+        if the call failed."""
         crawl.discovered = []
         if urls:
             self.known.remember(urls)
-            self.stats.add(discovered=added)
+            self.stats.add(discovered=added, unfetchable=blocked)
 
     def _finish(self, crawl: _HostCrawl) -> None:
         """Report the host's observations and new URLs, and hand the host back, in one call."""
         unknown = self._unknown(crawl)
+        candidates, blocked = self._screened(unknown)
         wait_left = max(0.0, crawl.next_request - time.monotonic())
         host = replace(
             crawl.host,
@@ -482,9 +534,10 @@ class CrawlWorker:
             crawl.results,
             host,
             cash_split=self.cash_split,
-            discovered=[(u, origin_of(u)) for u in unknown],
+            discovered=candidates,
+            blocked=blocked,
         )
-        self._remember(crawl, unknown, outcome.discovered)
+        self._remember(crawl, unknown, outcome.discovered, outcome.unfetchable)
 
     def observe(
         self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
@@ -559,6 +612,7 @@ def run_workers(
     deadline = time.monotonic() + seconds if seconds is not None else None
     threads = []
     known = KnownUrls()
+    robots = RobotsCache()
     for number in range(workers):
         worker = (worker_type or CrawlWorker)(
             queue_factory(),
@@ -567,6 +621,7 @@ def run_workers(
             stop=stop,
             stats=stats,
             known=known,
+            robots=robots,
         )
         thread = threading.Thread(
             target=worker.run,

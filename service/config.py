@@ -51,6 +51,8 @@ class Setting:
     default: Any
     help: str
     minimum: float | None = None
+    #: The values a string setting may take (None: any).
+    choices: tuple[str, ...] | None = None
 
     def parse(self, raw: Any, origin: str) -> Any:
         """Convert ``raw`` (a TOML value or an environment string) or raise ConfigError."""
@@ -72,6 +74,9 @@ class Setting:
             ) from None
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(f"{origin}: {self.key} must be >= {self.minimum}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(self.choices)
+            raise ConfigError(f"{origin}: {self.key} must be one of {allowed}, got {value!r}")
         return value
 
 
@@ -80,10 +85,11 @@ class Setting:
 #: scipy or Pyomo; tests/test_config.py checks that they equal their owners' defaults.
 DEFAULT_MAX_BYTES = 1_000_000  # crawler.fetch.FetchLimits().max_bytes
 DEFAULT_USER_AGENT = "crawlplan/0.1 (+https://example.invalid/crawlplan)"  # CrawlSettings()
+DEFAULT_CRAWL_SCOPE = "domains"  # crawler.scope.CrawlScope().mode
 DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
 DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
-DEFAULT_EXPLORE_REVISITS = 2.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
+DEFAULT_EXPLORE_REVISITS = 0.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
 
 _defaults = LeasePolicy()
 _polite = PolitenessPolicy()
@@ -168,6 +174,14 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         DEFAULT_USER_AGENT,
         "User-Agent header; its first word is the robots.txt token",
+    ),
+    Setting(
+        "crawl.scope",
+        "CRAWLPLAN_CRAWL_SCOPE",
+        str,
+        DEFAULT_CRAWL_SCOPE,
+        "links followed: hosts (same host), domains (same registered domain), any",
+        choices=("hosts", "domains", "any"),
     ),
     Setting(
         "api.tokens",
@@ -342,6 +356,7 @@ class Settings:
     def crawl_settings(self, *, allow_private: bool = False) -> CrawlSettings:
         """The crawler's settings; ``allow_private`` lets it contact loopback (demo, tests)."""
         from crawler.fetch import FetchLimits
+        from crawler.scope import CrawlScope
         from crawler.worker import CrawlSettings
 
         agent = str(self.values["crawl.user_agent"])
@@ -355,6 +370,7 @@ class Settings:
             limits=FetchLimits(
                 max_bytes=self.values["crawl.max_bytes"], allow_private=allow_private
             ),
+            scope=CrawlScope(str(self.values["crawl.scope"])),
         )
 
 

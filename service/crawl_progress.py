@@ -19,6 +19,7 @@ def progress_line(stats: CrawlStats) -> str:
     return (
         f"fetched {stats.fetched:,} ({stats.pages_per_second():.1f} pages/s), "
         f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
-        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,}, "
+        f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,} "
+        f"(+{stats.unfetchable:,} unfetchable, {stats.out_of_scope:,} out of scope), "
         f"hosts active {stats.active_hosts}"
     )

@@ -67,6 +67,7 @@ from .models import (
 from .open import open_database as open_database
 from .pages import SeedOutcome as SeedOutcome
 from .pages import add_pages as add_pages
+from .pages import add_unfetchable as add_unfetchable
 from .plans import (
     PlanDetail as PlanDetail,
 )

@@ -223,11 +223,13 @@ class PagesSql(Protocol):
         now: datetime,
         due: datetime | None,
         discovered: bool,
+        status: str = "new",
     ) -> tuple[int, list[int]]:
-        """Insert page ``urls[k]`` of host ``hosts[k]`` (distinct URLs, in URL order) as new,
-        first seen at ``now`` and due at ``due`` (None: not due), known URLs left as they
-        are; the number of pages inserted, and hosts that include those of every page
-        inserted (their ``ready_at`` may need lowering)."""
+        """Insert page ``urls[k]`` of host ``hosts[k]`` (distinct URLs, in URL order) with
+        ``status`` (``new``, or ``blocked``: unfetchable), never fetched, first seen at
+        ``now`` and due at ``due`` (None: not due), known URLs left as they are; the number
+        of pages inserted, and hosts that include those of every page inserted (their
+        ``ready_at`` may need lowering)."""
         ...
 
     def lock(self, conn: Connection, page_ids: list[int], lease_id: int | None) -> None:

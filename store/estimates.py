@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text
 
 from store.database import PG_BY_ID, Database, driver_rows
-from store.models import OBSERVATIONS, PAGES
+from store.models import OBSERVATIONS, PAGES, UNFETCHABLE_STATUS
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
@@ -158,8 +158,12 @@ PageState = tuple[int, int, float | None, float | None]
 
 
 def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[list[PageState]]:
-    """Yield every page's bucket, rate and last fetch, ``chunk_pages`` at a time (driver
-    tuples, times in epoch seconds: no datetime object per page)."""
+    """Yield every fetchable page's bucket, rate and last fetch, ``chunk_pages`` at a time
+    (driver tuples, times in epoch seconds: no datetime object per page).
+
+    Unfetchable pages (status ``blocked``: robots.txt disallows them) are left out: the plan
+    can crawl none of them, so they are neither new pages (n) nor fetched ones of any
+    bucket, class 0 included."""
     p = PAGES
     after = 0
     while True:
@@ -167,7 +171,7 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
             rows = driver_rows(
                 conn,
                 select(p.c.id, p.c.bucket, p.c.rate, epoch_seconds(p.c.last_fetch_at, db.dialect))
-                .where(p.c.id > after)
+                .where(p.c.id > after, p.c.status != UNFETCHABLE_STATUS)
                 .order_by(p.c.id)
                 .limit(chunk_pages),
             )

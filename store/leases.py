@@ -31,6 +31,12 @@ time plus the page's ``refresh_interval`` days, else ``LeasePolicy.revisit_after
 ``next_due_at``: the one the worker gave (errors, robots), else NULL once a plan has been
 published (the page waits for the release of a plan period), else, before any plan,
 ``scheduled_at``.
+
+A page robots.txt disallows is reported ``blocked`` without a request: it becomes
+unfetchable (status ``blocked``, due again when the worker says: when the rules that
+blocked it expire) and leaves the release queue, and nothing else of it changes: no
+observation is recorded (no fetch happened), its fetch count and last fetch stay as they
+were, so it never counts as a fetched page, nor as a first fetch in the discovery rates.
 """
 
 from __future__ import annotations
@@ -72,7 +78,15 @@ from store.importance import CashSplit, move_cash, outlink_ids, page_ids_of
 from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
 from store.notifications import Notification, record_notifications
 from store.pages import CHUNK as PAGES_CHUNK
-from store.pages import add_pages, add_pages_in, insert_ignoring_conflicts, lock_pages
+from store.pages import (
+    UNFETCHABLE_STATUS,
+    add_pages,
+    add_pages_in,
+    add_unfetchable,
+    add_unfetchable_in,
+    insert_ignoring_conflicts,
+    lock_pages,
+)
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
 from store.types import UTCDateTime, utcnow
@@ -184,12 +198,17 @@ class HostUpdate:
 class ReportOutcome:
     """``recorded`` new observations; ``duplicates`` already recorded for this lease;
     ``late`` of the recorded ones arrived after the lease had expired or was released;
-    ``discovered`` pages added by the report (its ``discovered`` URLs the store lacked)."""
+    ``discovered`` pages added by the report (its ``discovered`` URLs the store lacked);
+    ``unfetchable`` pages added by the report (its ``blocked`` URLs the store lacked);
+    ``blocked`` results: leased pages robots.txt disallowed, now unfetchable (no
+    observation)."""
 
     recorded: int
     duplicates: int
     late: int
     discovered: int = 0
+    unfetchable: int = 0
+    blocked: int = 0
 
 
 def _free(leased_until: ColumnElement[datetime | None]) -> ColumnElement[bool]:
@@ -489,6 +508,7 @@ class LeaseQueue:
         now: datetime | None = None,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> ReportOutcome:
         """Record the observations of a lease's pages and update the pages' fetch state.
 
@@ -497,10 +517,19 @@ class LeaseQueue:
         do not touch a newer lease of the same page. With ``cash_split``, each page read
         moves its OPIC cash to its ``outlinks`` in the same transaction. ``discovered``
         ``(normalized_url, origin)`` pairs found by the crawl are added first, in the same
-        transaction (as :meth:`add_pages` would), so that the cash reaches them.
+        transaction (as :meth:`add_pages` would), so that the cash reaches them; ``blocked``
+        ``(normalized_url, origin, check_again_at)`` URLs robots.txt disallows are added as
+        unfetchable pages (:func:`store.pages.add_unfetchable`).
         """
         outcome, _ = self._report_in_one(
-            lease_id, results, None, now or utcnow(), cash_split, discovered, gives_back=False
+            lease_id,
+            results,
+            None,
+            now or utcnow(),
+            cash_split,
+            discovered,
+            blocked,
+            gives_back=False,
         )
         return outcome
 
@@ -513,13 +542,21 @@ class LeaseQueue:
         now: datetime | None = None,
         cash_split: CashSplit | None = None,
         discovered: Sequence[tuple[str, str]] = (),
+        blocked: Sequence[tuple[str, str, datetime]] = (),
     ) -> tuple[ReportOutcome, int]:
         """:meth:`report` then :meth:`release` in one transaction (the usual end of a lease).
 
         Returns the report's outcome and the number of pages returned unfetched.
         """
         return self._report_in_one(
-            lease_id, results, host, now or utcnow(), cash_split, discovered, gives_back=True
+            lease_id,
+            results,
+            host,
+            now or utcnow(),
+            cash_split,
+            discovered,
+            blocked,
+            gives_back=True,
         )
 
     def _report_in_one(
@@ -530,6 +567,7 @@ class LeaseQueue:
         when: datetime,
         cash_split: CashSplit | None,
         discovered: Sequence[tuple[str, str]],
+        blocked: Sequence[tuple[str, str, datetime]],
         *,
         gives_back: bool,
     ) -> tuple[ReportOutcome, int]:
@@ -545,13 +583,14 @@ class LeaseQueue:
             hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
             lowered: list[tuple[list[int], datetime]] = []
             added = self._add_discovered(conn, discovered, when, lowered)
+            unfetchable = self._add_blocked(conn, blocked, when, lowered)
             outcome = self._report(
                 conn, lease, results, when, cash_split, found, lowered, gives_back=gives_back
             )
             returned = (
                 self._release(conn, lease, host, when, pages_locked=True) if gives_back else 0
             )
-            return replace(outcome, discovered=added), returned
+            return replace(outcome, discovered=added, unfetchable=unfetchable), returned
 
         done = self.db.run_write(work)
         self._page_ids.remember(found)  # committed
@@ -573,6 +612,22 @@ class LeaseQueue:
         for start in range(0, len(pages), PAGES_CHUNK):
             chunk = pages[start : start + PAGES_CHUNK]
             added += add_pages_in(self.db, conn, chunk, now=now, discovered=True, deferred=lowered)
+        return added
+
+    def _add_blocked(
+        self,
+        conn: Connection,
+        pages: Sequence[tuple[str, str, datetime]],
+        now: datetime,
+        lowered: list[tuple[list[int], datetime]],
+    ) -> int:
+        """Add unfetchable discovered pages in the caller's transaction, as
+        :meth:`_add_discovered` adds candidates; returns how many were new."""
+        added = 0
+        pages = sorted(pages)
+        for start in range(0, len(pages), PAGES_CHUNK):
+            chunk = pages[start : start + PAGES_CHUNK]
+            added += add_unfetchable_in(self.db, conn, chunk, now=now, deferred=lowered)
         return added
 
     def _lease_row(self, conn: Connection, lease_id: int) -> Row[Any]:
@@ -604,6 +659,7 @@ class LeaseQueue:
         for result in results:
             unique.setdefault(result.page_id, result)
         ids = sorted(unique)
+        blocked = {pid for pid, r in unique.items() if r.status == UNFETCHABLE_STATUS}
         link_ids: dict[str, int] | None = None
         if cash_split is not None:
             links = (u for r in unique.values() if r.status in _READ for u in r.outlinks)
@@ -626,6 +682,16 @@ class LeaseQueue:
                 f"lease {lease.id} holds host {lease.host_id}; pages {strangers[:5]} are not "
                 "pages of that host"
             )
+        blocked_updates = [
+            self._blocked_update(pages[pid], unique[pid], lease.id)
+            for pid in sorted(blocked)
+            if pages[pid].last_fetch_at is None or unique[pid].fetched_at > pages[pid].last_fetch_at
+        ]
+        if blocked_updates:
+            conn.execute(_BLOCK, blocked_updates)
+        if blocked:
+            conn.execute(q.unqueue, {"ids": sorted(blocked)})
+        ids = [pid for pid in ids if pid not in blocked]
         already = set(conn.execute(q.recorded, {"lease": lease.id, "ids": ids}).scalars())
         fresh = [pid for pid in ids if pid not in already]
         planned = bool(fresh) and conn.execute(q.plan_published).first() is not None
@@ -670,7 +736,7 @@ class LeaseQueue:
             q.update_older.execute(conn, older_updates)
         if fresh:
             conn.execute(q.unqueue, {"ids": fresh})
-        dues = [u["p_next_due_at"] for u in newer_updates]
+        dues = [u["p_next_due_at"] for u in newer_updates + blocked_updates]
         due = min((d for d in dues if isinstance(d, datetime)), default=None)
         if due is not None:  # the host's next work may come earlier (once this lease ends)
             # (report and finish hold the lease's host from their start)
@@ -690,9 +756,16 @@ class LeaseQueue:
             )
         return ReportOutcome(
             recorded=len(fresh),
-            duplicates=len(results) - len(fresh),
+            duplicates=len(results) - len(fresh) - len(blocked),
             late=len(fresh) if late else 0,
+            blocked=len(blocked),
         )
+
+    @staticmethod
+    def _blocked_update(page: Row[Any], r: FetchResult, lease_id: int) -> dict[str, object]:
+        """Bind values of a blocked page's update (:data:`_BLOCK`): unfetchable, due when the
+        worker said (when the rules that blocked it expire)."""
+        return {"p_id": page.id, "p_lease": lease_id, "p_next_due_at": r.next_due_at}
 
     def _page_update(
         self, page: Row[Any], r: FetchResult, lease_id: int, *, newer: bool, planned: bool
@@ -725,8 +798,18 @@ class LeaseQueue:
         return values
 
     # -- renew / release ---------------------------------------------------------------------
-    def add_pages(self, pages: Iterable[tuple[str, str]], *, now: datetime | None = None) -> int:
-        """Add discovered ``(normalized_url, origin)`` pages; returns how many were new."""
+    def add_pages(
+        self,
+        pages: Iterable[tuple[str, str]],
+        *,
+        blocked: Sequence[tuple[str, str, datetime]] = (),
+        now: datetime | None = None,
+    ) -> int:
+        """Add discovered ``(normalized_url, origin)`` pages, and ``blocked`` ones as
+        unfetchable (:func:`store.pages.add_unfetchable`); returns how many new candidates
+        were added."""
+        if blocked:
+            add_unfetchable(self.db, blocked, now=now)
         return add_pages(self.db, pages, now=now, discovered=True).added
 
     def add_notifications(
@@ -856,6 +939,20 @@ _UPDATE_NEWER = _UPDATE_OLDER.values(
     signature=bindparam("p_signature"),
     next_due_at=bindparam("p_next_due_at", type_=UTCDateTime()),
     scheduled_at=bindparam("p_scheduled_at", type_=UTCDateTime()),
+)
+
+
+#: A leased page robots.txt disallowed: unfetchable, due when its worker said; its lease
+#: columns clear when the reporting lease still holds it. Fetch state and counters stay.
+_BLOCK = (
+    update(_pages)
+    .where(_pages.c.id == bindparam("p_id"))
+    .values(
+        status=UNFETCHABLE_STATUS,
+        next_due_at=bindparam("p_next_due_at", type_=UTCDateTime()),
+        lease_id=case((_ours, None), else_=_pages.c.lease_id),
+        leased_until=case((_ours, None), else_=_pages.c.leased_until),
+    )
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Float, Integer, and_, cast, func, select
 
 from store.database import Database
-from store.models import OBSERVATIONS, PAGES
+from store.models import OBSERVATIONS, PAGES, UNFETCHABLE_STATUS
 from store.types import epoch_seconds
 
 __all__ = ["CrawlMeasurements", "measure_crawl"]
@@ -48,7 +48,9 @@ class CrawlMeasurements:
     bin_seconds : float
         Width of the bins below, seconds.
     old_crawls, new_crawls, discovered : list of int, one entry per bin
-        Per bin: fetches of pages fetched before, first fetches of pages, pages first seen.
+        Per bin: fetches of pages fetched before, first fetches of pages, fetchable pages the
+        crawl found first seen (URLs robots.txt disallows are not new pages: the discovery
+        rates count only what the plan could crawl).
     """
 
     since: datetime
@@ -134,7 +136,12 @@ def measure_crawl(
         seen = _bin(PAGES.c.first_seen, dialect, since_s, bin_seconds)
         discovered = conn.execute(
             select(seen, func.count())
-            .where(PAGES.c.first_seen >= since, PAGES.c.first_seen < until, PAGES.c.discovered)
+            .where(
+                PAGES.c.first_seen >= since,
+                PAGES.c.first_seen < until,
+                PAGES.c.discovered,
+                PAGES.c.status != UNFETCHABLE_STATUS,
+            )
             .group_by(seen)
         ).all()
     bucket_fetches = [0] * (_N_BUCKETS + 1)

@@ -51,6 +51,7 @@ __all__ = [
     "PLAN_PERIODS",
     "QUOTAS",
     "RELEASED_PAGES",
+    "UNFETCHABLE_STATUS",
     "URGENT_REQUESTS",
     "URGENT_SOURCES",
     "Base",
@@ -73,8 +74,12 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 #: Page statuses. ``new``: known, never fetched. ``ok``: last fetch succeeded (2xx or 304).
 #: ``gone``: 404/410. ``redirect``: the URL redirects elsewhere (the target is its own page).
-#: ``blocked``: robots.txt disallows it. ``error``: the last fetch failed (5xx, timeout, ...).
+#: ``blocked``: unfetchable, robots.txt disallows it (found so when discovered, or when leased;
+#: :data:`UNFETCHABLE_STATUS`). ``error``: the last fetch failed (5xx, timeout, ...).
 PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error")
+#: The status of an unfetchable page: never a candidate, never released, not in the pool of
+#: new pages n, not a fetched page of any bucket; due again only to check robots.txt anew.
+UNFETCHABLE_STATUS = "blocked"
 
 #: Observation kinds. ``fetch``: a worker fetched the page. ``notification``: the site pushed a
 #: change notification (API call or sitemap lastmod) without us fetching.
@@ -387,11 +392,7 @@ class PeriodRelease(Base):
 
     One row per ``(plan_id, period)``, inserted in the same transaction as the queued pages:
     the primary key makes a release happen once, even when two processes try at the same
-    time. ``pages`` is the number of pages the release queued, ``new_pages`` how many of them
-    were never fetched (the rest are re-crawls); ``carried_over`` the pages of earlier
-    releases still queued when it ran, ``carried_backed_off`` those of them on hosts backed
-    off then (429, 503, unreachable robots.txt). The last three are NULL in releases made
-    before migration 0015.
+    time. ``pages`` is the number of pages the release queued.
     """
 
     __tablename__ = "period_releases"
@@ -400,9 +401,6 @@ class PeriodRelease(Base):
     period: Mapped[int] = mapped_column(Integer, primary_key=True)
     released_at: Mapped[datetime]
     pages: Mapped[int] = mapped_column(Integer)
-    new_pages: Mapped[int | None] = mapped_column(Integer)
-    carried_over: Mapped[int | None] = mapped_column(Integer)
-    carried_backed_off: Mapped[int | None] = mapped_column(Integer)
 
 
 class ReleasedPage(Base):

@@ -3,11 +3,18 @@
 The caller normalizes URLs and computes their host origin (``crawler.urls`` does both); the
 store only persists them. Inserts are chunked and conflict-tolerant, so two workers that
 discover the same URL at once, or a seed file given twice, add it once.
+
+**Unfetchable pages.** A discovered URL its host's robots.txt disallows (the crawler
+decides, :mod:`crawler.robots`) is added with status ``blocked`` (:func:`add_unfetchable`):
+it is not a new page (the pool n, the new-page candidates and their releases read status
+``new`` only), and its ``next_due_at`` is the time to check it again, when the rules that
+blocked it expire: the lease queue then hands it to a worker, which reads robots.txt anew
+and fetches the page if it is allowed now. A URL already stored keeps its row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -16,7 +23,7 @@ from sqlalchemy import Connection, Insert, Table, bindparam, select
 
 from store.database import Database
 from store.host_ready import lower_ready_to
-from store.models import HOSTS, Host
+from store.models import HOSTS, UNFETCHABLE_STATUS, Host
 from store.plans import PLAN_PUBLISHED
 from store.types import utcnow
 
@@ -25,9 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK",
+    "UNFETCHABLE_STATUS",
     "SeedOutcome",
     "add_pages",
     "add_pages_in",
+    "add_unfetchable",
+    "add_unfetchable_in",
     "insert_ignoring_conflicts",
     "lock_pages",
 ]
@@ -158,6 +168,79 @@ def add_pages_in(
     if not pages:
         return 0
     return _add_chunk(db, conn, pages, now, True, discovered, deferred)[0]
+
+
+def _add_unfetchable_chunk(
+    db: Database,
+    conn: Connection,
+    chunk: Sequence[tuple[str, str, datetime]],
+    now: datetime,
+    deferred: list[tuple[list[int], datetime]] | None = None,
+) -> int:
+    host_ids, _ = _host_ids(db, conn, {origin for _, origin, _ in chunk}, now)
+    by_due: dict[datetime, tuple[list[str], list[int]]] = {}
+    seen: set[str] = set()
+    for url, origin, check_at in sorted(chunk):  # URL order, as _add_chunk's (no deadlock)
+        if url not in seen:
+            seen.add(url)
+            urls, hosts = by_due.setdefault(check_at, ([], []))
+            urls.append(url)
+            hosts.append(host_ids[origin])
+    added = 0
+    for check_at, (urls, hosts) in sorted(by_due.items()):
+        count, touched = db.backend.pages.insert_new(
+            conn,
+            urls,
+            hosts,
+            now=now,
+            due=check_at,
+            discovered=True,
+            status=UNFETCHABLE_STATUS,
+        )
+        added += count
+        if count:
+            if deferred is not None:
+                deferred.append((touched, check_at))
+            else:
+                lower_ready_to(conn, db.backend.host_ready, touched, check_at, held=True)
+    return added
+
+
+def add_unfetchable_in(
+    db: Database,
+    conn: Connection,
+    pages: Sequence[tuple[str, str, datetime]],
+    *,
+    now: datetime,
+    deferred: list[tuple[list[int], datetime]] | None = None,
+) -> int:
+    """:func:`add_unfetchable` of at most :data:`CHUNK` triples in the caller's transaction
+    (``deferred`` as for :func:`add_pages_in`); returns how many were new."""
+    if not pages:
+        return 0
+    return _add_unfetchable_chunk(db, conn, pages, now, deferred)
+
+
+def add_unfetchable(
+    db: Database,
+    pages: Iterable[tuple[str, str, datetime]],
+    *,
+    now: datetime | None = None,
+    chunk_size: int = CHUNK,
+) -> int:
+    """Add discovered ``(normalized_url, origin, check_again_at)`` URLs that robots.txt
+    disallows as unfetchable pages (status ``blocked``, due at ``check_again_at``); known
+    URLs are left untouched. Returns how many were new. One transaction per chunk."""
+    when = now or utcnow()
+    items = list(pages)
+    added = 0
+
+    def chunk_writer(chunk: list[tuple[str, str, datetime]]) -> Callable[[Connection], int]:
+        return lambda conn: _add_unfetchable_chunk(db, conn, chunk, when)
+
+    for start in range(0, len(items), chunk_size):
+        added += db.run_write(chunk_writer(items[start : start + chunk_size]))
+    return added
 
 
 def add_pages(

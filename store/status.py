@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, or_, select
 
 from store.database import Database
-from store.models import Host, Observation, Page, ReleasedPage
+from store.models import UNFETCHABLE_STATUS, Host, Observation, Page, ReleasedPage
 from store.models import Lease as LeaseRow
 from store.plans import PlanSummary, latest_plan
 from store.types import utcnow
@@ -18,13 +18,16 @@ __all__ = ["StoreStatus", "read_status", "work_remaining"]
 
 @dataclass(frozen=True)
 class StoreStatus:
-    """Counts at one instant. ``by_bucket`` lists only non-empty buckets (0 = no estimate)."""
+    """Counts at one instant. ``by_bucket`` lists only non-empty buckets (0 = no estimate) of
+    fetchable pages; ``unfetchable`` counts the pages that can't be fetched, by reason
+    (``robots``: robots.txt disallows them), which are no candidates and in no bucket."""
 
     at: datetime
     pages: int
     hosts: int
     by_status: dict[str, int]
     by_bucket: dict[int, int]
+    unfetchable: dict[str, int]
     due_now: int
     leased_now: int
     active_leases: int
@@ -41,7 +44,10 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         )
         by_bucket = dict(
             conn.execute(
-                select(Page.bucket, func.count()).group_by(Page.bucket).order_by(Page.bucket)
+                select(Page.bucket, func.count())
+                .where(Page.status != UNFETCHABLE_STATUS)
+                .group_by(Page.bucket)
+                .order_by(Page.bucket)
             )
             .tuples()
             .all()
@@ -74,6 +80,7 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         hosts=int(hosts),
         by_status={k: int(v) for k, v in by_status.items()},
         by_bucket={int(k): int(v) for k, v in by_bucket.items()},
+        unfetchable={"robots": int(by_status.get(UNFETCHABLE_STATUS, 0))},
         due_now=int(due_now),
         leased_now=int(leased_now),
         active_leases=int(active),

@@ -10,6 +10,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select
 
 from crawler.remote import RemoteQueueError, RemoteWorkQueue
 from service.api.app import ApiSettings
@@ -23,8 +24,10 @@ from store import (
     publish_plan,
 )
 from store.errors import LeaseNotFoundError
+from store.models import Page
 from store.types import utcnow
 from tests.api_server import TOKEN, ApiServer
+from tests.conftest import orm_all
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -201,9 +204,34 @@ def test_new_pages_are_normalized_and_capped(api: ApiServer) -> None:
     response = _post(
         api, "/v1/pages", {"urls": ["HTTP://C.test:80/x#frag", "not a url", "http://c.test/x"]}
     )
-    assert response.json() == {"added": 1, "known": 1, "rejected": 1}
+    assert response.json() == {"added": 1, "known": 1, "unfetchable": 0, "rejected": 1}
     too_many = _post(api, "/v1/pages", {"urls": [f"http://c.test/{i}" for i in range(51)]})
     assert too_many.status_code == 422
+
+
+def test_blocked_urls_are_stored_unfetchable(api: ApiServer, db: Database) -> None:
+    """URLs a worker found disallowed by robots.txt are stored, but as unfetchable pages due
+    when the worker's rules expire: never new pages."""
+    check_at = utcnow() + timedelta(hours=3)
+    body = {
+        "urls": ["http://d.test/open"],
+        "blocked": [
+            {"url": "HTTP://d.test/private/1", "check_at": check_at.isoformat()},
+            {"url": "ftp://d.test/private/2", "check_at": check_at.isoformat()},
+        ],
+    }
+    response = _post(api, "/v1/pages", body)
+    assert response.json() == {"added": 1, "known": 0, "unfetchable": 1, "rejected": 1}
+    again = _post(api, "/v1/pages", body).json()
+    assert again["unfetchable"] == 0 and again["added"] == 0
+    pages = {p.url: p for p in orm_all(db, select(Page).where(Page.url.like("http://d.test/%")))}
+    assert pages["http://d.test/open"].status == "new"
+    blocked = pages["http://d.test/private/1"]
+    assert blocked.status == "blocked" and blocked.discovered
+    assert blocked.next_due_at is not None
+    assert abs((blocked.next_due_at - check_at).total_seconds()) < 1e-3
+    no_time = _post(api, "/v1/pages", {"urls": [], "blocked": [{"url": "http://d.test/x"}]})
+    assert no_time.status_code == 422
 
 
 def test_plan_health_and_metrics(api: ApiServer, db: Database) -> None:

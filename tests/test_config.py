@@ -52,6 +52,7 @@ def test_config_file_from_environment(tmp_path: Path) -> None:
         ("[lease]\nspeed = 1\n", "unknown setting 'lease.speed'"),
         ("db = 'x'\n", "must be a [section]"),
         ("[store]\ndb = 5\n", "store.db must be str"),
+        ("[crawl]\nscope = 'web'\n", "crawl.scope must be one of hosts, domains, any, got 'web'"),
     ],
 )
 def test_bad_values_are_named(tmp_path: Path, text: str, message: str) -> None:
@@ -77,6 +78,7 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     values = load_settings({}, environ={}).values
     assert values["crawl.max_bytes"] == FetchLimits().max_bytes
     assert values["crawl.user_agent"] == CrawlSettings().user_agent
+    assert values["crawl.scope"] == CrawlSettings().scope.mode
     assert values["estimate.min_rate"] == MIN_RATE
     assert values["estimate.max_rate"] == MAX_RATE
     assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from store import FetchResult, HostUpdate
 
 __all__ = [
+    "BlockedUrlIn",
     "FetchResultIn",
     "FinishRequest",
     "HostUpdateIn",
@@ -117,10 +118,19 @@ class ReleaseRequest(_Strict):
     host: HostUpdateIn | None = None
 
 
+class BlockedUrlIn(_Strict):
+    """A discovered URL its host's robots.txt disallows: stored unfetchable, never a
+    candidate, and checked again at ``check_at`` (when the rules that block it expire)."""
+
+    url: Url
+    check_at: Time
+
+
 class PagesRequest(_Strict):
-    """URLs discovered by a worker."""
+    """URLs discovered by a worker: new candidates, and unfetchable ones (``blocked``)."""
 
     urls: list[Url]
+    blocked: list[BlockedUrlIn] = Field(default_factory=list)
 
 
 class NotificationIn(_Strict):

@@ -13,7 +13,6 @@ from service.cli.options import ConfigOption, DbOption
 from service.cli.support import counted, open_checked, out, settings_from, user_errors
 
 if TYPE_CHECKING:
-    from store import Database
     from store.status import StoreStatus
 
 __all__ = ["status"]
@@ -25,16 +24,14 @@ def status(
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Show pages by status and by change-rate bucket, hosts, leases and the current plan."""
+    """Show pages by status and by change-rate bucket, unfetchable pages (robots.txt), hosts,
+    leases and the current plan."""
     from store import read_status
 
     database = open_checked(settings_from(db, config))
     st = read_status(database)
     if as_json:
-        found = asdict(st)
-        if st.plan is not None:
-            found["periods"] = _period_use_json(database, st.plan.version)
-        out.print_json(json.dumps(found, default=str))
+        out.print_json(json.dumps(asdict(st), default=str))
         return
     out.print(f"store    {database.display_url}")
     out.print(
@@ -42,6 +39,7 @@ def status(
         f"{st.leased_now:,} leased in {st.active_leases:,} active leases"
     )
     out.print(f"seen     {counted(st.observations, 'observation')} (fetches and notifications)")
+    out.print(f"unfetchable {_unfetchable(st)}")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -53,7 +51,18 @@ def status(
             f"{p.strategy}, {counted(p.periods, 'period')} of {counted(p.period_days, 'day')}, "
             f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
         )
-        out.print(_capacity_table(database, p.version))
+
+
+#: How ``crawlplan status`` words each reason a page can't be fetched.
+_REASONS = {"robots": "disallowed by robots.txt"}
+
+
+def _unfetchable(st: StoreStatus) -> str:
+    """The pages that can't be fetched, by reason: no candidates, in no bucket."""
+    total = sum(st.unfetchable.values())
+    reasons = ", ".join(f"{n:,} {_REASONS.get(why, why)}" for why, n in st.unfetchable.items() if n)
+    text = f"{counted(total, 'page')}, never released"
+    return f"{text} ({reasons})" if reasons else text
 
 
 def _status_table(st: StoreStatus) -> Table:
@@ -72,47 +81,3 @@ def _bucket_table(st: StoreStatus) -> Table:
     for bucket, count in st.by_bucket.items():
         table.add_row("0 (no estimate yet)" if bucket == 0 else str(bucket), f"{count:,}")
     return table
-
-
-def _dash(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _capacity_table(database: Database, plan: int) -> Table:
-    """Per begun period of the plan: capacity, released, fetched, pending, idle."""
-    from store.period_use import plan_period_use
-
-    table = Table(
-        title=f"capacity use by period of plan {plan}, in crawls (fetched: requests made; "
-        "no req: results without one; idle: capacity - fetched)",
-        title_justify="left",
-        box=None,
-        padding=(0, 0, 0, 1),
-        show_edge=False,
-    )
-    names = ("period", "capacity", "released", "re-crawls", "new", "fetched", "failed")
-    for name in (*names, "no req", "pending", "idle"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for use in plan_period_use(database, plan):
-        table.add_row(
-            str(use.period),
-            _dash(use.capacity),
-            _dash(use.released),
-            _dash(use.recrawls),
-            _dash(use.new_pages),
-            _dash(use.fetched),
-            _dash(use.failed),
-            _dash(use.no_request),
-            _dash(use.pending),
-            "running" if use.idle is None else _dash(use.idle),
-        )
-    return table
-
-
-def _period_use_json(database: Database, plan: int) -> list[dict[str, object]]:
-    from store.period_use import plan_period_use
-
-    return [
-        {**asdict(use), "recrawls": use.recrawls, "pending": use.pending, "idle": use.idle}
-        for use in plan_period_use(database, plan)
-    ]

@@ -22,7 +22,7 @@ INSERT_PAGES = text(
     """
     INSERT INTO pages (url, host_id, status, first_seen, next_due_at, fetches, changes,
                        bucket, cash, history, discovered)
-    SELECT u, h, 'new', :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
+    SELECT u, h, :status, :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
     FROM unnest(CAST(:urls AS varchar[]), CAST(:hosts AS bigint[])) AS t(u, h)
     ON CONFLICT (url) DO NOTHING
     RETURNING host_id
@@ -60,10 +60,18 @@ class PostgresqlPages:
         now: datetime,
         due: datetime | None,
         discovered: bool,
+        status: str = "new",
     ) -> tuple[int, list[int]]:
         """One statement with two array parameters (one round trip per chunk); the hosts
         returned are exactly those of the pages inserted."""
-        params = {"urls": urls, "hosts": hosts, "now": now, "due": due, "discovered": discovered}
+        params = {
+            "urls": urls,
+            "hosts": hosts,
+            "now": now,
+            "due": due,
+            "discovered": discovered,
+            "status": status,
+        }
         inserted = list(conn.execute(INSERT_PAGES, params).scalars())
         return len(inserted), inserted
 

@@ -18,10 +18,10 @@ __all__ = ["SqlitePages"]
 #: crawl report).
 INSERT_PAGES = DriverStatement(
     sqlite.insert(PAGES)
-    .values(status="new", fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
+    .values(fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
     .on_conflict_do_nothing(),
     sqlite.dialect(),
-    column_keys=("url", "host_id", "first_seen", "next_due_at", "discovered"),
+    column_keys=("url", "host_id", "status", "first_seen", "next_due_at", "discovered"),
 )
 
 
@@ -40,6 +40,7 @@ class SqlitePages:
         now: datetime,
         due: datetime | None,
         discovered: bool,
+        status: str = "new",
     ) -> tuple[int, list[int]]:
         """executemany sums the rows' counts (conflicts add none) but cannot tell which rows
         were inserted: every host given is returned."""
@@ -47,6 +48,7 @@ class SqlitePages:
             {
                 "url": u,
                 "host_id": h,
+                "status": status,
                 "first_seen": now,
                 "next_due_at": due,
                 "discovered": discovered,
