@@ -13,6 +13,7 @@ from service.cli.options import ConfigOption, DbOption
 from service.cli.support import counted, open_checked, out, settings_from, user_errors
 
 if TYPE_CHECKING:
+    from store import Database
     from store.status import StoreStatus
 
 __all__ = ["status"]
@@ -31,7 +32,10 @@ def status(
     database = open_checked(settings_from(db, config))
     st = read_status(database)
     if as_json:
-        out.print_json(json.dumps(asdict(st), default=str))
+        found = asdict(st)
+        if st.plan is not None:
+            found["periods"] = _period_use_json(database, st.plan.version)
+        out.print_json(json.dumps(found, default=str))
         return
     out.print(f"store    {database.display_url}")
     out.print(
@@ -51,6 +55,7 @@ def status(
             f"{p.strategy}, {counted(p.periods, 'period')} of {counted(p.period_days, 'day')}, "
             f"{p.total_quota:,} refresh + {p.total_new_pages:,} new pages"
         )
+        out.print(_capacity_table(database, p.version))
 
 
 #: How ``crawlplan status`` words each reason a page can't be fetched.
@@ -81,3 +86,47 @@ def _bucket_table(st: StoreStatus) -> Table:
     for bucket, count in st.by_bucket.items():
         table.add_row("0 (no estimate yet)" if bucket == 0 else str(bucket), f"{count:,}")
     return table
+
+
+def _dash(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _capacity_table(database: Database, plan: int) -> Table:
+    """Per begun period of the plan: capacity, released, fetched, pending, idle."""
+    from store.period_use import plan_period_use
+
+    table = Table(
+        title=f"capacity use by period of plan {plan}, in crawls (fetched: requests made; "
+        "no req: results without one; idle: capacity - fetched)",
+        title_justify="left",
+        box=None,
+        padding=(0, 0, 0, 1),
+        show_edge=False,
+    )
+    names = ("period", "capacity", "released", "re-crawls", "new", "fetched", "failed")
+    for name in (*names, "no req", "pending", "idle"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for use in plan_period_use(database, plan):
+        table.add_row(
+            str(use.period),
+            _dash(use.capacity),
+            _dash(use.released),
+            _dash(use.recrawls),
+            _dash(use.new_pages),
+            _dash(use.fetched),
+            _dash(use.failed),
+            _dash(use.no_request),
+            _dash(use.pending),
+            "running" if use.idle is None else _dash(use.idle),
+        )
+    return table
+
+
+def _period_use_json(database: Database, plan: int) -> list[dict[str, object]]:
+    from store.period_use import plan_period_use
+
+    return [
+        {**asdict(use), "recrawls": use.recrawls, "pending": use.pending, "idle": use.idle}
+        for use in plan_period_use(database, plan)
+    ]
