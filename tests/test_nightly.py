@@ -378,3 +378,32 @@ def test_fetched_pages_with_a_bucket_and_no_rate_are_named_not_a_traceback(db: D
         "estimate`, which writes every estimated page's rate and bucket together"
     )
     assert _plans(db) == 1
+
+
+def test_the_plans_marginal_values_are_published(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values the planner gives with its quotas (per period, per bucket and for new pages)
+    are published with the plan, for the releases to spill unusable quota by."""
+    _crawl_history(db, pages=12, visits=8)
+    real = nightly_module.plan_cycle
+
+    def valued(*args: object, **kwargs: object) -> object:
+        outcome = real(*args, **kwargs)  # type: ignore[arg-type]
+        cycle = outcome.cycle
+        assert cycle is not None
+        marginal = [
+            {b: 0.5 + t + b / 1000 for b in q} | {200: 0.01} for t, q in enumerate(cycle.quotas)
+        ]
+        new_marginal = [0.25 * t for t in range(len(cycle.quotas))]
+        return replace(outcome, cycle=replace(cycle, marginal=marginal, new_marginal=new_marginal))
+
+    monkeypatch.setattr(nightly_module, "plan_cycle", valued)
+    report = run_nightly(db, SETTINGS, now=T0 + 8 * DAY)
+    assert report.status == "published" and report.cycle is not None
+    detail = plan_detail(db, report.plan or 0)
+    assert detail.marginal == {
+        (t + 1, b): v for t, m in enumerate(report.cycle.marginal) for b, v in m.items()
+    }
+    assert detail.new_marginal == {t + 1: 0.25 * t for t in range(4)}
+    assert all(detail.quotas[(t, 200)] == 0 for t in range(1, 5))  # a value, no quota
