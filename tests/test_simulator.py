@@ -330,3 +330,18 @@ def test_crawls_over_a_hosts_cap_are_deferred_not_made() -> None:
     assert result.metrics["crawls"].tolist() == [3.0, 3.0]
     assert result.metrics["deferred"].tolist() == [7.0, 7.0]
     assert [p.tolist() for p in policy.crawled] == [own[:3].tolist()] * 2  # the policy's order
+
+
+def test_polite_top_pages_count_the_pages_already_taken() -> None:
+    from scenarios.policies import top_pages
+
+    spec = WorldSpec(pages=200, hosts=4, polite_hosts=1, polite_cap=3)
+    world = build_world(spec, 1, 2)
+    log = CrawlLog(world, SimulationSettings(periods=1, budget=10))
+    own = np.flatnonzero(world.host == 0)
+    priority = np.where(world.host == 0, 2.0, 1.0)  # host 0's pages first
+    first = top_pages(priority, 10, log)
+    assert np.count_nonzero(world.host[first] == 0) == 3 and first.size == 10
+    more = top_pages(priority, 10, log, taken=own[:2])
+    assert np.count_nonzero(world.host[more] == 0) == 1  # 2 of the 3 already taken
+    assert (world.host[top_pages(priority, 10)] == 0).all()  # no log: no caps

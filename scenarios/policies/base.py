@@ -43,18 +43,26 @@ class Policy:
         """What this period's crawls observed (``log`` is already updated)."""
 
 
-def top_pages(priority: FloatArray, count: int, log: CrawlLog | None = None) -> IntArray:
+def top_pages(
+    priority: FloatArray,
+    count: int,
+    log: CrawlLog | None = None,
+    taken: IntArray | None = None,
+) -> IntArray:
     """The ``count`` pages of highest priority (NaN or -inf: not eligible), highest first.
 
     Ties go to the lower page id, so selections are deterministic. Given the ``log``, no
-    host gets more pages than its politeness cap (:attr:`CrawlLog.host_cap`): a page whose
-    host is full is skipped for the next one, as a polite fetch list is built, so the budget
-    is spent on other hosts.
+    host gets more pages than its politeness cap (:attr:`CrawlLog.host_cap`), less the pages
+    of ``taken`` (already chosen this period) on it: a page whose host is full is skipped
+    for the next one, as a polite fetch list is built, so the budget is spent on other hosts.
     """
     ok = np.flatnonzero(~np.isnan(priority) & (priority > -np.inf))
     if log is not None and np.isfinite(log.host_cap).any():
+        cap = log.host_cap
+        if taken is not None and taken.size:
+            cap = cap - np.bincount(log.host[taken], minlength=cap.size)
         ranked = ok[np.lexsort((ok, -priority[ok]))]
-        fits = within_host_cap(ranked, log.host, log.host_cap)
+        fits = within_host_cap(ranked, log.host, cap)
         return np.asarray(ranked[fits][:count], dtype=np.int64)
     if ok.size <= count:
         chosen = ok

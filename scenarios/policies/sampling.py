@@ -124,7 +124,7 @@ class SamplingPolicy(Policy):
         if left > 0:
             priority = overdue_priority(log, float(period), np.ones(log.n_pages))
             priority[out] = -np.inf
-            out = np.concatenate([out, top_pages(priority, left, log)])
+            out = np.concatenate([out, top_pages(priority, left, log, taken=out)])
         return out.astype(np.int64)
 
     def observe(self, obs: Observations, log: CrawlLog) -> None:
