@@ -80,3 +80,50 @@ def test_reschedule_then_release_once(tmp_path: Path) -> None:
     assert len(due) == 4
     code, out, _ = _run("--db", url)
     assert code == 0 and out == "plan 1: already released (period 1)\n"
+
+
+def test_release_says_where_unusable_quota_went(tmp_path: Path) -> None:
+    """A quota of 8 with 4 fetchable pages: the 4 other crawls go to the next bucket, and
+    the release prints one line saying so."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    db = open_database(url, create=True)
+    migrate(db)
+    now = utcnow()
+    add_pages(db, [(f"http://a.test/{i}", "http://a.test") for i in range(10)])
+    with db.write() as conn:
+        conn.execute(
+            update(PAGES).values(
+                status="ok", rate=1.0, fetches=2, last_fetch_at=now - timedelta(days=3)
+            )
+        )
+        conn.execute(update(PAGES).where(PAGES.c.id <= 4).values(bucket=30))
+        conn.execute(update(PAGES).where(PAGES.c.id > 4).values(bucket=31))
+    start, day = now - timedelta(hours=1), timedelta(days=1)
+    publish_plan(
+        db,
+        PlanDraft(
+            starts_at=start,
+            period_days=1.0,
+            strategy="test",
+            periods=[
+                PlanPeriodDraft(
+                    period=1,
+                    starts_at=start,
+                    ends_at=start + day,
+                    capacity=8.0,
+                    new_pages=0,
+                    quotas={30: 8},
+                    marginal={30: 2.0, 31: 1.0},
+                )
+            ],
+            inputs={},
+            solver={},
+        ),
+    )
+    code, out, err = _run("--db", url, "--reschedule")
+    assert code == 0, err
+    assert "released plan 1 period 1: 8 pages (4 re-crawls in 1 buckets, 0 new)" in out
+    assert "bucket 30: 4 of 8 (not enough due pages)" in out
+    assert out.endswith(
+        "plan 1 period 1: spilled 4 crawls that quotas could not use to bucket 31 +4; 0 unspent\n"
+    )
