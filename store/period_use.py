@@ -234,13 +234,8 @@ def queued_ready(db: Database, *, now: datetime | None = None) -> int:
     rp, h = RELEASED_PAGES.c, HOSTS.c
     with db.read() as conn:
         total = int(conn.execute(select(func.count()).select_from(RELEASED_PAGES)).scalar_one())
-        held = int(
-            conn.execute(
-                select(func.count())
-                .select_from(HOSTS.join(RELEASED_PAGES, rp.host_id == h.id))
-                .where(h.backoff_until > when)
-            ).scalar_one()
-        )
+        on_held = rp.host_id.in_(select(h.id).where(h.backoff_until > when))
+        held = int(conn.execute(select(func.count()).where(on_held)).scalar_one())
     return total - held
 
 

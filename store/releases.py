@@ -296,12 +296,10 @@ def queue_release(
     record = insert_ignoring_conflicts(db, PERIOD_RELEASES).returning(PERIOD_RELEASES.c.plan_id)
     queued = select(func.count()).select_from(RELEASED_PAGES)
     rp = RELEASED_PAGES.c
-    # Pages waiting on hosts backed off: a few hosts, each a range of the queue's key.
-    backed_off = (
-        select(func.count())
-        .select_from(HOSTS.join(RELEASED_PAGES, rp.host_id == HOSTS.c.id))
-        .where(HOSTS.c.backoff_until > bindparam("now"))
-    )
+    # Pages waiting on hosts backed off: a few hosts, each a range of the queue's key (as a
+    # join, SQLite reads the whole queue: 0.3 s for 100,000 pages, against 0.1 ms).
+    held_hosts = select(HOSTS.c.id).where(HOSTS.c.backoff_until > bindparam("now"))
+    backed_off = select(func.count()).where(rp.host_id.in_(held_hosts))
     new_queued = select(func.count()).where(
         rp.plan_id == plan_id, rp.period == period, rp.status == "new"
     )
