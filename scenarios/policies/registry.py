@@ -36,6 +36,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "objective",
         "strategy",
         "buckets",
+        "bucket_range",
         "cycle",
         "cold_start",
         "within_bucket",
@@ -94,7 +95,7 @@ def make_policy(spec: Mapping[str, Any], *, period_days: float = 1.0) -> Policy:
         # Imported when a scenario uses it: the planner brings the solver (pyomo) along.
         from scenarios.policies.webfountain import WebFountainPolicy
 
-        return WebFountainPolicy.from_spec(name, spec)
+        return WebFountainPolicy.from_spec(name, spec, period_days=period_days)
     if kind == "cohorts":  # imported when used: the cohort LP brings pyomo and HiGHS
         from scenarios.policies.cohorts import CohortPolicy
 

@@ -7,8 +7,10 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    gets the median estimate, or with ``cold_start = "section"`` the pooled estimate of its
    site section (all its section's change/no-change intervals as one page's: the seed paper's
    correlated groups, here sections);
-2. puts the fetched pages into ``buckets`` change-rate classes, log-spaced between the
-   smallest and the largest rate, and computes the bucket aggregates
+2. puts the fetched pages into ``buckets`` change-rate classes: with the steady-rate model
+   by default the nightly run's (``bucket_range = "fixed"``: 255 classes over 1e-3..1e5
+   changes a day), with the paper's 16 log-spaced between the smallest and the largest rate
+   (``"observed"``), and computes the aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n;
 3. plans the cycle with :func:`planner.cycle.plan_cycle.plan_cycle`, the function the
@@ -32,9 +34,9 @@ Crawls the plan leaves unused (rounding, a bucket with fewer due pages than its 
 strategy that leaves capacity idle early in the cycle) go to the pages most overdue for their
 page-level interval (the plan's next crawls, pulled forward), so the budget is spent.
 
-With the steady-rate model (the default) 64 buckets plan within 0.003 of the page-level
-optimum's freshness on the worlds measured (docs/scenarios.md), and a solve takes about a
-second; the paper's model at B = 255, T = 14 takes about a minute per solve.
+With the steady-rate model (the default) and the nightly run's 255 buckets, a plan takes
+about a second (only the populated buckets enter the model); the paper's model at B = 255,
+T = 14 takes about a minute per solve, so its scenarios use 16 buckets.
 """
 
 from __future__ import annotations
@@ -45,7 +47,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from estimators.buckets import BucketAggregates, assign_buckets, bucket_aggregates, bucket_edges
+from estimators.buckets import (
+    N_BUCKETS,
+    BucketAggregates,
+    BucketScale,
+    assign_buckets,
+    bucket_aggregates,
+    bucket_edges,
+)
 from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
@@ -70,6 +79,15 @@ __all__ = ["WebFountainPolicy", "section_rates"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+#: Buckets of the paper's model when a scenario names none (its solve takes a minute at 255).
+PAPER_MODEL_BUCKETS = 16
+
+#: ``bucket_range`` values: ``"fixed"``, the nightly run's buckets (the estimators' default
+#: scale, rates per day, so a simulation plans on the deployed buckets and pages keep their
+#: bucket while estimates settle); ``"observed"``, log-spaced between the smallest and the
+#: largest rate known.
+BUCKET_RANGES = ("fixed", "observed")
 
 #: ``within_bucket`` value: inside a bucket, the page unvisited longest first (what the
 #: steady-rate model assumes).
@@ -106,7 +124,9 @@ class WebFountainPolicy(Policy):
         model: str = "steady",
         objective: str = "freshness",
         strategy: int = 3,
-        buckets: int = 64,
+        buckets: int | None = None,
+        bucket_range: str | None = None,
+        period_days: float = 1.0,
         cycle: int = 7,
         cold_start: str = "median",
         within_bucket: str | None = None,
@@ -119,6 +139,11 @@ class WebFountainPolicy(Policy):
         if objective not in STEADY_OBJECTIVES:
             known = ", ".join(STEADY_OBJECTIVES)
             raise PolicyError(f"objective: use one of {known}, got {objective!r}")
+        steady = model == "steady"
+        if buckets is None:  # the paper's model takes a minute at 255: it keeps 16
+            buckets = N_BUCKETS if steady else PAPER_MODEL_BUCKETS
+        if bucket_range is None:
+            bucket_range = "fixed" if steady else "observed"
         if within_bucket is None:
             within_bucket = LONGEST_UNVISITED if model == "steady" else "obsolescence"
         if within_bucket != LONGEST_UNVISITED and within_bucket not in OBJECTIVES:
@@ -126,6 +151,9 @@ class WebFountainPolicy(Policy):
             raise PolicyError(f"within_bucket: use one of {known}, got {within_bucket!r}")
         if strategy not in (1, 2, 3):
             raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
+        if bucket_range not in BUCKET_RANGES:
+            known = " or ".join(BUCKET_RANGES)
+            raise PolicyError(f"bucket_range: use {known}, got {bucket_range!r}")
         if not 1 <= buckets <= 255:
             raise PolicyError(f"buckets: give 1..255 buckets, got {buckets!r}")
         if cycle < 1:
@@ -142,6 +170,8 @@ class WebFountainPolicy(Policy):
         self.objective = objective
         self.strategy = Strategy(strategy)
         self.buckets = buckets
+        self.bucket_range = bucket_range
+        self.period_days = period_days
         self.cycle = cycle
         self.cold_start = cold_start
         self.within_bucket = within_bucket
@@ -161,8 +191,11 @@ class WebFountainPolicy(Policy):
         self._known_at_start = 0
 
     @classmethod
-    def from_spec(cls, name: str, spec: Mapping[str, Any]) -> WebFountainPolicy:
-        """From a scenario file's policy entry (see :mod:`scenarios.policies.registry`)."""
+    def from_spec(
+        cls, name: str, spec: Mapping[str, Any], *, period_days: float = 1.0
+    ) -> WebFountainPolicy:
+        """From a scenario file's policy entry (see :mod:`scenarios.policies.registry`);
+        ``period_days``: the world's period, for the fixed bucket range (rates per day)."""
         cycle = int(spec.get("cycle", 7))
         knowledge = RateKnowledge(
             str(spec.get("rates", "estimated")),
@@ -175,7 +208,9 @@ class WebFountainPolicy(Policy):
             model=str(spec.get("model", "steady")),
             objective=str(spec.get("objective", "freshness")),
             strategy=int(spec.get("strategy", 3)),
-            buckets=int(spec.get("buckets", 64)),
+            buckets=None if "buckets" not in spec else int(spec["buckets"]),
+            bucket_range=None if "bucket_range" not in spec else str(spec["bucket_range"]),
+            period_days=period_days,
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
             within_bucket=None if "within_bucket" not in spec else str(spec["within_bucket"]),
@@ -227,9 +262,16 @@ class WebFountainPolicy(Policy):
         bucket = np.zeros(log.n_pages, dtype=np.int64)
         if pages.size:
             r = np.maximum(rate[pages], 1e-9)
-            lo, hi = float(r.min()), float(r.max())
-            hi = max(hi, lo * 1.0001)
-            edges = bucket_edges(lo, hi, self.buckets)
+            if self.bucket_range == "fixed":
+                scale = BucketScale(n_buckets=self.buckets)
+                edges = bucket_edges(
+                    scale.min_rate * self.period_days,
+                    scale.max_rate * self.period_days,
+                    self.buckets,
+                )
+            else:
+                lo, hi = float(r.min()), float(r.max())
+                edges = bucket_edges(lo, max(hi, lo * 1.0001), self.buckets)
             bucket[pages] = assign_buckets(r, edges).astype(np.int64)
         elapsed = np.where(fetched, period - np.nan_to_num(log.last_fetch), 0.0)
         agg = bucket_aggregates(
