@@ -63,7 +63,7 @@ def _observations(url: str) -> Counter[str]:
     counts = Counter(
         pages[o.page_id]
         for o in orm_all(db, select(Observation))
-        if o.error != "disallowed by robots.txt"  # robots-blocked: recorded, never requested
+        if o.error != "disallowed by robots.txt"  # stores from before: blocked pages observed
     )
     db.dispose()
     return counts

@@ -99,7 +99,7 @@ def _check(
     pages fetched again, so each page is recorded once and served at least as often); no host
     got two requests closer than the minimum delay. Returns fetches per worker."""
     with db.read() as conn:
-        rows = conn.execute(  # fetches that reached the server (not robots-blocked ones)
+        rows = conn.execute(  # fetches that reached the server
             select(PAGES.c.url, OBSERVATIONS.c.worker)
             .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
             .where(OBSERVATIONS.c.http_status.is_not(None))
@@ -238,7 +238,7 @@ def test_remote_pools_crawl_to_the_plan_quotas(db: Database) -> None:
     # requests per host.
     assert by_period[2] == by_period[3] == 12
     with db.read() as conn:
-        pages_fetched = conn.execute(  # robots-blocked pages are observed without a request
+        pages_fetched = conn.execute(  # robots-blocked pages: unfetchable, never released
             select(func.count(func.distinct(OBSERVATIONS.c.page_id)))
         ).scalar_one()
         still_queued = dict(
