@@ -777,7 +777,8 @@ def test_within_a_bucket_the_k_longest_unvisited_are_released(db: Database) -> N
         ids,
         key=lambda p: (fetched[p], importance[p] is None, -(importance[p] or 0.0), p),
     )
-    expected, room = [], {h: 86_400 for h in range(10)} | {3: 8}
+    expected: list[int] = []
+    room = {h: 86_400 for h in range(10)} | {3: 8}
     for pid in order:
         if len(expected) < 100 and room[host_of[pid]] > 0:
             room[host_of[pid]] -= 1

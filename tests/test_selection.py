@@ -433,7 +433,7 @@ def _spill_reference(
             left[bucket] -= 1
             room[host] -= 1
             quota_picks.append(pid)
-    new_picks = []
+    new_picks: list[int] = []
     for pid, host in inst["new"]:
         if len(new_picks) < inst["new_quota"] and room[host] > 0:
             room[host] -= 1
@@ -449,7 +449,8 @@ def _spill_reference(
         (nv, 1, k, pid, host)
         for k, (pid, host) in enumerate(p for p in inst["new"] if p[0] not in new_picks)
     ]
-    spilled_old, spilled_new = [], []
+    spilled_old: list[int] = []
+    spilled_new: list[int] = []
     for *_, pid, host in sorted(seq, key=lambda s: s[:3]):
         if spare > 0 and room[host] > 0:
             room[host] -= 1
