@@ -403,12 +403,11 @@ def release_period(
     to spill to are read in that order, as many as the unused crawls need, within the same
     ``max_rounds`` reads.
 
-    A period is released only once the plan's page schedule is written in full
+    A period is released only once the plan's page schedule stage has finished
     (:func:`service.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
-    before that the pages' scheduled times are the previous plan's. ``require_schedule=False``
-    releases anyway. (The release orders by last fetch, not by the schedule's times; the
-    page schedule stage also withdraws the older regime's due times, which is why it stays
-    first.)
+    it withdraws the older regime's due times, so that the crawl follows the new plan's
+    releases. The release no longer orders by the schedule's ``scheduled_at``, but by last
+    fetch. ``require_schedule=False`` releases anyway.
     """
     when = now or datetime.now(UTC)
     plan = latest_plan(db)
