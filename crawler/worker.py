@@ -485,8 +485,7 @@ class CrawlWorker:
 
     def _in_scope(self, links: list[str], origin: str) -> list[str]:
         """The ``links`` found on a page of ``origin`` that the crawl scope follows."""
-        scope = self.settings.scope
-        kept = [u for u in links if scope.follows(u, origin)]
+        kept = self.settings.scope.followed(links, origin)
         if len(kept) < len(links):
             self.stats.add(out_of_scope=len(links) - len(kept))
         return kept
