@@ -205,13 +205,19 @@ def test_solve_writes_integer_quotas_and_names_bad_keys(tmp_path: Path) -> None:
         "nconst": 5,
     }
     (tmp_path / "inst.json").write_text(json.dumps(instance))
-    proc = run("solve", "inst.json", "--out", "sol.json", "--strategy", "1", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    solution = json.loads((tmp_path / "sol.json").read_text())
-    assert solution["status"] == "optimal"
-    quota = solution["quota"]
-    for t in range(3):
-        assert sum(row[t] for row in quota) + solution["new_quota"][t] <= 120
+    for model in ("webfountain", "steady"):
+        args = ["--out", "sol.json", "--model", model, "--strategy", "1"]
+        proc = run("solve", "inst.json", *args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        solution = json.loads((tmp_path / "sol.json").read_text())
+        assert solution["status"] == "optimal" and solution["model"] == model
+        quota = solution["quota"]
+        for t in range(3):
+            assert sum(row[t] for row in quota) + solution["new_quota"][t] == 120
+    assert len(solution["marginal"]) == 2 and solution["goal"] == "freshness"
+    assert_one_line_error(
+        run("solve", "inst.json", "--objective", "age", cwd=tmp_path), "--objective"
+    )
     del instance["b0"]
     (tmp_path / "bad.json").write_text(json.dumps(instance))
     assert_one_line_error(run("solve", "bad.json", cwd=tmp_path), "b0")

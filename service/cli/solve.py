@@ -1,4 +1,4 @@
-"""``crawlplan solve``: the WebFountain plan of one instance file (or a paper instance).
+"""``crawlplan solve``: the plan of one instance file (or a paper instance), either model.
 
 File in, file out: no store. Pyomo and Ipopt are imported when the command runs.
 """
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["solve"]
 
+#: The steady-rate model's objectives (planner.model.steady_rates.STEADY_OBJECTIVES; listed
+#: here so that ``--help`` does not import Pyomo).
+_OBJECTIVES = ("freshness", "obsolescence", "harmonic", "binary")
+
 
 @user_errors
 def solve(
@@ -28,8 +32,26 @@ def solve(
     out_file: Annotated[
         Path, typer.Option("--out", "-o", help="Where to write the solution JSON.")
     ] = Path("solution.json"),
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="steady (the nightly default) or webfountain (the paper's; the default "
+            "with --paper).",
+            show_default=False,
+        ),
+    ] = None,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective", help="The steady-rate model's objective: " + ", ".join(_OBJECTIVES)
+        ),
+    ] = "freshness",
     strategy: Annotated[
-        int, typer.Option("--strategy", "-s", min=1, max=3, help="The paper's strategy 1, 2 or 3.")
+        int,
+        typer.Option(
+            "--strategy", "-s", min=1, max=3, help="The paper's strategy 1, 2 or 3 (webfountain)."
+        ),
     ] = 3,
     paper: Annotated[
         int | None,
@@ -57,35 +79,52 @@ def solve(
         ),
     ] = None,
 ) -> None:
-    """Solve the WebFountain plan for one instance: per-period quotas per change-rate bucket.
+    """Solve the plan for one instance: per-period quotas per change-rate bucket.
 
     Exit code 0 when the solver found an optimal (or acceptable) plan, 1 when it did not
     (the solution file still says why).
     """
-    from planner.cycle.solution_mapping import solution_mapping
+    from planner.cycle.solution_mapping import solution_mapping, steady_solution_mapping
+    from planner.model.steady_rates import SteadySetup
     from planner.solver.plan_solver import PlanSolver
+    from planner.solver.steady_solver import solve_steady
     from service.files import write_json
 
     if (instance_file is None) == (paper is None):
         raise fail("pass an instance file or --paper 1|2|3 (one of them)")
+    chosen = model or ("webfountain" if paper is not None else "steady")
+    if chosen not in ("steady", "webfountain"):
+        raise fail(f"--model: use steady or webfountain, got {chosen!r}")
+    if objective not in _OBJECTIVES:
+        raise fail(f"--objective: use one of {', '.join(_OBJECTIVES)}, got {objective!r}")
     instance, weights, source = _instance(instance_file, paper, periods, strategy)
     if write_instance is not None:
         write_json(write_instance, instance.to_mapping())
+    label = f"steady-rate model, {objective}" if chosen == "steady" else weights.label
     err.print(
         f"solving {source}: B = {instance.buckets} buckets, T = {instance.periods} periods, "
-        f"{weights.label} ...",
+        f"{label} ...",
         markup=False,
     )
-    solution = PlanSolver(instance, weights).solve(starts=starts)
-    write_json(out_file, solution_mapping(instance, solution))
+    if chosen == "steady":
+        steady = solve_steady(instance, SteadySetup(objective=objective))
+        write_json(out_file, steady_solution_mapping(instance, steady, objective))
+        status, message = steady.status, steady.message
+        figures = (steady.objective, steady.iterations, steady.build_seconds)
+        solve_seconds = steady.solve_seconds
+    else:
+        solution = PlanSolver(instance, weights).solve(starts=starts)
+        write_json(out_file, solution_mapping(instance, solution))
+        status, message = solution.status, solution.message
+        figures = (solution.objective, solution.iterations, solution.build_seconds)
+        solve_seconds = solution.solve_seconds
     out.print(
-        f"{solution.status.value}: objective {solution.objective:.6g} after "
-        f"{solution.iterations} iterations (build {solution.build_seconds:.1f} s, solve "
-        f"{solution.solve_seconds:.1f} s); written to {out_file}",
+        f"{status.value}: objective {figures[0]:.6g} after {figures[1]} iterations (build "
+        f"{figures[2]:.1f} s, solve {solve_seconds:.1f} s); written to {out_file}",
         markup=False,
     )
-    if not solution.status.ok:
-        err.print(f"error: the solver did not find a plan: {solution.message}", markup=False)
+    if not status.ok:
+        err.print(f"error: the solver did not find a plan: {message}", markup=False)
         raise typer.Exit(1)
 
 
