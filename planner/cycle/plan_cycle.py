@@ -89,7 +89,10 @@ class CycleSettings:
     Attributes
     ----------
     capacity : float
-        Crawls a period allows, > 0.
+        Crawls a period allows, > 0 (the mean, when ``capacity_by_period`` is given).
+    capacity_by_period : tuple of float
+        Crawls each period of the horizon allows, when they differ (empty: ``capacity`` in
+        every period; a shorter tuple repeats its last entry).
     periods : int
         T, periods of the published cycle, >= 1.
     model : str
@@ -125,6 +128,7 @@ class CycleSettings:
 
     capacity: float
     periods: int
+    capacity_by_period: tuple[float, ...] = ()
     model: str = "steady"
     objective: str = "freshness"
     strategy: int = 1
@@ -286,6 +290,7 @@ def plan_cycle(
         bucket_seconds=cost,
         seconds_per_fetch=float(measures.seconds_per_fetch),
         discovery=measures.discovery,
+        capacity_by_period=settings.capacity_by_period or None,
     )
     instance = inputs.instance
     if instance is None:

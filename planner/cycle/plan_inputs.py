@@ -127,6 +127,7 @@ def plan_inputs(
     bucket_seconds: npt.ArrayLike,
     seconds_per_fetch: float,
     discovery: DiscoveryRates,
+    capacity_by_period: npt.ArrayLike | None = None,
 ) -> PlanInputs:
     """The instance for the next cycle.
 
@@ -146,6 +147,9 @@ def plan_inputs(
         Measured mean seconds per fetch overall (NaN: not measured).
     discovery : DiscoveryRates
         oldnwt, newnwt, nconst.
+    capacity_by_period : array_like of float, optional
+        Crawls each period allows when they differ by period (shape (k,), k >= 1, each >= 0;
+        period t takes entry ``min(t, k - 1)``); None: ``capacity_crawls`` in every period.
     """
     if not capacity_crawls > 0:
         raise InstanceError(f"capacity must be > 0 crawls per period, got {capacity_crawls}")
@@ -176,7 +180,7 @@ def plan_inputs(
             "y0": y0.tolist(),
             "n0": float(new_pages),
             "a": np.repeat(a[:, None], periods, axis=1).tolist(),
-            "capacity": float(capacity_crawls * mean_cost),
+            "capacity": _capacity(capacity_crawls, capacity_by_period, periods, mean_cost),
             "crawl_cost": cost[ids].tolist(),
             "new_crawl_cost": float(cost[0]),
             "oldnwt": discovery.oldnwt,
@@ -185,6 +189,19 @@ def plan_inputs(
         }
     )
     return PlanInputs(instance, ids, capacity_crawls, mean_cost, new_pages, discovery)
+
+
+def _capacity(
+    crawls: float, by_period: npt.ArrayLike | None, periods: int, mean_cost: float
+) -> float | list[float]:
+    """C[t] in seconds: the crawls of each period at the mean cost per crawl."""
+    if by_period is None:
+        return float(crawls * mean_cost)
+    profile = np.asarray(by_period, dtype=float).ravel()
+    if profile.size == 0 or not np.all(np.isfinite(profile)) or np.any(profile < 0):
+        raise InstanceError("capacity_by_period: give one finite count >= 0 per period")
+    index = np.minimum(np.arange(periods), profile.size - 1)
+    return (profile[index] * mean_cost).tolist()
 
 
 def warm_start(

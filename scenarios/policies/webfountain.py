@@ -42,6 +42,7 @@ T = 14 takes about a minute per solve, so its scenarios use 16 buckets.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -289,7 +290,11 @@ class WebFountainPolicy(Policy):
 
     def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
         agg, measures, rate, bucket = self.aggregates(log, period)
-        outcome = plan_cycle(agg, self.cycle_settings(budget), measures)
+        settings = self.cycle_settings(budget)
+        ahead = np.asarray(log.budgets[period : period + self.cycle], dtype=float)
+        if ahead.size and np.any(ahead != budget):  # capacity that varies, known ahead
+            settings = replace(settings, capacity_by_period=tuple(ahead.tolist()))
+        outcome = plan_cycle(agg, settings, measures)
         self.last_inputs, self.last_plan = (agg, measures), outcome
         if outcome.solver.solve_seconds is not None:
             self.solves.append(outcome.solver.solve_seconds)
@@ -352,7 +357,7 @@ class WebFountainPolicy(Policy):
             new_host_id=log.host[fresh_pages],
             new_quota=int(self._new[k]),
             host_ids=hosts,
-            host_delay=np.zeros(log.n_hosts),
+            host_delay=np.where(np.isfinite(log.host_cap), _SECONDS / log.host_cap, 0.0),
             start=period * _SECONDS,
             end=(period + 1) * _SECONDS,
             now=period * _SECONDS,
@@ -366,7 +371,7 @@ class WebFountainPolicy(Policy):
                 planned = np.where(np.isfinite(self._interval), 1.0 / self._interval, 0.0)
             priority = overdue_priority(log, float(period), planned)
             priority[chosen] = -np.inf
-            chosen = np.concatenate([chosen, top_pages(priority, left)])
+            chosen = np.concatenate([chosen, top_pages(priority, left, log, taken=chosen)])
         return chosen
 
     def _section_change_ratio(self, log: CrawlLog) -> FloatArray:
