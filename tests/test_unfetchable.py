@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
@@ -35,9 +36,10 @@ from store import (
     add_pages,
     publish_plan,
     read_status,
+    recompute_ready,
 )
 from store.measurements import measure_crawl
-from store.models import OBSERVATIONS, PAGES, RELEASED_PAGES
+from store.models import HOSTS, OBSERVATIONS, PAGES, RELEASED_PAGES
 from store.types import utcnow
 from store.urgent import request_urgent
 
@@ -49,6 +51,7 @@ class Site:
     """One host on loopback: pages by path (mutable while it runs), and its request log."""
 
     pages: dict[str, str] = field(default_factory=dict)
+    robots: str = ROBOTS
     log: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -71,7 +74,7 @@ def _serve(site: Site) -> ThreadingHTTPServer:
         def do_GET(self) -> None:
             site.log.append(self.path)
             if self.path == "/robots.txt":
-                body, kind = ROBOTS, "text/plain"
+                body, kind = site.robots, "text/plain"
             elif self.path in site.pages:
                 body, kind = site.pages[self.path], "text/html; charset=utf-8"
             else:
@@ -140,7 +143,7 @@ def _crawl(db: Database, scope: CrawlScope | None = None) -> CrawlStats:
     )
 
 
-def _pages(db: Database) -> dict[str, object]:
+def _pages(db: Database) -> dict[str, Any]:
     with db.read() as conn:
         return {row.url: row for row in conn.execute(select(PAGES)).all()}
 
@@ -234,6 +237,33 @@ def test_a_link_found_after_robots_is_known_is_never_released(
     assert not queued & blocked
     assert aggregates_from_store(db, period_days=1.0).new_pages == 1  # p3 alone
     assert "/private/f.html" not in a.log
+
+
+def test_unfetchable_pages_come_back_when_robots_allows_them(
+    db: Database, sites: tuple[Site, Site]
+) -> None:
+    """An unfetchable page is due again when the rules that blocked it expire: the worker
+    then reads robots.txt anew and fetches the page if it is allowed now."""
+    a, b = sites
+    add_pages(db, [(a.url("/index.html"), a.origin)])
+    _crawl(db, CrawlScope("hosts"))
+    assert _pages(db)[a.url("/private/b.html")].status == "blocked"
+    a.robots = "User-agent: *\nDisallow: /private/a.html\n"
+    # A day later: the host's robots.txt and the rules that blocked the pages have expired.
+    past = utcnow() - timedelta(seconds=1)
+    with db.write() as conn:
+        conn.execute(update(HOSTS).values(robots_expires_at=past))
+        conn.execute(update(PAGES).where(PAGES.c.status == "blocked").values(next_due_at=past))
+    recompute_ready(db)  # the hosts' ready times, after writing due times behind their back
+    _crawl(db, CrawlScope("hosts"))
+    pages = _pages(db)
+    for path in ("/private/b.html", "/private/c.html", "/private/d.html"):
+        assert pages[a.url(path)].status == "gone", path  # allowed now: fetched (a 404)
+        assert a.log.count(path) == 1, path
+    still = pages[a.url("/private/a.html")]
+    assert still.status == "blocked" and still.next_due_at > utcnow()
+    assert "/private/a.html" not in a.log
+    assert b.log == []
 
 
 def test_host_scope_keeps_the_crawl_on_the_seed_hosts(
