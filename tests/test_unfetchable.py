@@ -21,10 +21,12 @@ from sqlalchemy import select, update
 
 from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
+from crawler.remote import RemoteWorkQueue
 from crawler.robots import RobotsCache, RobotsRules
 from crawler.scope import CrawlScope, registered_domain
 from crawler.urls import normalize_url, origin_of
-from crawler.worker import CrawlSettings, CrawlStats, run_crawl
+from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
+from service.api.app import ApiSettings
 from service.page_schedule import schedule_pages
 from service.pipeline import aggregates_from_store, release_period
 from store import (
@@ -42,6 +44,7 @@ from store.measurements import measure_crawl
 from store.models import HOSTS, OBSERVATIONS, PAGES, RELEASED_PAGES
 from store.types import utcnow
 from store.urgent import request_urgent
+from tests.api_server import TOKEN, ApiServer
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -237,6 +240,38 @@ def test_a_link_found_after_robots_is_known_is_never_released(
     assert not queued & blocked
     assert aggregates_from_store(db, period_days=1.0).new_pages == 1  # p3 alone
     assert "/private/f.html" not in a.log
+
+
+def test_remote_workers_store_disallowed_links_as_unfetchable(
+    db: Database, sites: tuple[Site, Site]
+) -> None:
+    """The same through the worker API: a remote pool reports what it found, the server
+    stores the disallowed URLs as unfetchable pages."""
+    a, _b = sites
+    add_pages(db, [(a.url("/index.html"), a.origin)])
+    api_settings = ApiSettings(
+        tokens=(TOKEN,),
+        policy=LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=4),
+        release_every=None,
+    )
+    settings = CrawlSettings(
+        politeness=PolitenessPolicy(min_delay=0.01, max_delay=1.0, duration_factor=1.0),
+        limits=FetchLimits(allow_private=True),
+        idle_sleep=0.05,
+    )
+    with ApiServer(db, api_settings) as api:
+        stats = run_workers(
+            lambda: RemoteWorkQueue(api.url, TOKEN), settings, workers=2, until_idle=True
+        )
+    assert not [p for site in sites for p in site.log if p.startswith("/private/")]
+    pages = _pages(db)
+    private = [p for url, p in pages.items() if "/private/" in url]
+    assert len(private) == 8 and {p.status for p in private} == {"blocked"}
+    assert all(p.fetches == 0 and p.next_due_at is not None for p in private)
+    assert not {p.id for p in private} & _observed_pages(db)
+    assert stats.unfetchable >= 1 and stats.out_of_scope >= 1
+    assert read_status(db).unfetchable == {"robots": 8}
+    assert aggregates_from_store(db, period_days=1.0).new_pages == 0
 
 
 def test_unfetchable_pages_come_back_when_robots_allows_them(
