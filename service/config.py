@@ -90,6 +90,7 @@ DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
 DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
 DEFAULT_EXPLORE_REVISITS = 0.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
+DEFAULT_PAGE_LIFETIME_DAYS = 200.0  # planner.cycle.plan_cycle.PAGE_LIFETIME_DAYS
 
 _defaults = LeasePolicy()
 _polite = PolitenessPolicy()
@@ -255,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
         "CRAWLPLAN_STRATEGY",
         int,
         1,
-        "objective weighting: the WebFountain paper's strategy 1, 2 or 3",
+        "objective weighting of plan.model = webfountain: the paper's strategy 1, 2 or 3",
         minimum=1,
     ),
     Setting(
@@ -275,11 +276,29 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1e-6,
     ),
     Setting(
+        "plan.model",
+        "CRAWLPLAN_MODEL",
+        str,
+        "steady",
+        "bucket model: steady (the steady-rate model) or webfountain (the paper's, with "
+        "plan.strategy)",
+        choices=("steady", "webfountain"),
+    ),
+    Setting(
         "plan.objective",
         "CRAWLPLAN_OBJECTIVE",
         str,
-        "obsolescence",
-        "page schedule inside each bucket's quota: obsolescence, freshness, harmonic, binary",
+        "freshness",
+        "what the plan and the page schedule inside each bucket's quota optimize: freshness, "
+        "obsolescence, harmonic, binary",
+    ),
+    Setting(
+        "plan.page_lifetime_days",
+        "CRAWLPLAN_PAGE_LIFETIME_DAYS",
+        float,
+        DEFAULT_PAGE_LIFETIME_DAYS,
+        "days a web page lives on average: what a crawled new page is worth beyond the cycle",
+        minimum=0,
     ),
     Setting(
         "plan.explore",

@@ -57,9 +57,17 @@ from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
-from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, WarmStart, plan_cycle
+from planner.cycle.plan_cycle import (
+    PAGE_LIFETIME_DAYS,
+    PLAN_MODELS,
+    CrawlMeasures,
+    CycleSettings,
+    WarmStart,
+    plan_cycle,
+)
 from planner.cycle.plan_inputs import EXPLORE_REVISITS, PlanInputs, PlannedCycle
 from planner.model.instance import InstanceError
+from planner.model.steady_rates import STEADY_OBJECTIVES
 from planner.schedules.objectives import OBJECTIVES
 from service.errors import ConfigError
 from service.page_schedule import UNIFORM, schedule_pages
@@ -84,15 +92,19 @@ _DAY = 86_400.0
 
 @dataclass(frozen=True)
 class NightlySettings:
-    """The ``plan.*`` configuration: period length (days), periods T, strategy 1-3, capacity
-    (crawls per period, 0 = measured), history window (days) and page-schedule objective."""
+    """The ``plan.*`` configuration: period length (days), periods T, the bucket model and
+    its objective (also the page schedule's inside the quotas), strategy 1-3 (WebFountain
+    model), capacity (crawls per period, 0 = measured), history window (days) and the pages'
+    mean lifetime (days)."""
 
     period_days: float = 1.0
     periods: int = 14
+    model: str = "steady"
     strategy: int = 1
     capacity: float = 0.0
     window_days: float = 7.0
-    objective: str = "obsolescence"
+    objective: str = "freshness"
+    page_lifetime_days: float = PAGE_LIFETIME_DAYS
     stale_after: timedelta = timedelta(minutes=30)
     #: The change-rate buckets' range, changes per day (None: the estimators' defaults).
     scale: BucketScale | None = None
@@ -119,7 +131,10 @@ class NightlySettings:
         return CycleSettings(
             capacity=capacity,
             periods=self.periods,
+            model=self.model,
+            objective=self.objective if self.objective in STEADY_OBJECTIVES else "freshness",
             strategy=self.strategy,
+            page_lifetime=self.page_lifetime_days / self.period_days,
             horizon=self.horizon,
             terminal_value=True,
             explore=self.explore,
@@ -134,6 +149,8 @@ class NightlySettings:
         return cls(
             period_days=float(v["plan.period_days"]),
             periods=int(v["plan.periods"]),
+            model=str(v["plan.model"]),
+            page_lifetime_days=float(v["plan.page_lifetime_days"]),
             horizon=int(v["plan.horizon"]),
             crawl_cost=str(v["plan.crawl_cost"]),
             explore=float(v["plan.explore"]),
@@ -146,6 +163,13 @@ class NightlySettings:
         )
 
     def __post_init__(self) -> None:
+        if self.model not in PLAN_MODELS:
+            known = " or ".join(PLAN_MODELS)
+            raise ConfigError(f"plan.model must be {known}, got {self.model!r}")
+        if not (math.isfinite(self.page_lifetime_days) and self.page_lifetime_days >= 0):
+            raise ConfigError(
+                f"plan.page_lifetime_days must be >= 0 days, got {self.page_lifetime_days}"
+            )
         if self.strategy not in (1, 2, 3):
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
         if self.crawl_cost not in ("measured", "equal"):
@@ -246,6 +270,13 @@ class _Stages:
         self.say(f"{name}: {self.seconds[name]:.1f} s")
         if self.run_id is not None:
             heartbeat(self.db, self.run_id, self.seconds)
+
+
+def _model_label(settings: NightlySettings) -> str:
+    """How the plan was made, as stored with it: ``steady freshness``, ``strategy 1``..."""
+    if settings.model == "webfountain":
+        return f"strategy {settings.strategy}"
+    return f"steady {settings.cycle_settings(1.0).objective}"
 
 
 def _objective(settings: NightlySettings) -> str:
@@ -375,7 +406,7 @@ def _draft(
     return PlanDraft(
         starts_at=start,
         period_days=settings.period_days,
-        strategy=f"strategy {settings.strategy}",
+        strategy=_model_label(settings),
         periods=[
             PlanPeriodDraft(
                 period=t + 1,

@@ -181,7 +181,14 @@ def test_rerun_is_idempotent_and_next_cycle_warm_starts(db: Database) -> None:
     assert forced.status == "published" and forced.plan == 2
     following = run_nightly(db, SETTINGS, now=now + DAY)
     assert following.status == "published" and following.plan == 3
-    assert following.solver["starts"][0] == "warm"
+    assert following.solver["starts"] == ["uniform"]  # convex: one start, no warm start
+    assert latest_plan(db).strategy == "steady freshness"  # type: ignore[union-attr]
+    # The paper's model starts from the plan in force.
+    paper = replace(SETTINGS, model="webfountain")
+    assert run_nightly(db, paper, now=now + 2 * DAY).status == "published"
+    warm = run_nightly(db, paper, now=now + 3 * DAY)
+    assert warm.status == "published" and warm.solver["starts"][0] == "warm"
+    assert latest_plan(db).strategy == "strategy 1"  # type: ignore[union-attr]
 
 
 def test_dry_run_writes_nothing(db: Database) -> None:
