@@ -14,6 +14,9 @@ What it models, because a crawler meets all of it on the real web:
   detector must not count as changes;
 * births and deaths: a page exists in ``[born, dies)``; before it is 404, after it is 410;
 * power-law in-degrees: link targets are drawn with Zipf weights, mostly inside the host;
+* links into a robots-disallowed section: ``private_links`` links per page to URLs under
+  ``/private/`` (each page its own), which every host's default robots.txt disallows and the
+  server answers if asked, so its request log shows a crawler that fetches them;
 * garbage: per host, some pages answer broken HTTP on every request (:data:`GARBAGE_MODES`),
   chosen from the seed, so a test knows which page should end as which error. Garbage is
   how a page is served, not a change: its ground truth (versions, change times) is untouched.
@@ -154,7 +157,12 @@ class HostBehavior:
 
 @dataclass(frozen=True)
 class WebConfig:
-    """The shape of a synthetic web. Rates are changes per second."""
+    """The shape of a synthetic web. Rates are changes per second.
+
+    ``private_links``: links each page carries to URLs of its own under ``/private/``
+    (:meth:`SyntheticWeb.private_paths`), a section robots.txt disallows on every host with
+    the default :class:`HostBehavior`; none of them is a page of the web.
+    """
 
     hosts: int = 4
     pages_per_host: int = 30
@@ -171,6 +179,11 @@ class WebConfig:
     words_per_page: int = 120
     seed: int = 0
     behaviors: dict[int, HostBehavior] = field(default_factory=dict)
+    private_links: int = 0
+
+    def __post_init__(self) -> None:
+        if self.private_links < 0:
+            raise ValueError(f"private_links must be >= 0, got {self.private_links}")
 
     def behavior(self, host: int) -> HostBehavior:
         """The behavior of host ``host`` (default: a well-behaved server)."""
@@ -271,6 +284,12 @@ class SyntheticWeb:
     def path(self, page: int) -> str:
         """URL path of a page."""
         return f"/s{int(self.section_of[page])}/p{int(self.index_in_host[page])}.html"
+
+    def private_paths(self, page: int) -> list[str]:
+        """The ``/private/`` URL paths page ``page`` links to (``config.private_links`` of
+        them, none a page of the web)."""
+        stem = f"/private/s{int(self.section_of[page])}/p{int(self.index_in_host[page])}"
+        return [f"{stem}-{j}.html" for j in range(self.config.private_links)]
 
     def page_at(self, host: int, path: str) -> int | None:
         """The page id a host serves at ``path``, or None."""

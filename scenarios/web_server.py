@@ -298,6 +298,7 @@ class WebServer:
             if int(self.web.host_of[target]) != host:
                 href = self.origins[int(self.web.host_of[target])] + href
             links.append(f'<li><a href="{href}">{self.web.title(int(target))}</a></li>')
+        links.extend(f'<li><a href="{p}">more</a></li>' for p in self.web.private_paths(page))
         if self.web.index_in_host[page] == 0:
             specials = ["/private/secret.html", "/loop/a", "/moved/p1", "/image.png"]
             specials += ["/malformed.html"] + (["/big.html"] if host == 0 else [])
