@@ -87,6 +87,7 @@ from store.pages import (
     insert_ignoring_conflicts,
     lock_pages,
 )
+from store.period_use import count_blocked
 from store.plans import PLAN_PUBLISHED
 from store.status import work_remaining
 from store.types import UTCDateTime, utcnow
@@ -690,6 +691,7 @@ class LeaseQueue:
         if blocked_updates:
             conn.execute(_BLOCK, blocked_updates)
         if blocked:
+            count_blocked(conn, sorted(blocked))  # for their releases' accounting
             conn.execute(q.unqueue, {"ids": sorted(blocked)})
         ids = [pid for pid in ids if pid not in blocked]
         already = set(conn.execute(q.recorded, {"lease": lease.id, "ids": ids}).scalars())

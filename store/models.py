@@ -396,7 +396,8 @@ class PeriodRelease(Base):
     were never fetched (the rest are re-crawls); ``carried_over`` the pages of earlier
     releases still queued when it ran, ``carried_backed_off`` those of them on hosts backed
     off then (429, 503, unreachable robots.txt). The last three are NULL in releases made
-    before migration 0015.
+    before migration 0015. ``blocked`` counts its pages robots.txt turned away when a worker
+    leased them (each report adds its own; NULL before migration 0016).
     """
 
     __tablename__ = "period_releases"
@@ -408,6 +409,7 @@ class PeriodRelease(Base):
     new_pages: Mapped[int | None] = mapped_column(Integer)
     carried_over: Mapped[int | None] = mapped_column(Integer)
     carried_backed_off: Mapped[int | None] = mapped_column(Integer)
+    blocked: Mapped[int | None] = mapped_column(Integer)
 
 
 class ReleasedPage(Base):

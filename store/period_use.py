@@ -12,8 +12,9 @@ measurement):
   other than 404/410), whichever release the page came from, urgent crawls included.
   ``no_request``: fetch results recorded without a request (a crawler failure before
   asking; robots.txt refusals where the crawler records them as observations): they cost
-  no capacity. (A released page robots.txt disallows that leaves the queue with no
-  observation is in none of these counts: it is neither fetched nor pending.)
+  no capacity.
+* **blocked**: its released pages robots.txt turned away when a worker leased them (no
+  request, no observation: the report counts them, :func:`count_blocked`).
 * **pending**: its released pages still in the queue, on a host under a live lease
   (``leased``) or not (``waiting``).
 * **idle**: the planned capacity (crawls) minus the fetches, once the period has ended.
@@ -26,11 +27,12 @@ nightly run hands :func:`ended_periods` to :func:`estimators.capacity.crawl_capa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, func, or_, select
+from sqlalchemy import Connection, and_, case, func, or_, select, update
 
 from store.database import Database
 from store.models import (
@@ -46,6 +48,7 @@ from store.types import utcnow
 __all__ = [
     "EndedPeriods",
     "PeriodUse",
+    "count_blocked",
     "current_and_last",
     "ended_periods",
     "plan_period_use",
@@ -71,6 +74,7 @@ class PeriodUse:
     fetched: int
     failed: int
     no_request: int
+    blocked: int | None
     leased: int
     waiting: int
     ended: bool
@@ -177,6 +181,7 @@ def _period_use(conn: Connection, periods: Any, when: datetime) -> list[PeriodUs
             pr.new_pages,
             pr.carried_over,
             pr.carried_backed_off,
+            pr.blocked,
         )
         .select_from(
             PLAN_PERIODS.outerjoin(
@@ -220,6 +225,7 @@ def _period_use(conn: Connection, periods: Any, when: datetime) -> list[PeriodUs
                 fetched=fetched,
                 failed=failed,
                 no_request=no_request,
+                blocked=None if row.pages is None else int(row.blocked or 0),
                 leased=held,
                 waiting=total - held,
                 ended=row.ends_at <= when,
@@ -311,3 +317,23 @@ def ended_periods(db: Database, *, since: datetime, until: datetime) -> EndedPer
         out.offered.append(pages + carried_in)
         out.left.append(left)
     return out
+
+
+def count_blocked(conn: Connection, page_ids: Sequence[int]) -> None:
+    """Add the queued pages among ``page_ids``, which robots.txt turned away, to their
+    releases' ``blocked`` counts, in the caller's transaction (a report's, before it takes
+    them out of the queue: a page no longer queued is not counted twice). Rows are updated
+    in key order, so that two reports never wait for each other's in a cycle."""
+    rp, pr = RELEASED_PAGES.c, PERIOD_RELEASES.c
+    rows = conn.execute(
+        select(rp.plan_id, rp.period, func.count())
+        .where(rp.page_id.in_(list(page_ids)))
+        .group_by(rp.plan_id, rp.period)
+        .order_by(rp.plan_id, rp.period)
+    ).all()
+    for plan_id, period, count in rows:
+        conn.execute(
+            update(PERIOD_RELEASES)
+            .where(pr.plan_id == plan_id, pr.period == period)
+            .values(blocked=func.coalesce(pr.blocked, 0) + int(count))
+        )

@@ -1,5 +1,5 @@
 """Capacity accounting per plan period on a real store (SQLite and PostgreSQL): released,
-fetched, pending and idle crawls; the capacity the nightly run measures from them
+fetched, blocked, pending and idle crawls; the capacity the nightly run measures from them
 (a period that kept up with its release never lowers it); ``crawlplan status`` and the
 worker API's metrics over HTTP."""
 
@@ -139,36 +139,39 @@ def _ok(page_id: int, at: datetime) -> FetchResult:
     return FetchResult(page_id, at, "ok", 200, changed=False, duration=0.1)
 
 
-def test_each_period_released_fetched_pending_and_idle(db: Database) -> None:
-    ids = _pages(db, 10)
+def test_each_period_released_fetched_blocked_pending_and_idle(db: Database) -> None:
+    ids = _pages(db, 11)
     plan = _plan(db, T0 + DAY, capacity=8.0, periods=3)
     queue = LeaseQueue(db, BIG)
-    # Period 1: six new pages released; four answered, one failed, one lost to a crawler
-    # failure before its request.
+    # Period 1: seven new pages released; four answered, one failed, one lost to a crawler
+    # failure before its request, one turned away by robots.txt (no observation).
     day1 = T0 + DAY + MINUTE
-    _release(db, plan, 1, ids[:6], day1)
+    _release(db, plan, 1, ids[:7], day1)
     (lease,) = queue.lease("w", now=day1 + MINUTE)
     got = [p.page_id for p in lease.pages]
-    assert sorted(got) == ids[:6]
+    assert sorted(got) == ids[:7]
     at = day1 + MINUTE
     results = [_ok(p, at) for p in got[:4]]
     results.append(FetchResult(got[4], at, "error", 500, error="HTTP 500", duration=0.2))
     results.append(FetchResult(got[5], at, "error", error="crawler error: boom"))
+    robots = FetchResult(got[6], at, "blocked", error="disallowed", next_due_at=at + 9 * DAY)
+    queue.report(lease.lease_id, [robots], now=at)
+    queue.report(lease.lease_id, [robots], now=at)  # reported twice, counted once
     queue.finish(lease.lease_id, results, now=at)
     # Period 2: the four others and two fetched ones again; one fetched, five still leased.
     day2 = T0 + 2 * DAY + MINUTE
-    _release(db, plan, 2, [*ids[6:], *ids[:2]], day2)
+    _release(db, plan, 2, [*ids[7:], *ids[:2]], day2)
     (lease,) = queue.lease("w", now=day2 + MINUTE)
     assert len(lease.pages) == 6
     queue.report(lease.lease_id, [_ok(lease.pages[0].page_id, day2 + MINUTE)], now=day2 + MINUTE)
 
     first, second = plan_period_use(db, plan, now=day2 + 2 * MINUTE)
-    assert (first.period, first.released, first.new_pages, first.recrawls) == (1, 6, 6, 0)
-    assert (first.fetched, first.failed, first.no_request) == (5, 1, 1)
+    assert (first.period, first.released, first.new_pages, first.recrawls) == (1, 7, 7, 0)
+    assert (first.fetched, first.failed, first.no_request, first.blocked) == (5, 1, 1, 1)
     assert (first.leased, first.waiting, first.carried_over) == (0, 0, 0)
     assert first.ended and first.idle == 3.0  # 8 planned, 5 requests made
     assert (second.released, second.new_pages, second.recrawls) == (6, 4, 2)
-    assert (second.fetched, second.leased, second.waiting) == (1, 5, 0)
+    assert (second.fetched, second.leased, second.waiting, second.blocked) == (1, 5, 0, 0)
     assert not second.ended and second.idle is None
     # Once the lease has gone, its pages wait; the third period has not begun.
     queue.release(lease.lease_id, now=day2 + 3 * MINUTE)
@@ -240,7 +243,8 @@ def test_pages_waiting_on_backed_off_hosts_are_not_the_crawlers_backlog(db: Data
 
 def _served_store(db: Database) -> int:
     """A plan whose first one-day period ended a minute ago: 5 new pages released, 3
-    fetched, 1 lost to a crawler failure, 1 given back; the second period runs, not released."""
+    fetched, 1 turned away by robots.txt, 1 given back; the second period runs, not
+    released."""
     ids = _pages(db, 6)
     start = utcnow() - DAY - MINUTE
     plan = _plan(db, start, capacity=8.0, periods=3)
@@ -249,7 +253,7 @@ def _served_store(db: Database) -> int:
     _release(db, plan, 1, ids[:5], now)
     (lease,) = queue.lease("w", now=now)
     results = [_ok(p.page_id, now) for p in lease.pages[:3]]
-    results.append(FetchResult(lease.pages[3].page_id, now, "error", error="crawler error"))
+    results.append(FetchResult(lease.pages[3].page_id, now, "blocked", next_due_at=now + DAY))
     queue.finish(lease.lease_id, results, now=now)
     return plan
 
@@ -265,9 +269,9 @@ def test_status_prints_capacity_use_per_period(
     table = result.output.split("capacity use by period of plan 1")[1]
     rows = [line.replace("│", " ").split() for line in table.splitlines()]
     (cells,) = [row for row in rows if row[:1] == ["1"]]
-    assert "no req" in table
+    assert "blocked" in table
     assert [row[-1] for row in rows if row[:1] == ["2"]] == ["running"], result.output
-    # period, capacity, released, re-crawls, new, fetched, failed, no req, pending, idle
+    # period, capacity, released, re-crawls, new, fetched, failed, blocked, pending, idle
     assert cells == ["1", "8", "5", "0", "5", "3", "0", "1", "1", "5"], result.output
 
 
@@ -277,7 +281,8 @@ def test_metrics_report_capacity_use_over_http(db: Database) -> None:
         text = requests.get(api.url + "/metrics", timeout=10).text
     assert 'crawlplan_period_released_crawls{kind="new",period="last"} 5.0' in text
     assert 'crawlplan_period_fetched_crawls{outcome="answered",period="last"} 3.0' in text
-    assert 'crawlplan_period_no_request_crawls{period="last"} 1.0' in text
+    assert 'crawlplan_period_blocked_crawls{period="last"} 1.0' in text
+    assert 'crawlplan_period_no_request_crawls{period="last"} 0.0' in text
     assert 'crawlplan_period_pending_crawls{period="last",state="waiting"} 1.0' in text
     assert 'crawlplan_period_idle_crawls{period="last"} 5.0' in text
     assert 'crawlplan_period_capacity_crawls{period="last"} 8.0' in text

@@ -69,6 +69,12 @@ class ApiMetrics:
             period,
             registry=r,
         )
+        self.period_blocked = Gauge(
+            "crawlplan_period_blocked_crawls",
+            "released pages robots.txt turned away when leased",
+            period,
+            registry=r,
+        )
         self.period_pending = Gauge(
             "crawlplan_period_pending_crawls",
             "released pages not fetched yet, by state (leased, waiting)",
@@ -97,6 +103,7 @@ class ApiMetrics:
             self.period_released,
             self.period_fetched,
             self.period_no_request,
+            self.period_blocked,
             self.period_pending,
             self.period_idle,
         )
@@ -117,6 +124,8 @@ class ApiMetrics:
             self.period_fetched.labels(label, "answered").set(use.fetched - use.failed)
             self.period_fetched.labels(label, "failed").set(use.failed)
             self.period_no_request.labels(label).set(use.no_request)
+            if use.blocked is not None:
+                self.period_blocked.labels(label).set(use.blocked)
             self.period_pending.labels(label, "leased").set(use.leased)
             self.period_pending.labels(label, "waiting").set(use.waiting)
             if use.idle is not None:

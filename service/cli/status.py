@@ -98,14 +98,14 @@ def _capacity_table(database: Database, plan: int) -> Table:
 
     table = Table(
         title=f"capacity use by period of plan {plan}, in crawls (fetched: requests made; "
-        "no req: results without one; idle: capacity - fetched)",
+        "blocked: by robots.txt; idle: capacity - fetched)",
         title_justify="left",
         box=None,
         padding=(0, 0, 0, 1),
         show_edge=False,
     )
     names = ("period", "capacity", "released", "re-crawls", "new", "fetched", "failed")
-    for name in (*names, "no req", "pending", "idle"):
+    for name in (*names, "blocked", "pending", "idle"):
         table.add_column(name, justify="right", no_wrap=True)
     for use in plan_period_use(database, plan):
         table.add_row(
@@ -116,7 +116,7 @@ def _capacity_table(database: Database, plan: int) -> Table:
             _dash(use.new_pages),
             _dash(use.fetched),
             _dash(use.failed),
-            _dash(use.no_request),
+            _dash(use.blocked),
             _dash(use.pending),
             "running" if use.idle is None else _dash(use.idle),
         )
