@@ -20,6 +20,7 @@ from planner.model.steady_rates import (
     STEADY_OBJECTIVES,
     SteadySetup,
     marginal_value,
+    page_value,
     period_value,
 )
 from planner.schedules.optimal import refresh_schedule
@@ -209,3 +210,58 @@ def test_plan_cycle_uses_the_steady_model_and_publishes_values() -> None:
     # the fastest bucket (5 changes a period) is starved by the freshness optimum
     assert cycle.quotas[0][3] == 0
     assert cycle.quotas[0][2] > cycle.quotas[0][1]
+
+
+# -- uncertain rates (issue 25): freshness in expectation over a Gamma belief -----------------
+
+
+def test_expected_freshness_matches_monte_carlo() -> None:
+    """E[V] over lambda ~ Gamma(alpha, alpha / mean) equals the average of V over draws, and
+    its derivatives are the differences of E[V] (shapes below, at and above 1)."""
+    rng = np.random.default_rng(5)
+    x = np.array([10.0, 40.0, 5.0, 30.0])
+    pages = np.array([100.0, 100.0, 100.0, 50.0])
+    mean = np.array([0.05, 0.3, 0.02, 1.0])
+    shape = np.array([0.5, 1.0, 3.0, 20.0])
+    expected = period_value("freshness", x, pages, mean, shape)
+    draws = rng.gamma(shape[:, None], (mean / shape)[:, None], size=(4, 400_000))
+    sampled = period_value("freshness", x[:, None], pages[:, None], draws).mean(axis=1)
+    assert np.allclose(expected, sampled, rtol=5e-3)
+    h = 1e-4
+    for derivative, step in ((marginal_value, (h, 0.0)), (page_value, (0.0, h))):
+        up = period_value("freshness", x + step[0], pages + step[1], mean, shape)
+        down = period_value("freshness", x - step[0], pages - step[1], mean, shape)
+        assert np.allclose(derivative("freshness", x, pages, mean, shape), (up - down) / (2 * h))
+    known = period_value("freshness", x, pages, mean, np.full(4, np.inf))
+    assert np.allclose(known, period_value("freshness", x, pages, mean), rtol=1e-5)
+
+
+def test_uncertain_rates_plan_on_the_expectation() -> None:
+    """The model with Gamma beliefs reaches the plan that maximizes expected freshness: the
+    page-level optimum over the belief, found here by brute force for two buckets; with
+    huge shapes it is the known-rate plan."""
+    rates = np.array([0.02, 0.5])
+    pages = np.array([500.0, 500.0])
+    inst = _instance(rates, pages, 100.0, periods=1)
+    shape = np.array([0.7, 0.7])
+    uncertain = solve_steady(inst, SteadySetup(rate_shape=shape))
+    assert uncertain.status.ok, uncertain.message
+    grid = np.linspace(0.0, 100.0, 20_001)
+    value = period_value(
+        "freshness",
+        np.stack([grid, 100.0 - grid]),
+        pages[:, None],
+        rates[:, None],
+        shape[:, None],
+    ).sum(axis=0)
+    best = grid[int(np.argmax(value))]
+    assert uncertain.trajectory.x[0, 0] == pytest.approx(best, abs=0.02)
+    known = solve_steady(inst, SteadySetup(rate_shape=np.full(2, np.inf)))
+    plain = solve_steady(inst)
+    assert np.allclose(known.trajectory.x, plain.trajectory.x, rtol=1e-4, atol=1e-3)
+    # A fast bucket (3 changes a period) on a belief that spread: some of its pages may be
+    # slow, so it gets far more crawls than a known 3 would (43/57 against 83/17).
+    fast = _instance(np.array([0.02, 3.0]), pages, 100.0, periods=1)
+    spread = solve_steady(fast, SteadySetup(rate_shape=np.array([0.5, 0.5])))
+    sure = solve_steady(fast)
+    assert spread.trajectory.x[1, 0] > 2.5 * sure.trajectory.x[1, 0]

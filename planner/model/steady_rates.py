@@ -9,7 +9,9 @@ period, and the time-averaged value of periodic refresh has a closed form for ea
 page schedules' objectives (:mod:`planner.schedules.objectives`). This model values every
 period of every bucket by that closed form at the period's own rate, and keeps the WebFountain
 structure around it: per-period capacity and crawl costs, new pages against re-crawls,
-discovery, bucket growth, and per-bucket caps (politeness).
+discovery, bucket growth, and politeness caps: per bucket, and per group of buckets (a
+host that accepts at most K crawls a period, whose pages the caller keeps in buckets of
+their own).
 
 Symbols (indices from 0; ``lambda`` is the change rate per period, ``-ln(1 - a)``):
 
@@ -25,6 +27,7 @@ C[t], cost[i,t], d[t]  crawl time of period t; per old-page crawl; per new-page 
 oldnwt, newnwt, nconst discovery: new pages per old crawl, per new crawl, per period
 p[i]                   share of crawled new pages that join bucket i
 cap[i,t]               most crawls bucket i's hosts allow in period t (politeness; inf: none)
+R[g], K[g,t]           host group g: its bucket rows; most crawls its host allows in t
 =====================  ===================================================================
 
 The values of a period (per bucket, N pages crawled x times; ``u = lambda N / x``, the
@@ -51,6 +54,17 @@ The constraints, linear (WebFountain eqs. (1), (3), (4), (6) of REFERENCE.md sec
                n[-1] = n0,  z[t] <= n[t-1]
     at most    x[i,t] <= N[i,t]   (a page once a period: the release takes distinct pages)
                x[i,t] <= cap[i,t]
+    host caps  sum_{i in R[g]} x[i,t] <= K[g,t]   (one row per group g and period t)
+
+**Host caps.** A host that accepts at most K crawls a period (robots.txt Crawl-delay, a
+configured delay) cannot take more; a plan that gives its pages more loses the surplus (the
+release skips a full host's pages). The caller splits each bucket holding pages of a bound
+host into rows: one per (bucket, bound host), with that host's pages only, and one for the
+bucket's other pages. A row's rate is its bucket's, so where no cap binds the split rows get
+the same crawls per page as the unsplit bucket (the value is N times a function of x / N)
+and the plan is the unsplit one; where a cap binds, the host's crawls go to its rows by
+their marginal values and the capacity it cannot take to the other rows. The rows are
+linear, the model stays convex.
 
 **Why each period's value is its steady state.** In a cycle of constant rates (no new pages,
 constant capacity) the model is, bucket by bucket, the page-level optimum of
@@ -76,6 +90,20 @@ the plan starves). For minimized objectives a new page not yet crawled costs, ea
 ``lifetime`` more periods at the horizon's end, the value of the worst bucket's page under the
 uniform crawl (``new_penalty``): a page the repository lacks is at least as bad as its worst.
 
+**Uncertain rates** (issue 25). A bucket's rate may be a belief, not a number: lambda ~
+Gamma(alpha, beta) with mean ``lambda[i,t] = alpha / beta`` (``SteadySetup.rate_shape`` gives
+alpha per bucket). Freshness is then valued by its expectation, as the conjugate prior makes
+it closed: a page last crawled s periods ago is fresh with probability ``E[e^(-lambda s)] =
+(beta / (beta + s))^alpha``, so with ``I = N / x``::
+
+    E[V]    = x int_0^I (beta / (beta + s))^alpha ds
+            = x beta / (alpha - 1) (1 - (beta / (beta + I))^(alpha - 1))
+    dE[V]/dN = (beta / (beta + I))^alpha
+
+still concave (an expectation of concave functions), and the known-rate form as alpha grows.
+Obsolescence is linear in lambda, so its expectation is its value at the mean; harmonic and
+binary plan on the mean.
+
 Numerics: ``x`` enters as ``x + EPSILON`` where it divides; rates below
 :data:`MIN_RATE` are raised to it (a page that never changes gains nothing from a crawl, and
 the closed forms would lose their digits).
@@ -83,6 +111,7 @@ the closed forms would lose their digits).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -93,6 +122,7 @@ from planner.model.instance import CrawlInstance
 
 __all__ = [
     "EPSILON",
+    "KNOWN_SHAPE",
     "MIN_RATE",
     "STEADY_OBJECTIVES",
     "SteadyObjective",
@@ -122,6 +152,12 @@ EPSILON = 1e-9
 #: The smallest change rate the model uses (changes per period).
 MIN_RATE = 1e-6
 
+#: A Gamma shape this large is a known rate (its sd is 0.1% of the mean).
+KNOWN_SHAPE = 1e6
+
+#: Shapes within this of 1 are moved this far from it (the closed form divides by alpha - 1).
+_SHAPE_GAP = 1e-6
+
 
 @dataclass(frozen=True)
 class SteadySetup:
@@ -141,6 +177,11 @@ class SteadySetup:
     new_value : ndarray, shape (B,), or None
         Value of a crawled new page that joins bucket i, beyond the horizon (maximized
         objectives; module docstring). None: computed at the uniform crawl.
+    host_caps : sequence of (rows, cap)
+        Host groups (module docstring, "Host caps"): ``rows`` int array of the instance rows
+        (buckets) holding one bound host's pages, ``cap`` float array [T] (or a scalar: every
+        period) of the most crawls the host allows per period (inf: none that period). The
+        model adds ``sum x[rows, t] <= cap[t]``. Empty: no host groups.
     """
 
     objective: str = "freshness"
@@ -148,6 +189,8 @@ class SteadySetup:
     cap: np.ndarray | None = None
     lifetime: float = 0.0
     new_value: np.ndarray | None = None
+    rate_shape: np.ndarray | None = None
+    host_caps: Sequence[tuple[np.ndarray, np.ndarray]] = ()
 
     def __post_init__(self) -> None:
         if self.objective not in STEADY_OBJECTIVES:
@@ -155,6 +198,32 @@ class SteadySetup:
             raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
         if not (np.isfinite(self.lifetime) and self.lifetime >= 0):
             raise ValueError(f"lifetime must be >= 0 periods, got {self.lifetime}")
+        for g, (rows, cap) in enumerate(self.host_caps):
+            rows_ = np.asarray(rows)
+            if rows_.ndim != 1 or (rows_.size and not np.issubdtype(rows_.dtype, np.integer)):
+                raise ValueError(f"host_caps[{g}]: rows must be a 1-d array of bucket rows")
+            if np.unique(rows_).size != rows_.size:
+                raise ValueError(f"host_caps[{g}]: a bucket row is given twice")
+            cap_ = np.asarray(cap, dtype=float)
+            if cap_.ndim > 1 or np.any(np.isnan(cap_)) or np.any(cap_ < 0):
+                raise ValueError(f"host_caps[{g}]: caps must be >= 0 crawls per period (inf: none)")
+
+    def host_groups(self, buckets: int, periods: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The host groups as (rows [k], cap [T]) with rows checked against ``buckets``
+        and a scalar cap repeated over ``periods``; groups without rows are left out."""
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for g, (rows, cap) in enumerate(self.host_caps):
+            rows_ = np.asarray(rows, dtype=np.int64)
+            if rows_.size and (rows_.min() < 0 or rows_.max() >= buckets):
+                raise ValueError(f"host_caps[{g}]: rows must lie in 0..{buckets - 1}")
+            cap_ = np.asarray(cap, dtype=float)
+            if cap_.ndim == 0:
+                cap_ = np.full(periods, float(cap_))
+            if cap_.shape != (periods,):
+                raise ValueError(f"host_caps[{g}]: give one cap per period ({periods})")
+            if rows_.size:
+                out.append((rows_, cap_))
+        return out
 
 
 def change_rates(instance: CrawlInstance) -> np.ndarray:
@@ -163,10 +232,32 @@ def change_rates(instance: CrawlInstance) -> np.ndarray:
     return np.maximum(-np.log1p(-a), MIN_RATE)
 
 
-def period_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """V(x, N) of the module docstring, elementwise (numpy; x, N in pages, lambda per period)."""
+def _gamma_freshness(
+    xe: np.ndarray, n: np.ndarray, lam: np.ndarray, shape: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Freshness V and dV/dN with lambda ~ Gamma(shape, shape / lam) (module docstring,
+    "Uncertain rates"): ``V = x beta / (alpha - 1) (1 - q^(alpha - 1))``, ``dV/dN = q^alpha``,
+    ``q = beta / (beta + N / x)``."""
+    alpha = np.where(np.abs(shape - 1.0) < _SHAPE_GAP, 1.0 + _SHAPE_GAP, shape)
+    beta = alpha / lam
+    q = beta / (beta + n / xe)
+    value = -xe * beta / (alpha - 1.0) * np.expm1((alpha - 1.0) * np.log(q))
+    return value, q**alpha
+
+
+def period_value(
+    objective: str,
+    x: np.ndarray,
+    pages: np.ndarray,
+    lam: np.ndarray,
+    shape: np.ndarray | None = None,
+) -> np.ndarray:
+    """V(x, N) of the module docstring, elementwise (numpy; x, N in pages, lambda per period;
+    ``shape``: the Gamma shape of each rate's belief, None or inf: the rate is known)."""
     xe = np.asarray(x, dtype=float) + EPSILON
     n = np.asarray(pages, dtype=float)
+    if objective == "freshness" and shape is not None:
+        return _gamma_freshness(xe, n, lam, _shape(shape, lam))[0]
     if objective == "freshness":
         return -(xe / lam) * np.expm1(-lam * n / xe)
     if objective == "obsolescence":
@@ -178,12 +269,21 @@ def period_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarr
     raise ValueError(f"unknown objective {objective!r}")
 
 
-def marginal_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
+def marginal_value(
+    objective: str,
+    x: np.ndarray,
+    pages: np.ndarray,
+    lam: np.ndarray,
+    shape: np.ndarray | None = None,
+) -> np.ndarray:
     """What one more crawl of a bucket is worth in a period, dV/dx, signed so that larger is
     better for every objective (for minimized objectives the cost it removes)."""
     xe = np.asarray(x, dtype=float) + EPSILON
     n = np.asarray(pages, dtype=float)
     u = lam * n / xe
+    if objective == "freshness" and shape is not None:
+        value, per_page = _gamma_freshness(xe, n, lam, _shape(shape, lam))
+        return (value - n * per_page) / xe  # Euler: V = x dV/dx + N dV/dN
     if objective == "freshness":
         return -np.expm1(-u) / lam - np.exp(-u) * n / xe
     if objective == "obsolescence":
@@ -195,13 +295,21 @@ def marginal_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.nda
     raise ValueError(f"unknown objective {objective!r}")
 
 
-def page_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray) -> np.ndarray:
+def page_value(
+    objective: str,
+    x: np.ndarray,
+    pages: np.ndarray,
+    lam: np.ndarray,
+    shape: np.ndarray | None = None,
+) -> np.ndarray:
     """dV/dN: what one more page of a bucket adds per period when the bucket's crawls grow in
     proportion (Euler: V = x dV/dx + N dV/dN), elementwise; for minimized objectives the cost
     it adds."""
     xe = np.asarray(x, dtype=float) + EPSILON
     n = np.asarray(pages, dtype=float)
     u = lam * n / xe
+    if objective == "freshness" and shape is not None:
+        return _gamma_freshness(xe, n, lam, _shape(shape, lam))[1]
     if objective == "freshness":
         return np.exp(-u)
     if objective == "obsolescence":
@@ -214,19 +322,34 @@ def page_value(objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray
 
 
 def new_page_values(
-    objective: str, x: np.ndarray, pages: np.ndarray, lam: np.ndarray, lifetime: float
+    objective: str,
+    x: np.ndarray,
+    pages: np.ndarray,
+    lam: np.ndarray,
+    lifetime: float,
+    shape: np.ndarray | None = None,
 ) -> np.ndarray:
     """new_value[i] of the module docstring for a plan's crawls ``x`` and pages ``N`` [B, T]
     (the last period's rates) and ``lifetime`` periods: the larger of ``lifetime * dV/dN``
     and a single crawl's worth, ``(1 - e^(-lambda lifetime)) / lambda`` (freshness; binary
     ``lifetime / (1 + lambda lifetime)``, a page fresh until its first change on average)."""
-    held = lifetime * page_value(objective, x[:, -1], pages[:, -1], lam[:, -1])
+    last = None if shape is None else _shape(shape, lam)[:, -1]
+    held = lifetime * page_value(objective, x[:, -1], pages[:, -1], lam[:, -1], last)
     rate = lam[:, -1]
     if objective == "freshness":
         once = -np.expm1(-rate * lifetime) / rate
     else:
         once = lifetime / (1.0 + rate * lifetime)
     return np.asarray(np.maximum(held, once))
+
+
+def _shape(shape: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """Gamma shapes broadcast like ``lam`` ([B] to [B, T]), inf and huge as :data:`KNOWN_SHAPE`."""
+    alpha = np.asarray(shape, dtype=float)
+    if alpha.ndim == 1 and lam.ndim == 2:
+        alpha = alpha[:, None]
+    alpha = np.where(np.isfinite(alpha), np.minimum(alpha, KNOWN_SHAPE), KNOWN_SHAPE)
+    return np.broadcast_to(alpha, np.shape(lam))
 
 
 def uniform_start(instance: CrawlInstance) -> np.ndarray:
@@ -249,8 +372,11 @@ def _uniform_page_values(instance: CrawlInstance, objective: str, lam: np.ndarra
     return np.asarray((v / b0[:, None]).mean(axis=1))
 
 
-def _value_expression(objective: str, x: Any, pages: Any, lam: Any) -> Any:
+def _value_expression(objective: str, x: Any, pages: Any, lam: Any, alpha: Any = None) -> Any:
     xe = x + EPSILON
+    if objective == "freshness" and alpha is not None:
+        beta = alpha / lam
+        return xe * beta / (alpha - 1.0) * (1.0 - (beta / (beta + pages / xe)) ** (alpha - 1.0))
     if objective == "freshness":
         return (xe / lam) * (1.0 - pyo.exp(-lam * pages / xe))
     if objective == "obsolescence":
@@ -284,6 +410,11 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
     m.T = pyo.RangeSet(0, T - 1)
     m.lam = pyo.Param(m.I, m.T, initialize=lambda _, i, t: float(lam[i, t]), mutable=True)
     m.w = pyo.Param(m.I, initialize=lambda _, i: float(w[i]), mutable=True)
+    uncertain = setup.rate_shape is not None and setup.objective == "freshness"
+    if uncertain:
+        alpha = _shape(np.asarray(setup.rate_shape, dtype=float), lam)[:, 0]
+        alpha = np.where(np.abs(alpha - 1.0) < _SHAPE_GAP, 1.0 + _SHAPE_GAP, alpha)
+        m.alpha = pyo.Param(m.I, initialize=lambda _, i: float(alpha[i]), mutable=True)
     m.cost = pyo.Param(
         m.I, m.T, initialize=lambda _, i, t: float(instance.crawl_cost[i, t]), mutable=True
     )
@@ -317,6 +448,17 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
 
     m.capacity = pyo.Constraint(m.T, rule=_capacity)
 
+    groups = setup.host_groups(B, T)
+    m.G = pyo.RangeSet(0, len(groups) - 1)
+
+    def _host_cap(mm: Any, g: int, t: int) -> Any:
+        rows, cap = groups[g]
+        if not np.isfinite(cap[t]):
+            return pyo.Constraint.Skip
+        return sum(mm.x[int(i), t] for i in rows) <= float(cap[t])
+
+    m.host_cap = pyo.Constraint(m.G, m.T, rule=_host_cap)
+
     def _previous_new(mm: Any, t: int) -> Any:
         return float(instance.n0) if t == 0 else mm.n[t - 1]
 
@@ -329,7 +471,10 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
     m.new_crawl_limit = pyo.Constraint(m.T, rule=lambda mm, t: mm.z[t] - _previous_new(mm, t) <= 0)
 
     values = sum(
-        m.w[i] * _value_expression(setup.objective, m.x[i, t], m.N[i, t], m.lam[i, t])
+        m.w[i]
+        * _value_expression(
+            setup.objective, m.x[i, t], m.N[i, t], m.lam[i, t], m.alpha[i] if uncertain else None
+        )
         for i in m.I
         for t in m.T
     )
@@ -338,7 +483,9 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
         if new_value is None:
             x_u = np.maximum(x0, EPSILON)
             pages = np.broadcast_to(b0[:, None], x_u.shape)
-            new_value = new_page_values(setup.objective, x_u, pages, lam, setup.lifetime)
+            new_value = new_page_values(
+                setup.objective, x_u, pages, lam, setup.lifetime, setup.rate_shape
+            )
         credit = float((w * p * np.asarray(new_value, dtype=float)).sum())
         m.new_credit = pyo.Param(initialize=credit, mutable=True)
         objective = values + m.new_credit * sum(m.z[t] for t in m.T)
@@ -362,5 +509,9 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
         sf[m.capacity[t]] = 1.0 / max(float(instance.capacity[t]), 1e-12)
         sf[m.z[t]] = sf[m.n[t]] = new_scale
         sf[m.new_pages[t]] = sf[m.new_crawl_limit[t]] = new_scale
+    for g, (_, cap) in enumerate(groups):
+        for t in range(T):
+            if (g, t) in m.host_cap:
+                sf[m.host_cap[g, t]] = 1.0 / max(float(cap[t]), 1.0)
     sf[m.objective] = 1.0 / max(float(b0.sum()) * T, 1.0)
     return m
