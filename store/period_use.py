@@ -27,6 +27,7 @@ nightly run hands :func:`ended_periods` to :func:`estimators.capacity.crawl_capa
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -287,12 +288,13 @@ def ended_periods(db: Database, *, since: datetime, until: datetime) -> EndedPer
             .order_by(pp.starts_at, pp.plan_id, pp.period)
         ).all()
         fetches = _fetch_counts(conn, inside, until)
-        # Releases made after the window's last period ended: what they found still waiting.
+        # Every release since the window began, in time order: what each found still waiting.
         later = conn.execute(
             select(pr.released_at, pr.carried_over, pr.carried_backed_off)
             .where(pr.released_at >= since)
             .order_by(pr.released_at)
         ).all()
+    release_times = [r.released_at for r in later]
     waiting_now: int | None = None
     windows: dict[tuple[datetime, datetime], list[int]] = {}
     for row in rows:
@@ -304,7 +306,9 @@ def ended_periods(db: Database, *, since: datetime, until: datetime) -> EndedPer
         got[2] = max(got[2], carried_in)
     out = EndedPeriods([], [], [], [], [])
     for (start, end), (fetched, pages, carried_in) in sorted(windows.items()):
-        after = next((r for r in later if r.released_at >= end), None)
+        # The first release at or after the period's end found what it left.
+        first = bisect_left(release_times, end)
+        after = later[first] if first < len(later) else None
         if after is None:
             if waiting_now is None:
                 waiting_now = queued_ready(db, now=until)
