@@ -20,11 +20,15 @@ So each ended period of the window is read for what it can tell:
   slow.
 
 The estimate (:func:`crawl_capacity`) is the mean fetches of the saturated periods (method
-``saturated``) when there are any; else the largest kept-up period's fetches or the previous
-value, whichever is higher (``lower bound``): a cycle in which the crawler kept up never lowers
-the capacity. The nightly run then smooths the estimate toward the plan in force's capacity
-(:func:`estimators.discovery.smoothed`); for a ``lower bound`` that is never below the
-previous value either.
+``saturated``) when they are at least ``min_share`` (:data:`estimators.defaults.
+MIN_SATURATED_SHARE`, a quarter) of the periods read; else the most any period read fetched,
+or the previous value if higher (``lower bound``): a cycle in which the crawler kept up never
+lowers the capacity. A lone saturated period among periods that kept up is a crawler that
+started late in it or paused (a live loop of 5-second periods showed one at the crawl's start
+that fetched 6 where the others fetched up to 22), not its capacity; a crawler that really
+got slower leaves work waiting period after period. The nightly run then smooths the
+estimate toward the plan in force's capacity (:func:`estimators.discovery.smoothed`); for a
+``lower bound`` that is never below the previous value either.
 
 Pure: counts in, an estimate out.
 """
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from estimators.defaults import SATURATED_SHARE
+from estimators.defaults import MIN_SATURATED_SHARE, SATURATED_SHARE
 
 __all__ = ["CapacityEstimate", "crawl_capacity", "saturated_periods"]
 
@@ -97,28 +101,27 @@ def crawl_capacity(
     *,
     previous: float | None = None,
     share: float = SATURATED_SHARE,
+    min_share: float = MIN_SATURATED_SHARE,
 ) -> CapacityEstimate:
     """The crawls per period the crawler can do, from its ended periods (module docstring).
 
     ``previous``: the capacity the plan in force used (None or NaN: none), which a window
-    of kept-up periods never lowers.
+    of kept-up periods never lowers; ``min_share``: the saturated periods measure the
+    capacity when they are at least this share of the periods read.
     """
     done = np.asarray(fetched, dtype=float)
     busy = saturated_periods(done, offered, left, share=share)
-    # A crawler that made no request while work waited was stopped, not slow.
+    # A crawler that made no request while work waited was stopped, not slow: left out.
     measured = busy & (done > 0)
     kept_up = ~busy
-    if measured.any():
-        return CapacityEstimate(
-            float(done[measured].mean()),
-            "saturated",
-            saturated=int(measured.sum()),
-            kept_up=int(kept_up.sum()),
-        )
-    if kept_up.any():
-        bound = float(done[kept_up].max())
+    read = int(measured.sum() + kept_up.sum())
+    counts = {"saturated": int(measured.sum()), "kept_up": int(kept_up.sum())}
+    if measured.any() and measured.sum() >= min_share * read:
+        return CapacityEstimate(float(done[measured].mean()), "saturated", **counts)
+    if read:
+        # Every period read fetched at least this much: the capacity is no less.
+        bound = float(done[measured | kept_up].max())
         before = previous if previous is not None and math.isfinite(previous) else 0.0
-        if bound <= 0 and before <= 0:
-            return CapacityEstimate(math.nan, "none", kept_up=int(kept_up.sum()))
-        return CapacityEstimate(max(bound, before), "lower bound", kept_up=int(kept_up.sum()))
-    return CapacityEstimate(math.nan, "none")
+        if bound > 0 or before > 0:
+            return CapacityEstimate(max(bound, before), "lower bound", **counts)
+    return CapacityEstimate(math.nan, "none", **counts)

@@ -20,6 +20,7 @@ __all__ = [
     "MIN_HOST_CHECKS",
     "MIN_LAST_MODIFIED_CHANGES",
     "MIN_RATE",
+    "MIN_SATURATED_SHARE",
     "MIN_UNCHANGED",
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
@@ -45,6 +46,10 @@ SMOOTHING_WEIGHT = 0.5
 #: the period's last moments, and a host's last pages behind its politeness delay, are still
 #: waiting when a crawler that kept up reaches the period's end.
 SATURATED_SHARE = 0.1
+#: Saturated periods measure the crawl capacity only when they are at least this share of the
+#: ended periods read (:func:`estimators.capacity.crawl_capacity`): a lone one among periods
+#: that kept up is a crawler that started late or paused, not its capacity.
+MIN_SATURATED_SHARE = 0.25
 
 #: Coverage of every confidence or credible interval.
 CONFIDENCE = 0.95

@@ -67,6 +67,22 @@ def test_saturated_periods_measure_the_capacity_up_or_down() -> None:
     assert crawl_capacity([], [], []).method == "none"
 
 
+def test_a_lone_saturated_period_among_kept_up_ones_is_no_measurement() -> None:
+    """The live loop's first period: the crawler started late in it, fetched 6 and left
+    work waiting; the four after it kept up with up to 22. Not a capacity of 6."""
+    fetched, offered, left = [6, 14, 22, 18, 20], [20, 22, 22, 20, 20], [8, 0, 1, 0, 2]
+    found = crawl_capacity(fetched, offered, left, previous=20.0)
+    assert (found.crawls, found.method, found.saturated, found.kept_up) == (
+        22.0,
+        "lower bound",
+        1,
+        4,
+    )
+    # Two of five saturated (at least a quarter): they measure it.
+    found = crawl_capacity([6, 8, 22, 18, 20], offered, [8, 9, 1, 0, 2], previous=20.0)
+    assert (found.crawls, found.method) == (7.0, "saturated")
+
+
 def test_saturation_needs_more_than_a_share_left_waiting() -> None:
     busy = saturated_periods([90, 90, 90], [100, 100, 100], [10, 11, 0], share=0.1)
     assert busy.tolist() == [False, True, False]
