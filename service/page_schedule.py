@@ -4,11 +4,12 @@ The plan says how many pages of each bucket to crawl per period; the page schedu
 often each page should come round inside that: the bucket's mean crawls per period over the
 plan's cycle are split among its pages by :func:`planner.schedules.optimal.bucket_intervals`
 (Xyleme's ``t = K / sqrt(importance x rate)`` by default), and every page gets a
-``refresh_interval`` (days) and ``scheduled_at`` (last fetch + interval), which due-URL
-selection orders by. Bucket by bucket, so memory holds one bucket, not the store. Run for a
-plan before its first period release, it also withdraws pages' pending due times, so that
-the crawl follows the new plan's quotas from its first period; periods are released only
-once it has finished (a release on half-written scheduled times would choose wrong pages).
+``refresh_interval`` (days) and ``scheduled_at`` (last fetch + interval). Period releases
+no longer order by these (they take each bucket's pages unvisited longest first, the order the
+planning model assumes: :mod:`planner.cycle.due_urls`). Bucket by bucket, so memory holds one
+bucket, not the store. Run for a plan before its first period release, it also withdraws
+pages' pending due times, so that the crawl follows the new plan's quotas from its first
+period; periods are released only once it has finished.
 
 Service edge: wires the store to the planner core; no planning logic of its own.
 """

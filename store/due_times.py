@@ -3,9 +3,11 @@
 The nightly page schedule works bucket by bucket: the plan gives each bucket a number of
 crawls per period, and the refresh schedule splits it among the bucket's pages by importance
 and change rate. :func:`bucket_pages` reads one bucket's fetched pages with one range scan of
-the ``(bucket, scheduled_at)`` index (memory: one bucket, not the store);
+the ``(bucket, last_fetch_at)`` index (memory: one bucket, not the store);
 :func:`write_page_schedule` stores each page's ``refresh_interval`` (days) and
-``scheduled_at`` (last fetch + interval), the key due-URL selection orders by.
+``scheduled_at`` (last fetch + interval). Period releases no longer order by it (they take a
+bucket's pages unvisited longest first, as the planning model assumes); reports before the
+first plan still make a page due at it.
 
 A new plan takes over in three steps, and a period of it is released only after the last:
 :func:`withdraw_due_pages` clears the due times of the older regime (one set-based statement,
