@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -372,6 +372,16 @@ def _warm(
     return WarmStart(detail.fractions, detail.new_pages, shift=max(shift, 0)), detail
 
 
+def _finite(value: float | None) -> float | None:
+    """A marginal value the store keeps: None for none, or for one not finite."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _finite_values(values: Mapping[int, float]) -> dict[int, float]:
+    """The finite marginal values of a period (a bucket without one spills last)."""
+    return {b: float(v) for b, v in values.items() if math.isfinite(v)}
+
+
 def _draft(
     start: datetime,
     settings: NightlySettings,
@@ -416,8 +426,10 @@ def _draft(
                 new_pages=cycle.new_pages[t],
                 quotas=cycle.quotas[t],
                 fractions=cycle.fractions[t],
-                marginal=cycle.marginal[t] if t < len(cycle.marginal) else {},
-                new_marginal=cycle.new_marginal[t] if t < len(cycle.new_marginal) else None,
+                marginal=_finite_values(cycle.marginal[t] if t < len(cycle.marginal) else {}),
+                new_marginal=_finite(
+                    cycle.new_marginal[t] if t < len(cycle.new_marginal) else None
+                ),
             )
             for t in range(settings.periods)
         ],
