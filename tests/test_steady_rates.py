@@ -14,7 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from estimators.buckets import BucketAggregates
-from planner.cycle.plan_cycle import CrawlMeasures, CycleSettings, plan_cycle
+from planner.cycle.plan_cycle import (
+    HOST_CLASS_STRIDE,
+    CrawlMeasures,
+    CycleSettings,
+    HostCaps,
+    base_class,
+    host_class,
+    plan_cycle,
+)
 from planner.model.instance import CrawlInstance
 from planner.model.steady_rates import (
     STEADY_OBJECTIVES,
@@ -25,6 +33,10 @@ from planner.model.steady_rates import (
 )
 from planner.schedules.optimal import refresh_schedule
 from planner.solver.steady_solver import solve_steady
+from scenarios.policies import RateKnowledge
+from scenarios.policies.webfountain import WebFountainPolicy
+from scenarios.simulator import SimulationSettings, simulate
+from scenarios.world import WorldSpec, build_world
 
 
 def _instance(
@@ -265,3 +277,122 @@ def test_uncertain_rates_plan_on_the_expectation() -> None:
     spread = solve_steady(fast, SteadySetup(rate_shape=np.array([0.5, 0.5])))
     sure = solve_steady(fast)
     assert spread.trajectory.x[1, 0] > 2.5 * sure.trajectory.x[1, 0]
+
+
+# -- politeness-bound hosts: host caps (issue 24) -------------------------------------------
+
+
+def test_host_caps_bind_and_the_rest_goes_elsewhere() -> None:
+    """A host group's crawls are at most its cap in every period, spent on its rows by their
+    rates; the capacity the host cannot take goes to the other rows."""
+    rates = np.array([0.05, 0.1, 0.2, 0.05, 0.1, 0.2])
+    pages = np.full(6, 1000.0)
+    inst = _instance(rates, pages, 900.0, periods=3)
+    free = solve_steady(inst)
+    cap = np.array([60.0, 30.0, np.inf])  # the last period: no cap
+    host = (np.array([3, 4, 5]), cap)
+    capped = solve_steady(inst, SteadySetup(host_caps=[host]))
+    assert capped.status.ok, capped.message
+    x, x_free = capped.trajectory.x, free.trajectory.x
+    assert x_free[3:, 0].sum() > 200.0  # the cap binds
+    assert np.all(x[3:, :2].sum(axis=0) <= cap[:2] * (1 + 1e-6) + 1e-6)
+    assert np.allclose(x.sum(axis=0), 900.0, rtol=1e-6)  # capacity spent
+    assert np.all(x[:3, :2] > x_free[:3, :2] + 10.0)  # the rest went to the unbound rows
+    assert np.allclose(x[:, 2], x_free[:, 2], rtol=1e-4)  # uncapped period: the free plan
+    # inside the host, the freshness optimum at its low rate: the slower rows first
+    assert x[3, 1] > x[4, 1] > x[5, 1]
+
+
+def test_split_rows_plan_like_their_bucket_when_caps_do_not_bind() -> None:
+    """Buckets split into (bucket, bound host) rows of the same rate get the unsplit
+    bucket's crawls per page when no cap binds; through plan_cycle, a host's classes get
+    their planned crawls over the cycle to within one crawl each (rounded as a whole, not
+    class by class), and never more than its cap a period."""
+    rng = np.random.default_rng(7)
+    rates = np.logspace(-2.5, 0.5, 8)
+    pages = rng.integers(100, 600, rates.size).astype(float)
+    share = rng.uniform(0.1, 0.5, rates.size)  # of each bucket's pages on the bound host
+    split_pages = np.concatenate([pages * (1 - share), pages * share])
+    split_rates = np.concatenate([rates, rates])
+    capacity = float(pages.sum() / 6.0)
+    whole = solve_steady(_instance(rates, pages, capacity, periods=4))
+    rows = np.arange(rates.size, 2 * rates.size)
+    loose = SteadySetup(host_caps=[(rows, np.full(4, capacity))])
+    split = solve_steady(_instance(split_rates, split_pages, capacity, periods=4), loose)
+    assert split.status.ok and whole.status.ok
+    per_page = split.trajectory.x / split_pages[:, None]
+    expected = (
+        np.vstack([whole.trajectory.x, whole.trajectory.x])
+        / np.concatenate([pages, pages])[:, None]
+    )
+    assert np.allclose(per_page, expected, rtol=1e-4, atol=1e-7)
+
+    # plan_cycle: classes 1..8, the bound host's share as classes 257..264
+    keys = np.concatenate([np.arange(1, 9), host_class(np.arange(1, 9), 0)])
+    size = HOST_CLASS_STRIDE * 2
+    counts = np.zeros(size, dtype=np.int64)
+    counts[keys] = np.rint(split_pages).astype(np.int64)
+    rate = np.full(size, np.nan)
+    rate[keys] = split_rates
+    aggregates = BucketAggregates(
+        pages=counts,
+        mean_rate=rate,
+        change_fraction=-np.expm1(-rate),
+        obsolete=np.where(np.isnan(rate), np.nan, 0.0),
+        period=1.0,
+    )
+    settings = CycleSettings(capacity=capacity, periods=4, explore=0)
+    group = np.arange(size) // HOST_CLASS_STRIDE - 1
+    for cap, binds in ((capacity, False), (20.0, True)):
+        hosts = HostCaps(group=group, cap=[cap])
+        outcome = plan_cycle(aggregates, settings, CrawlMeasures(0, host_caps=hosts))
+        plain = plan_cycle(aggregates, settings, CrawlMeasures(0))
+        assert outcome.cycle is not None and plain.cycle is not None
+        for t in range(4):
+            quotas = outcome.cycle.quotas[t]
+            host_sum = sum(q for k, q in quotas.items() if k >= HOST_CLASS_STRIDE)
+            assert sum(quotas.values()) + outcome.cycle.new_pages[t] == int(capacity)
+            assert {base_class(k) for k in quotas} == set(range(1, 9))
+            if binds:
+                assert host_sum == 20
+                assert sum(q for k, q in plain.cycle.quotas[t].items() if k >= 256) > 40
+        if not binds:  # the plan's crawls of each of the host's classes over the cycle
+            for k in host_class(np.arange(1, 9), 0).tolist():
+                planned = sum(plain.cycle.fractions[t][k] * counts[k] for t in range(4))
+                given = sum(outcome.cycle.quotas[t][k] for t in range(4))
+                assert abs(given - planned) <= 1.0
+
+
+def test_host_caps_are_checked() -> None:
+    with pytest.raises(ValueError, match="host_caps\\[0\\]: caps must be >= 0"):
+        SteadySetup(host_caps=[(np.array([0]), np.array([-1.0]))])
+    with pytest.raises(ValueError, match="a bucket row is given twice"):
+        SteadySetup(host_caps=[(np.array([0, 0]), np.array([1.0]))])
+    inst = _instance(np.array([0.1]), np.array([10.0]), 5.0, periods=2)
+    with pytest.raises(ValueError, match="rows must lie in 0..0"):
+        solve_steady(inst, SteadySetup(host_caps=[(np.array([1]), np.array([1.0]))]))
+
+
+def test_simulated_planner_plans_bound_hosts_within_their_caps() -> None:
+    """With politeness-bound hosts the planner's quotas give each bound host at most its
+    cap, the simulator defers (almost) no crawl, and the bound hosts' caps are used."""
+    spec = WorldSpec(pages=3_000, hosts=30, polite_hosts=2, polite_cap=12)
+    world = build_world(spec, 2, 28)
+    budget = 3_000 // 7
+    policy = WebFountainPolicy("planner", RateKnowledge("true"), cycle=7)
+    settings = SimulationSettings(periods=14, warmup=14, budget=budget, oracle=True, seed=2)
+    result = simulate(world, policy, settings)
+    assert result.metrics["deferred"].sum() <= 2
+    assert policy.last_inputs is not None and policy.last_plan is not None
+    _, measures = policy.last_inputs
+    assert measures.host_caps is not None
+    cycle = policy.last_plan.cycle
+    assert cycle is not None
+    for quotas in cycle.quotas:
+        for g in range(2):
+            host = [q for k, q in quotas.items() if k // HOST_CLASS_STRIDE == g + 1]
+            assert host and sum(host) <= 12
+    bound = np.isfinite(world.host_cap)[world.host]
+    measured = result.metrics["period"] >= 0
+    crawls_bound = result.crawls[bound].sum() / measured.sum()
+    assert crawls_bound == pytest.approx(24.0, abs=1.0)  # both caps used

@@ -17,7 +17,21 @@ seconds``                     (``plan.crawl_cost = "measured"``)
 ``CycleSettings.fallback_     False: a failed solve publishes       True: a crawler must crawl,
 uniform``                     nothing, the previous plan stays      so the uniform crawl
 ``warm``                      the current plan, moved on            None
+``CrawlMeasures.host_caps``   None                                  the politeness-bound hosts:
+                                                                    buckets split by host
 ============================  ====================================  ===========================
+
+**Politeness-bound hosts** (:class:`HostCaps`, steady-rate model only). A host that accepts
+at most K crawls a period cannot take more, and a plan that gives its pages more loses the
+surplus. The caller splits the classes: the pages of class c on bound host g form a class of
+their own, keyed :func:`host_class` ``(c, g) = c + 256 (g + 1)`` (classes 0..255 hold the
+other pages), and gives each class's group (g, or -1) and each host's cap; the model caps the
+sum of each group's crawls per period (:mod:`planner.model.steady_rates`, "Host caps"), and
+the whole-page quotas give each host its planned crawls, rounded as a whole and within its
+cap (rounding class by class would lose a host's many fractional classes). The quotas come
+out per split class, keyed as given; :func:`base_class` maps a key back to its change-rate
+class. The WebFountain model and the uniform crawl plan without the caps (the paper's model
+has none).
 
 Steps: the instance over the populated classes (:func:`planner.cycle.plan_inputs.plan_inputs`);
 no fetched page yet: new pages up to capacity (:func:`~planner.cycle.plan_inputs.
@@ -54,20 +68,24 @@ from planner.cycle.plan_inputs import (
     warm_start,
 )
 from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
-from planner.model.webfountain import uniform_crawl
+from planner.model.webfountain import Trajectory, uniform_crawl
 from planner.model.weights import ObjectiveWeights, strategy_weights
 from planner.solver.plan_solver import PlanSolution, PlanSolver
 from planner.solver.steady_solver import SteadySolution, solve_steady
 
 __all__ = [
+    "HOST_CLASS_STRIDE",
     "NO_DISCOVERY",
     "PAGE_LIFETIME_DAYS",
     "PLAN_MODELS",
     "CrawlMeasures",
     "CycleSettings",
+    "HostCaps",
     "PlanOutcome",
     "SolverRecord",
     "WarmStart",
+    "base_class",
+    "host_class",
     "plan_cycle",
 ]
 
@@ -80,6 +98,72 @@ PAGE_LIFETIME_DAYS = 200.0
 
 #: No page found by crawling, none from outside (the simulator's crawler, before births).
 NO_DISCOVERY = DiscoveryRates(oldnwt=0.0, newnwt=0.0, nconst=0.0, method="none")
+
+#: Keys of the classes split by politeness-bound host: class c of bound host g is
+#: ``c + HOST_CLASS_STRIDE * (g + 1)`` (module docstring, "Politeness-bound hosts").
+HOST_CLASS_STRIDE = 256
+
+
+def host_class(cls: int | npt.NDArray[np.int64], group: int | npt.NDArray[np.int64]) -> Any:
+    """The key of class ``cls`` (0..255) split to bound host ``group`` (-1: not split, the
+    class itself); elementwise on arrays."""
+    key = np.asarray(cls, dtype=np.int64) + HOST_CLASS_STRIDE * (
+        np.asarray(group, dtype=np.int64) + 1
+    )
+    return int(key) if key.ndim == 0 else key
+
+
+def base_class(key: int | npt.NDArray[np.int64]) -> Any:
+    """The change-rate class (0..255) of a class key, split or not; elementwise on arrays."""
+    return key % HOST_CLASS_STRIDE
+
+
+@dataclass(frozen=True)
+class HostCaps:
+    """Politeness-bound hosts, for the steady-rate model (module docstring).
+
+    Attributes
+    ----------
+    group : array_like of int, shape like the aggregates'
+        The bound host (0..H-1) whose pages each class holds, -1 for a class of unbound
+        pages (keys: :func:`host_class`).
+    cap : array_like of float, shape (H,) or (H, k)
+        Re-crawls per period each bound host accepts, >= 0 (inf: no cap); with k columns,
+        period t takes column ``min(t, k - 1)``, as ``CycleSettings.capacity_by_period``.
+        New pages are not split by host: a caller that will crawl a bound host's new pages
+        leaves room for them in its cap.
+    """
+
+    group: npt.ArrayLike
+    cap: npt.ArrayLike
+
+    def groups(self, bucket_ids: npt.NDArray[np.int64], periods: int) -> list[tuple[Any, Any]]:
+        """(rows, cap [periods]) per bound host with pages among the instance's rows
+        (``bucket_ids``: the class of each row).
+
+        Raises
+        ------
+        ValueError
+            A group or cap that does not fit the aggregates or the hosts.
+        """
+        group = np.asarray(self.group, dtype=np.int64)
+        cap = np.asarray(self.cap, dtype=float)
+        if cap.ndim == 1:
+            cap = cap[:, None]
+        if cap.ndim != 2 or cap.shape[1] == 0 or np.any(np.isnan(cap)) or np.any(cap < 0):
+            raise ValueError("host_caps.cap: give crawls per period >= 0 per bound host")
+        if bucket_ids.size and int(bucket_ids.max()) >= group.size:
+            raise ValueError("host_caps.group: give one group per class of the aggregates")
+        if group.size and (group.min() < -1 or group.max() >= cap.shape[0]):
+            raise ValueError(f"host_caps.group: give -1 or a bound host 0..{cap.shape[0] - 1}")
+        row_group = group[bucket_ids]
+        columns = np.minimum(np.arange(periods), cap.shape[1] - 1)
+        out = []
+        for g in range(cap.shape[0]):
+            rows = np.flatnonzero(row_group == g)
+            if rows.size:
+                out.append((rows, cap[g, columns]))
+        return out
 
 
 @dataclass(frozen=True)
@@ -175,12 +259,16 @@ class CrawlMeasures:
         Mean seconds per fetch overall (NaN: not measured; only cost ratios matter).
     discovery : DiscoveryRates
         New pages found per old-page crawl, per new-page crawl, and per period.
+    host_caps : HostCaps or None
+        The politeness-bound hosts and the classes split by them (module docstring); None:
+        no host caps.
     """
 
     new_pages: int
     bucket_seconds: npt.ArrayLike | None = None
     seconds_per_fetch: float = math.nan
     discovery: DiscoveryRates = NO_DISCOVERY
+    host_caps: HostCaps | None = None
 
 
 @dataclass(frozen=True)
@@ -301,7 +389,7 @@ def plan_cycle(
         cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
         return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
     if settings.model == "steady":
-        return _plan_steady(inputs, settings)
+        return _plan_steady(inputs, settings, measures.host_caps)
     solver = PlanSolver(instance, _weights(inputs, settings))
     start = None
     if warm is not None:
@@ -326,18 +414,23 @@ def plan_cycle(
     return PlanOutcome(inputs, None, record)
 
 
-def _plan_steady(inputs: PlanInputs, settings: CycleSettings) -> PlanOutcome:
+def _plan_steady(
+    inputs: PlanInputs, settings: CycleSettings, host_caps: HostCaps | None = None
+) -> PlanOutcome:
     """The steady-rate model's cycle: quotas from its crawls, with its marginal values."""
     instance = inputs.instance
     assert instance is not None
     lifetime = float(settings.page_lifetime) if settings.terminal_value else 0.0
-    setup = SteadySetup(objective=settings.objective, lifetime=lifetime)
+    groups = [] if host_caps is None else host_caps.groups(inputs.bucket_ids, instance.periods)
+    setup = SteadySetup(objective=settings.objective, lifetime=lifetime, host_caps=groups)
     solution = solve_steady(instance, setup)
     record = _steady_record(solution, inputs, settings)
     if solution.status.ok:
         cycle = cycle_from_trajectory(
             inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
         )
+        if groups:
+            cycle = _within_host_caps(cycle, inputs, solution.trajectory, groups)
         count = len(cycle.quotas)
         ids = inputs.bucket_ids.tolist()
         marginal = [
@@ -351,6 +444,78 @@ def _plan_steady(inputs: PlanInputs, settings: CycleSettings) -> PlanOutcome:
         note = "the solve failed: the uniform crawl instead"
         return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
     return PlanOutcome(inputs, None, record)
+
+
+def _within_host_caps(
+    cycle: PlannedCycle,
+    inputs: PlanInputs,
+    trajectory: Trajectory,
+    groups: list[tuple[Any, Any]],
+) -> PlannedCycle:
+    """The cycle's quotas with every host group's crawls per period what the plan gives it,
+    in whole crawls, and never more than its cap.
+
+    Rounding is per period over all classes (largest remainders): a bound host's many small
+    classes (a fraction of a crawl each) lose their crawls to the other classes' remainders,
+    the same classes in every period of a steady plan, and spare capacity spent or
+    exploration can put a group over its cap. So each group gets ``min(floor(cap), rint(sum
+    of its planned crawls))`` a period (planned: the cycle's fractions, after the spare
+    capacity and exploration), one crawl at a time to its class owed most over the cycle so
+    far (planned crawls less quotas, from the first period on), so a class of 0.3 crawls a
+    period gets about 2 in 7 periods; the crawl time this adds or frees is taken from, or
+    given to, the unbound classes furthest above, or below, their plan in the period (within
+    their pages), so a period stays within its capacity. The fractions of the classes
+    changed are re-computed.
+    """
+    instance = inputs.instance
+    assert instance is not None
+    ids = inputs.bucket_ids.tolist()
+    b_before, _ = trajectory.before(instance)
+    free = np.ones(len(ids), dtype=bool)
+    for rows, _ in groups:
+        free[rows] = False
+    quotas = [dict(q) for q in cycle.quotas]
+    fractions = [dict(f) for f in cycle.fractions]
+    owed = np.zeros(len(ids))  # each class's planned crawls so far less its quotas so far
+    for t, period in enumerate(quotas):
+        q = np.array([period[b] for b in ids], dtype=np.int64)
+        plan = np.array([fractions[t][b] for b in ids]) * b_before[:, t]
+        room = np.floor(b_before[:, t] + 1e-6)
+        cost = instance.crawl_cost[:, t]
+        added = 0.0  # crawl time the groups gained (negative: freed)
+        for rows, cap in groups:
+            target = np.rint(plan[rows].sum())
+            if np.isfinite(cap[t]):
+                target = min(target, np.floor(float(cap[t]) + 1e-6))
+            owed[rows] += plan[rows]
+            added -= float(cost[rows] @ q[rows])
+            q[rows] = 0
+            for _ in range(int(target)):  # one crawl at a time, the class owed most first
+                gap = np.where(q[rows] < room[rows], owed[rows] - q[rows], -np.inf)
+                if not np.isfinite(gap.max()):
+                    break
+                j = rows[int(np.argmax(gap))]
+                q[j], added = q[j] + 1, added + float(cost[j])
+            owed[rows] -= q[rows]
+        room -= q
+        while added > 1e-9:  # the unbound classes give the time back, furthest above first
+            excess = np.where(free & (q > 0), q - plan, -np.inf)
+            j = int(np.argmax(excess))
+            if not np.isfinite(excess[j]):
+                break
+            q[j], room[j], added = q[j] - 1, room[j] + 1, added - float(cost[j])
+        while added < -1e-9:  # and take the time freed, furthest below the plan first
+            fits = free & (room > 0) & (cost <= -added * (1 + 1e-9))
+            short = np.where(fits, plan - q, -np.inf)
+            j = int(np.argmax(short))
+            if not np.isfinite(short[j]):
+                break  # no unbound page left to crawl: the crawl time stays idle
+            q[j], room[j], added = q[j] + 1, room[j] - 1, added + float(cost[j])
+        for row, b in enumerate(ids):
+            if q[row] != period[b]:
+                period[b] = int(q[row])
+                fractions[t][b] = float(q[row] / max(b_before[row, t], 1e-300))
+    return replace(cycle, quotas=quotas, fractions=fractions)
 
 
 def _steady_record(

@@ -12,7 +12,15 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    changes a day), with the paper's 16 log-spaced between the smallest and the largest rate
    (``"observed"``), and computes the aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
-   fraction a); never-fetched pages are the model's n;
+   fraction a); never-fetched pages are the model's n. With the steady-rate model, the
+   pages of each politeness-bound host whose cap can bind (fewer crawls a period than it
+   has pages) form classes of their own, class c of bound host g keyed
+   :func:`planner.cycle.plan_cycle.host_class` ``(c, g)``, and the host's cap, less room
+   for its never-fetched pages spread over the cycle, goes to the plan
+   (:class:`planner.cycle.plan_cycle.HostCaps`): the plan gives the host no more crawls
+   than it accepts, spent on its pages by their rates, and the rest of the budget to the
+   other hosts' pages (a crawler knows its hosts' politeness limits: robots.txt
+   Crawl-delay, its configured delays);
 3. plans the cycle with :func:`planner.cycle.plan_cycle.plan_cycle`, the function the
    nightly run deploys: ``model`` (``"steady"``, the steady-rate model with ``objective``,
    or ``"webfountain"``, the paper's with ``strategy``), the budget as capacity (every crawl
@@ -61,10 +69,13 @@ from estimators.evidence import ChangeIntervals
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.cycle.due_urls import select_due_pages
 from planner.cycle.plan_cycle import (
+    HOST_CLASS_STRIDE,
     PLAN_MODELS,
     CrawlMeasures,
     CycleSettings,
+    HostCaps,
     PlanOutcome,
+    host_class,
     plan_cycle,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
@@ -250,11 +261,13 @@ class WebFountainPolicy(Policy):
     ) -> tuple[BucketAggregates, CrawlMeasures, FloatArray, IntArray]:
         """The planner's inputs at the start of ``period``, from the log alone.
 
-        Returns the bucket aggregates of the fetched pages (``buckets + 1`` classes; rates
-        and times in periods), what the crawl measured (never-fetched pages; every crawl
-        costs 1; no link discovery, the pages born per period of the last cycle as
-        ``nconst``), and every page's rate and bucket, shape (n_pages,) each (bucket 0: not
-        fetched). Moves the births counter on: call once per plan.
+        Returns the bucket aggregates of the fetched pages (``buckets + 1`` classes, or with
+        bound hosts split (module docstring) ``256 (G + 1)`` classes for G bound hosts;
+        rates and times in periods), what the crawl measured (never-fetched pages; every
+        crawl costs 1; no link discovery, the pages born per period of the last cycle as
+        ``nconst``; the bound hosts' caps), and every page's rate and class, shape
+        (n_pages,) each (class 0: not fetched). Moves the births counter on: call once per
+        plan.
         """
         rate = self._rates(log, period)
         fetched = log.eligible & (log.fetches > 0)
@@ -274,19 +287,45 @@ class WebFountainPolicy(Policy):
                 lo, hi = float(r.min()), float(r.max())
                 edges = bucket_edges(lo, max(hi, lo * 1.0001), self.buckets)
             bucket[pages] = assign_buckets(r, edges).astype(np.int64)
+        classes, host_caps = self.buckets, None
+        bound = self._bound_hosts(log)
+        if bound.size:
+            group_of_host = np.full(log.n_hosts, -1, dtype=np.int64)
+            group_of_host[bound] = np.arange(bound.size)
+            group = group_of_host[log.host[pages]]
+            bucket[pages] = host_class(bucket[pages], group)
+            classes = HOST_CLASS_STRIDE * (bound.size + 1) - 1
+            new_on_host = np.bincount(
+                log.host[log.eligible & (log.fetches == 0)], minlength=log.n_hosts
+            )[bound]
+            cap = log.host_cap[bound]
+            host_caps = HostCaps(
+                group=np.arange(classes + 1) // HOST_CLASS_STRIDE - 1,
+                cap=np.maximum(cap - np.minimum(cap, new_on_host / self.cycle), 0.0),
+            )
         elapsed = np.where(fetched, period - np.nan_to_num(log.last_fetch), 0.0)
         agg = bucket_aggregates(
             bucket[pages],
             rate[pages],
             np.maximum(elapsed[pages], 0.0),
             period=1.0,
-            n_buckets=self.buckets,
+            n_buckets=classes,
         )
         known = int(log.known.sum())
         births = max(0, known - self._known_at_start) / max(1, self.cycle)
         self._known_at_start = known
         discovery = DiscoveryRates(0.0, 0.0, float(births), "none")
-        return agg, CrawlMeasures(new_pages=new_count, discovery=discovery), rate, bucket
+        measures = CrawlMeasures(new_pages=new_count, discovery=discovery, host_caps=host_caps)
+        return agg, measures, rate, bucket
+
+    def _bound_hosts(self, log: CrawlLog) -> IntArray:
+        """The hosts whose politeness cap can bind, for the steady-rate model: a cap below
+        the host's pages the crawler may fetch (else it could take every page every period);
+        none for the paper's model, which plans without caps."""
+        if self.model != "steady" or not np.isfinite(log.host_cap).any():
+            return np.zeros(0, dtype=np.int64)
+        pages = np.bincount(log.host[log.eligible], minlength=log.n_hosts)
+        return np.flatnonzero(log.host_cap < pages).astype(np.int64)
 
     def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
         agg, measures, rate, bucket = self.aggregates(log, period)
@@ -301,7 +340,7 @@ class WebFountainPolicy(Policy):
         cycle = outcome.cycle
         assert cycle is not None  # fallback_uniform: always a cycle
         T = self.cycle
-        old = np.zeros((self.buckets + 1, T), dtype=np.int64)
+        old = np.zeros((agg.pages.size, T), dtype=np.int64)
         for t, quotas in enumerate(cycle.quotas):
             for cls, count in quotas.items():
                 old[cls, t] = count
@@ -345,7 +384,11 @@ class WebFountainPolicy(Policy):
         fresh_pages = fresh_pages[order]
         scheduled = log.last_fetch[candidates] + self._interval[candidates]
         scheduled = np.where(np.isfinite(scheduled), scheduled, 1e12)
-        quotas = {int(b): int(self._old[b, k]) for b in range(1, self.buckets + 1)}
+        # A bound host's classes: longest unvisited first, every page eligible (as the
+        # service's releases take pages), so the host's quotas, what it can take, are spent.
+        split = self._bucket[candidates] >= HOST_CLASS_STRIDE
+        scheduled[split] = log.last_fetch[candidates[split]]
+        quotas = {int(b): int(self._old[b, k]) for b in range(1, self._old.shape[0])}
         hosts = np.arange(log.n_hosts, dtype=np.int64)
         selection = select_due_pages(
             page_id=candidates,
