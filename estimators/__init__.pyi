@@ -42,6 +42,12 @@ from .evidence import (
 from .evidence import (
     last_modified_evidence_from_fetches as last_modified_evidence_from_fetches,
 )
+from .expected_freshness import (
+    expected_fresh_probability as expected_fresh_probability,
+)
+from .expected_freshness import (
+    expected_periodic_freshness as expected_periodic_freshness,
+)
 from .fetch_table import (
     FetchTableEstimate as FetchTableEstimate,
 )
@@ -51,6 +57,8 @@ from .fetch_table import (
 from .fetch_table import (
     estimate_fetch_table as estimate_fetch_table,
 )
+from .gamma_updates import RatePosterior as RatePosterior
+from .group_prior import GroupLevelPrior as GroupLevelPrior
 from .last_modified import (
     ChoLastModifiedRate as ChoLastModifiedRate,
 )
@@ -110,6 +118,7 @@ from .poisson import (
 from .poisson import (
     PoissonChangeMLE as PoissonChangeMLE,
 )
+from .posterior import GammaRatePosterior as GammaRatePosterior
 from .prior import LogNormalRatePrior as LogNormalRatePrior
 from .regular import ImprovedRegularRate as ImprovedRegularRate
 from .regular import NaiveRate as NaiveRate
