@@ -366,8 +366,10 @@ class CrawlWorker:
         result, links = self.observe(page.page_id, page.signature, outcome)
         links = self._in_scope(links, crawl.lease.origin)
         crawl.discovered.extend(links)
-        if links:
-            result = replace(result, outlinks=tuple(links))
+        # OPIC cash goes to the pages the crawl can read: an unfetchable page would keep it
+        outlinks = [u for u in links if not self._disallowed(u)]
+        if outlinks:
+            result = replace(result, outlinks=tuple(outlinks))
         if result.status == "error":
             crawl.errors += 1
             retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
@@ -507,6 +509,10 @@ class CrawlWorker:
             else:
                 blocked.append((url, origin, rules.expires_at))
         return candidates, blocked
+
+    def _disallowed(self, url: str) -> bool:
+        """Whether the pool's robots.txt rules disallow ``url`` (see :meth:`_screened`)."""
+        return self.robots.disallows(url, origin_of(url), self.settings.agent) is not None
 
     def _remember(self, crawl: _HostCrawl, urls: list[str], added: int, blocked: int) -> None:
         """The host's discovered ``urls`` are stored now (``added`` candidates and ``blocked``
