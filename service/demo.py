@@ -30,6 +30,7 @@ Service edge: wires scenarios, crawler, store and the pipeline together.
 from __future__ import annotations
 
 import csv
+import math
 import multiprocessing
 import signal
 import threading
@@ -51,7 +52,7 @@ from sqlalchemy import func, select
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from estimators.buckets import BucketScale
-from scenarios.demo_report import plot_freshness
+from scenarios.demo_report import plot_freshness, reference_freshness, share_of_gain
 from scenarios.ground_truth import score_change_detection, smallest_gaps
 from scenarios.server_process import ServerProcess, context, end_process
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
@@ -64,12 +65,14 @@ from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, u
 from store.models import OBSERVATIONS, PAGES
 from store.plans import latest_plan, plan_detail
 
-__all__ = ["DemoReport", "DemoSettings", "progress_line", "run_demo"]
+__all__ = ["WORLDS", "DemoReport", "DemoSettings", "progress_line", "run_demo"]
 
 _DAY = 86_400.0
 _ANSWERED = (200, 304)
 _NAMES = ("crawlplan", "uniform")
 _MIN_DELAY = 0.05
+#: The server log's clock resolution against the crawler's waits, seconds.
+_CLOCK = 0.005
 #: CrawlStats counters a crawl process sends back.
 _COUNTERS = tuple(f.name for f in fields(CrawlStats) if f.name not in ("started", "lock"))
 
@@ -81,23 +84,29 @@ class DemoSettings:
     ``hosts`` x ``pages`` pages; plan periods of ``period`` seconds, ``periods`` per cycle,
     ``cycles`` cycles; ``capacity`` crawls per period for each of the two crawls (default:
     ``share`` of the pages per cycle, so that planning matters); ``workers`` threads per crawl
-    (each crawl in a process of its own).
+    (each crawl in a process of its own). ``world``: one of :data:`WORLDS`.
     """
 
     directory: Path
     hosts: int = 200
-    pages: int = 100
+    pages: int = 50
     period: float = 8.0
     periods: int = 3
     cycles: int = 8
     capacity: int | None = None
     workers: int = 8
-    #: 15 % of 20,000 pages per 3-period cycle: 1,000 crawls a period, 125 a second, what
-    #: each of two live crawls keeps up with beside the other on this 2-core machine.
-    share: float = 0.15
+    #: 30 % of 10,000 pages per 3-period cycle: 1,000 crawls a period, 125 a second, what
+    #: each of two live crawls keeps up with beside the other on this 2-core machine; a
+    #: uniform recrawl revisits a page every 80 s, so 4 of the 8 cycles are warm-up.
+    share: float = 0.3
     rate_low: float = 1e-3
     rate_high: float = 0.2
     seed: int = 7
+    world: str = "demo"
+
+    def __post_init__(self) -> None:
+        if self.world not in WORLDS:
+            raise ValueError(f"unknown world {self.world!r}; known: {', '.join(WORLDS)}")
 
     @property
     def budget(self) -> int:
@@ -128,7 +137,19 @@ class DemoReport:
     new_pages_quota: float = 0.0
     bucket_rates: dict[int, float] = field(default_factory=dict)
     smallest_gap: float = 0.0
+    #: Per crawl, the smallest gap between two requests to one host below that host's
+    #: delay, counted (the politeness violations in its server's log), and its requests
+    #: under robots.txt-disallowed paths.
+    impolite: dict[str, int] = field(default_factory=dict)
+    disallowed: dict[str, int] = field(default_factory=dict)
     min_delay: float = 0.0
+    #: Cycles of warm-up (at least one uniform revisit of every page) before the steady state.
+    warmup_cycles: int = 0
+    #: Steady-state freshness (mean of the samples after the warm-up), measured per crawl,
+    #: and the references computed from the true rates at the same budget.
+    steady: dict[str, float] = field(default_factory=dict)
+    uniform_computed: float = float("nan")
+    optimum: float = float("nan")
     detection: str = ""
     plans: int = 0
     pages: int = 0
@@ -341,21 +362,56 @@ def _store(path: Path) -> Database:
     return database
 
 
+#: The webs the demo can crawl: ``demo`` (its own), and worlds built to differ from it.
+#: ``robots``: every page links to three URLs under /private/, which robots.txt disallows on
+#: every host, and every eighth host asks for a Crawl-delay of 0.5 s. ``fast-lying``: pages
+#: ten times faster (0.01 to 2 changes a second) and three hosts in four with Last-Modified
+#: that lies (the request time, never moving, or missing), without ETags.
+WORLDS = ("demo", "robots", "fast-lying")
+
+_ROBOTS_DELAY = "User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"
+
+
 def _web_config(demo: DemoSettings) -> WebConfig:
     behaviors = {
         1: HostBehavior(last_modified="now", etag=False),
         2: HostBehavior(last_modified="static", etag=False),
         3: HostBehavior(error_rate=0.05, retry_after=1.0),
-        4: HostBehavior(robots="User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"),
+        4: HostBehavior(robots=_ROBOTS_DELAY),
     }
+    rate_low, rate_high, private_links = demo.rate_low, demo.rate_high, 0
+    if demo.world == "robots":
+        private_links = 3
+        behaviors.update({h: HostBehavior(robots=_ROBOTS_DELAY) for h in range(5, demo.hosts, 8)})
+    elif demo.world == "fast-lying":
+        rate_low, rate_high = demo.rate_low * 10, demo.rate_high * 10
+        lies = ("now", "static", "none")
+        behaviors = {
+            h: HostBehavior(last_modified=lies[h % 4 - 1], etag=False)
+            for h in range(demo.hosts)
+            if h % 4
+        }
     return WebConfig(
         hosts=demo.hosts,
         pages_per_host=demo.pages,
-        rate_low=demo.rate_low,
-        rate_high=demo.rate_high,
+        rate_low=rate_low,
+        rate_high=rate_high,
         seed=demo.seed,
         behaviors={h: b for h, b in behaviors.items() if h < demo.hosts},
+        private_links=private_links,
     )
+
+
+def _host_delays(config: WebConfig, min_delay: float) -> np.ndarray:
+    """Seconds between two requests to each host: the crawl's least delay, or the host's
+    robots.txt Crawl-delay where longer."""
+    delays = np.full(config.hosts, min_delay)
+    for host, behavior in config.behaviors.items():
+        for line in (behavior.robots or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "crawl-delay":
+                delays[host] = max(min_delay, float(value))
+    return delays
 
 
 @dataclass
@@ -458,7 +514,9 @@ def run_demo(
             side.crawl.stop()
             report.fetched[side.name] = side.crawl.stats.fetched
     logs = {side.name: side.server.log for side in sides}
-    _checks(report, web, sides[0], logs, say)
+    delays = _host_delays(config, crawl.politeness.min_delay)
+    _checks(report, web, sides[0], logs, delays, say)
+    _steady_state(report, demo, web, delays, say)
     _quotas(report, sides[0].db)
     report.elapsed = time.monotonic() - began
     _write(report, directory, cycle_seconds, say)
@@ -650,19 +708,30 @@ def _checks(
     web: SyntheticWeb,
     planned: _Side,
     logs: dict[str, list[LoggedRequest]],
+    delays: np.ndarray,
     say: Callable[[str], None],
 ) -> None:
+    """Politeness and robots.txt from each server's own log, change detection against the
+    true change times."""
     for name, log in logs.items():
         times_by_host: dict[int, list[float]] = {}
         for r in log:
             times_by_host.setdefault(r.host, []).append(r.t)
-        gaps = smallest_gaps(times_by_host)
+        # A gap shorter than the host's delay, less the log's clock resolution.
+        report.impolite[name] = sum(
+            int((np.diff(np.sort(times)) < delays[host] - _CLOCK).sum())
+            for host, times in times_by_host.items()
+        )
+        report.disallowed[name] = sum(r.path.startswith("/private/") for r in log)
+        gaps = smallest_gaps({h: sorted(t) for h, t in times_by_host.items()})
         smallest = min(gaps.values()) if gaps else 0.0
         report.smallest_gap = min(report.smallest_gap or smallest, smallest)
         say(
             f"politeness of {name} (its server's own log): {len(log):,} requests; smallest "
             f"gap between two requests to one host {smallest:.3f} s (minimum "
-            f"{report.min_delay:g} s)"
+            f"{report.min_delay:g} s, more where robots.txt asks); gaps shorter than the "
+            f"host's delay: {report.impolite[name]:,}; requests robots.txt disallows: "
+            f"{report.disallowed[name]:,}"
         )
     served, observed = served_and_observed(planned.db, web, planned.by_url, logs["crawlplan"])
     score = score_change_detection(web, served, observed)
@@ -670,6 +739,49 @@ def _checks(
         f"{score.revisits:,} revisits, {score.real_changes:,} real changes, "
         f"{score.detected:,} detected, {score.missed:,} missed, "
         f"{score.false_alarms:,} false alarms"
+    )
+
+
+def _steady_state(
+    report: DemoReport,
+    demo: DemoSettings,
+    web: SyntheticWeb,
+    delays: np.ndarray,
+    say: Callable[[str], None],
+) -> None:
+    """Steady-state freshness of both crawls after the warm-up, beside the references
+    computed from the true rates at the same budget (per period; each host's polite
+    capacity bounds the optimum) and crawlplan's share of the optimum's gain."""
+    revisit = web.n_pages * demo.period / demo.budget
+    report.warmup_cycles = math.ceil(revisit / (demo.period * demo.periods) - 1e-9)
+    ref = reference_freshness(
+        web.rate * demo.period,
+        float(demo.budget),
+        host=web.host_of,
+        host_capacity=demo.period / delays,
+    )
+    report.uniform_computed, report.optimum = ref.uniform, ref.optimum
+    first = report.warmup_cycles * demo.periods
+    if len(report.planned) <= first:
+        say(
+            f"steady state: none yet; a uniform recrawl revisits every page in {revisit:.0f} s, "
+            f"so run more than {report.warmup_cycles} cycles (computed from the true rates: "
+            f"uniform {ref.uniform:.3f}, optimum {ref.optimum:.3f})"
+        )
+        return
+    for name, series in (("crawlplan", report.planned), ("uniform", report.uniform)):
+        report.steady[name] = float(np.mean(series[first:]))
+
+
+def _steady_line(report: DemoReport) -> str:
+    planned, uniform = report.steady["crawlplan"], report.steady["uniform"]
+    share = share_of_gain(planned, uniform, report.optimum)
+    return (
+        f"Steady state (cycles {report.warmup_cycles + 1}-{len(report.cycles)}, after "
+        f"{report.warmup_cycles} cycles of warm-up): freshness crawlplan {planned:.3f}, uniform "
+        f"recrawl {uniform:.3f} (computed {report.uniform_computed:.3f}), optimum at this "
+        f"budget {report.optimum:.3f} (computed from the true rates); crawlplan's share of the "
+        f"optimum's gain over uniform: {share:.0%}."
     )
 
 
@@ -771,6 +883,7 @@ def _write(
         f"Fetches: crawlplan {report.fetched.get('crawlplan', 0):,}, uniform "
         f"{report.fetched.get('uniform', 0):,}. Plans published: {report.plans}.",
         *_keeping_up(report),
+        *([_steady_line(report)] if report.steady else []),
         "",
         "The last plan's quotas (crawls per period) by change-rate bucket:",
         "",
@@ -786,7 +899,7 @@ def _write(
     (directory / "report.md").write_text("\n".join(lines))
     shown = [*lines[:table_at], *_merged_quota_rows(report), *lines[-4:]]
     for line in shown[2:]:
-        if line.startswith(("|", "Fetches", "Kept", "Change")):
+        if line.startswith(("|", "Fetches", "Kept", "Steady", "Change")):
             say(line)
     say(
         f"report: {directory / 'report.md'}, {directory / 'freshness.csv'}, "

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.support import out, user_errors
+from service.cli.support import fail, out, user_errors
 
 __all__ = ["demo"]
 
@@ -21,7 +21,7 @@ def demo(
         Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
     hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 200,
-    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 100,
+    pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 50,
     period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 8.0,
     periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 3,
     cycles: Annotated[int, typer.Option(min=1, help="Cycles (nightly plans) to run.")] = 8,
@@ -29,21 +29,33 @@ def demo(
         int | None,
         typer.Option(
             min=1,
-            help="Crawls per period of each crawl (default: 15 % of the pages per cycle).",
+            help="Crawls per period of each crawl (default: 30 % of the pages per cycle).",
             show_default=False,
         ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Worker threads per crawl.")] = 8,
+    world: Annotated[
+        str,
+        typer.Option(
+            help="The web: demo (its own), robots (links into robots.txt-disallowed paths, "
+            "Crawl-delay hosts) or fast-lying (fast pages, lying Last-Modified)."
+        ),
+    ] = "demo",
+    seed: Annotated[int, typer.Option(help="Seed of the web's shape and changes.")] = 7,
 ) -> None:
     """The whole service on the embedded default, scored against ground truth.
 
     Starts a synthetic web on loopback (one port per host, ground truth kept) and crawls it
     twice side by side with the same budget: crawlplan (nightly plans, period releases) and a
-    uniform recrawl. Prints repository freshness per period and cycle for both, the plan's
-    quotas by bucket, politeness and change-detection checks; writes report.md,
+    uniform recrawl. Prints repository freshness per period and cycle for both, the steady
+    state after a warm-up beside the optimum computed from the true rates, the plan's quotas
+    by bucket, politeness, robots.txt and change-detection checks; writes report.md,
     freshness.csv and freshness.png to --dir.
     """
-    from service.demo import DemoSettings, run_demo
+    from service.demo import WORLDS, DemoSettings, run_demo
+
+    if world not in WORLDS:
+        raise fail(f"unknown --world {world!r}; pass one of: {', '.join(WORLDS)}")
 
     run_demo(
         DemoSettings(
@@ -55,6 +67,8 @@ def demo(
             cycles=cycles,
             capacity=capacity,
             workers=workers,
+            world=world,
+            seed=seed,
         ),
         say=lambda line: out.print(line, markup=False),
     )
