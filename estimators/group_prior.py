@@ -20,8 +20,13 @@ group is closed form (negative binomial)::
   curvature.
 * ``tau^2``: the between-group variance of ``ln m_g`` around the parent, by the Paule-Mandel
   method of moments (``sum_g d_g^2 / (s_g^2 + tau^2) = G - 1``).
-* Shrinkage: ``ln m_g <- ln m_parent + tau^2 / (tau^2 + s_g^2) (ln m_g - ln m_parent)``. A group
-  with no evidence (``s_g = inf``) keeps its parent's mean; one with much keeps its own.
+* Shrinkage: ``ln m_g <- ln m_parent + w_g (ln m_g - ln m_parent)``, ``w_g = P / (P + s_g^2)``
+  with ``P = tau^2 + v_parent`` (``v_parent``: how uncertain the parent's mean still is). A
+  group with no evidence (``s_g = inf``) keeps its parent's mean; one with much keeps its own.
+  What remains uncertain of ``ln m_g`` (``v_g = P s_g^2 / (P + s_g^2)``) is integrated out:
+  the group's Gamma has the mean and variance of ``Gamma(a, a / m_g)`` over ``ln m_g ~
+  N(., v_g)`` (a smaller shape), so thin groups give wider priors and the credible intervals
+  keep their coverage.
 * ``a``: the within-group shape that maximizes the marginal likelihood of every page with
   evidence (bounded scalar search), alternated twice with the steps above.
 
@@ -68,7 +73,8 @@ class GroupLevelPrior:
     ----------
     name : the level's name (``"host"``, ``"section"``, ...).
     group : the group labels, shape (G,), sorted.
-    alpha, beta : each group's Gamma prior, shape (G,) (all groups share the shape ``alpha``).
+    alpha, beta : each group's Gamma prior, shape (G,) (the level's within-group shape,
+        lowered by how uncertain the group's mean is).
     pages : pages per group, shape (G,).
     weight : how much of its own mean each group keeps, ``tau^2 / (tau^2 + s_g^2)`` in
         [0, 1], shape (G,) (0: all from the parent).
@@ -255,12 +261,13 @@ def fit_group_levels(
     a0, b0 = population
     page_shape = a0
     page_log_mean = np.full(n, math.log(a0 / b0))
+    page_log_var = np.zeros(n)  # uncertainty of each page's group mean, ln scale
     bounds = (math.log(a0 / b0) - math.log(MEAN_SPAN), math.log(a0 / b0) + math.log(MEAN_SPAN))
     has = np.flatnonzero((c > 0) | (t > 0))
     rng = np.random.default_rng(random_state)
-    sample = (
-        np.sort(rng.choice(has, SHAPE_SAMPLE, replace=False)) if has.size > SHAPE_SAMPLE else has
-    )
+    sample = has
+    if has.size > SHAPE_SAMPLE:
+        sample = np.sort(rng.choice(has, SHAPE_SAMPLE, replace=False))
     fitted = []
     for name, labels in levels:
         raw = np.asarray(labels)
@@ -273,23 +280,27 @@ def fit_group_levels(
         n_groups = group_ids.size
         count = np.bincount(group, minlength=n_groups)
         parent = np.bincount(group, weights=page_log_mean, minlength=n_groups) / count
+        parent_var = np.bincount(group, weights=page_log_var, minlength=n_groups) / count
         shape = page_shape
         for _ in range(2):
             own, s2 = _group_means(shape, c, t, group, n_groups, bounds)
             d = own - parent
             tau2 = _between_variance(d, s2)
-            weight = np.where(
-                np.isfinite(s2), tau2 / (tau2 + np.where(np.isfinite(s2), s2, 1.0)), 0.0
-            )
+            spread = parent_var + tau2  # prior variance of ln m_g around the parent's
+            known = np.isfinite(s2) & (spread > 0)
+            s2_or_1 = np.where(known, s2, 1.0)
+            weight = np.where(known, spread / (spread + s2_or_1), 0.0)
             log_mean = parent + weight * d
+            log_var = np.where(known, spread * s2_or_1 / (spread + s2_or_1), spread)
             if sample.size:
                 shape = _fit_shape(c[sample], t[sample], np.exp(log_mean[group[sample]]), shape)
+        alpha, beta = _integrate_group_mean(shape, log_mean, log_var)
         fitted.append(
             GroupLevelPrior(
                 name=name,
                 group=group_ids.astype(np.int64),
-                alpha=np.full(n_groups, shape),
-                beta=shape / np.exp(log_mean),
+                alpha=alpha,
+                beta=beta,
                 pages=count.astype(np.intp),
                 weight=weight,
                 between_sd=math.sqrt(tau2),
@@ -297,5 +308,22 @@ def fit_group_levels(
         )
         page_shape = shape
         page_log_mean = log_mean[group]
-    alpha = np.full(n, page_shape)
-    return alpha, page_shape / np.exp(page_log_mean), fitted
+        page_log_var = log_var[group]
+    if not fitted:
+        return np.full(n, a0), np.full(n, b0), fitted
+    alpha, beta = _integrate_group_mean(page_shape, page_log_mean, page_log_var)
+    return alpha, beta, fitted
+
+
+def _integrate_group_mean(
+    shape: float, log_mean: FloatArray, log_var: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """The Gamma with the mean and variance of ``lambda ~ Gamma(shape, shape / m)`` with
+    ``ln m ~ N(log_mean, log_var)``: the group prior with the uncertainty of its mean.
+
+    ``E[lambda] = e^(mu + v/2)``, ``Var[lambda] = e^(2 mu + 2 v) (1 + 1/shape) - E[lambda]^2``,
+    so the shape becomes ``1 / ((1 + 1/shape) e^v - 1)`` (``shape`` itself at ``v = 0``).
+    """
+    mean = np.exp(log_mean + 0.5 * log_var)
+    alpha = 1.0 / ((1.0 + 1.0 / shape) * np.exp(log_var) - 1.0)
+    return alpha, alpha / mean
