@@ -1,4 +1,6 @@
-"""Change rates as a policy knows them: the truth (an oracle run) or its own estimates.
+"""Change rates as a policy knows them: the truth (an oracle run), its own point estimates, or
+its own Gamma posteriors (:class:`estimators.posterior.GammaRatePosterior`, priors by host and
+site section: what a crawler knows from URLs).
 
 Imports: :mod:`scenarios.policies.base`, :mod:`scenarios.simulator`, ``estimators``, numpy.
 """
@@ -9,7 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from estimators.estimator_choice import ChangeRateEstimator
-from estimators.evidence import last_modified_evidence_from_fetches
+from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
+from estimators.gamma_updates import RatePosterior
+from estimators.posterior import GammaRatePosterior
 from estimators.prior import LogNormalRatePrior
 from estimators.reliability import assess_last_modified
 from scenarios.policies.base import PolicyError
@@ -30,7 +34,9 @@ class RateKnowledge:
 
     Parameters
     ----------
-    rates : ``"true"`` (needs an oracle run) or ``"estimated"``.
+    rates : ``"true"`` (needs an oracle run), ``"estimated"`` (point estimates) or
+        ``"posterior"`` (a Gamma posterior per page, :meth:`posterior`; :meth:`rate` gives
+        its mean).
     refit_every : periods between two estimations.
     last_modified : ``"ignore"``, ``"checked"`` (use dates that pass
         :func:`estimators.reliability.assess_last_modified`) or ``"trusted"`` (use them all).
@@ -39,8 +45,8 @@ class RateKnowledge:
     def __init__(
         self, rates: str = "estimated", refit_every: int = 7, last_modified: str = "ignore"
     ) -> None:
-        if rates not in ("true", "estimated"):
-            raise PolicyError(f"rates: use 'true' or 'estimated', got {rates!r}")
+        if rates not in ("true", "estimated", "posterior"):
+            raise PolicyError(f"rates: use 'true', 'estimated' or 'posterior', got {rates!r}")
         if last_modified not in ("ignore", "checked", "trusted"):
             raise PolicyError(
                 f"last_modified: use 'ignore', 'checked' or 'trusted', got {last_modified!r}"
@@ -54,6 +60,8 @@ class RateKnowledge:
         self._fitted_at = -(10**9)
         self._prior: LogNormalRatePrior | None = None
         self._fits = 0
+        self._posterior: RatePosterior | None = None
+        self._posterior_fit: GammaRatePosterior | None = None
 
     def due(self, period: int) -> bool:
         """Whether the rates are refitted in ``period``."""
@@ -65,10 +73,66 @@ class RateKnowledge:
             if log.true_rate is None:
                 raise PolicyError("rates = 'true' needs an oracle run (the simulator's oracle)")
             return log.true_rate
+        if self.rates == "posterior":
+            return self.posterior(log, period).mean
         if self.due(period) or self._rate is None:
             self._rate = self._estimate(log)
             self._fitted_at = period
         return self._rate
+
+    def posterior(self, log: CrawlLog, period: int) -> RatePosterior:
+        """Gamma posterior of every page's rate (``beta`` in periods), refitted when due.
+
+        Needs ``rates = "posterior"``. Priors: the population's, then per host, then per site
+        section (``log.host``, ``log.section``), by empirical Bayes; a page never fetched gets
+        its section's prior. Before any evidence, every page gets ``Gamma(1, pages / budget)``
+        (mean: the uniform crawl rate). The fitted priors are in :attr:`posterior_fit`.
+        """
+        if self.rates != "posterior":
+            raise PolicyError("posterior: build RateKnowledge with rates='posterior'")
+        if self.due(period) or self._posterior is None:
+            self._posterior = self._fit_posterior(log)
+            self._rate = self._posterior.mean
+            self._fitted_at = period
+        return self._posterior
+
+    @property
+    def posterior_fit(self) -> GammaRatePosterior | None:
+        """The last posterior fit (its ``population_prior_`` and ``group_priors_``), or None."""
+        return self._posterior_fit
+
+    def _fit_posterior(self, log: CrawlLog) -> RatePosterior:
+        intervals = log.change_intervals()
+        evidence: LastModifiedEvidence | None = None
+        reliable = None
+        if self.last_modified != "ignore":
+            page, at, changed, lm = log.fetch_log()
+            evidence = last_modified_evidence_from_fetches(page, at, lm, n_pages=log.n_pages)
+            if self.last_modified == "trusted":
+                reliable = np.ones(log.n_pages, dtype=np.bool_)
+            else:
+                reliable = assess_last_modified(
+                    page, at, changed, lm, n_pages=log.n_pages, host=log.host
+                ).reliable
+        dated = False
+        if evidence is not None and reliable is not None:
+            single = evidence.single_fetch_age
+            has_date = evidence.intervals > 0
+            if single is not None:
+                has_date |= np.isfinite(single)
+            dated = bool(np.any(reliable & has_date))
+        if intervals.page.size == 0 and not dated:
+            fill = max(1, int(log.eligible.sum())) / max(1, log.budget)
+            n = log.n_pages
+            return RatePosterior(np.ones(n), np.full(n, float(fill)), np.zeros(n, np.intp))
+        fit = GammaRatePosterior(max_pages=PRIOR_PAGES).fit(
+            intervals,
+            groups=[("host", log.host), ("section", log.section)],
+            last_modified=evidence,
+            reliable=reliable,
+        )
+        self._posterior_fit = fit
+        return fit.posterior_
 
     def _estimate(self, log: CrawlLog) -> FloatArray:
         intervals = log.change_intervals()
