@@ -15,7 +15,8 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    fraction a); never-fetched pages are the model's n. With the steady-rate model, the
    pages of each politeness-bound host whose cap can bind (fewer crawls a period than it
    has pages) form classes of their own, class c of bound host g keyed
-   :func:`planner.cycle.plan_cycle.host_class` ``(c, g)``, and the host's cap, less room
+   :func:`planner.cycle.plan_cycle.host_class` ``(c, g)`` (:data:`HOST_CLASS_MERGE` classes
+   as one), and the host's cap, less room
    for its never-fetched pages spread over the cycle, goes to the plan
    (:class:`planner.cycle.plan_cycle.HostCaps`): the plan gives the host no more crawls
    than it accepts, spent on its pages by their rates, and the rest of the budget to the
@@ -104,6 +105,14 @@ BUCKET_RANGES = ("fixed", "observed")
 #: ``within_bucket`` value: inside a bucket, the page unvisited longest first (what the
 #: steady-rate model assumes).
 LONGEST_UNVISITED = "longest-unvisited"
+
+#: A politeness-bound host's pages are bucketed in classes this many times as wide as the
+#: others' (rates within a factor 1.34 of each other at the 255 fixed classes): its few
+#: crawls a period would be a fraction of a crawl in each of a hundred classes, and every
+#: class is a row of the model. In polite-host (seed 1) 4 left freshness within 0.002 of
+#: the fine classes (true rates 0.8095 against 0.8096, estimated 0.7876 against 0.7860)
+#: and took about half the solve time.
+HOST_CLASS_MERGE = 4
 
 #: Seconds per period on the selection's clock (any common clock works).
 _SECONDS = 86_400.0
@@ -293,7 +302,9 @@ class WebFountainPolicy(Policy):
             group_of_host = np.full(log.n_hosts, -1, dtype=np.int64)
             group_of_host[bound] = np.arange(bound.size)
             group = group_of_host[log.host[pages]]
-            bucket[pages] = host_class(bucket[pages], group)
+            fine = bucket[pages]
+            wide = (fine - 1) // HOST_CLASS_MERGE * HOST_CLASS_MERGE + 1
+            bucket[pages] = np.where(group >= 0, host_class(wide, group), fine)
             classes = HOST_CLASS_STRIDE * (bound.size + 1) - 1
             new_on_host = np.bincount(
                 log.host[log.eligible & (log.fetches == 0)], minlength=log.n_hosts
