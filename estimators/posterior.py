@@ -27,6 +27,8 @@ Imports: numpy, scipy, the estimators modules named here. No I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -90,7 +92,7 @@ class GammaRatePosterior:
         self,
         intervals: ChangeIntervals,
         *,
-        groups: list[tuple[str, ArrayLike]] | None = None,
+        groups: Sequence[tuple[str, ArrayLike]] | None = None,
         last_modified: LastModifiedEvidence | None = None,
         reliable: ArrayLike | None = None,
         notifications: NotificationRates | None = None,

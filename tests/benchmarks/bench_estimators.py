@@ -16,7 +16,11 @@ baseline measured in the same run:
   estimator names and buckets through ``estimate_fetch_arrays`` (the path of ``crawlplan
   estimate``), without and with Last-Modified; and the MLE alone, beside a per-page
   ``scipy.optimize.brentq`` on the MLE's score equation timed on a sample of all pages
-  (pages with no change, or only changes, seen get their estimate in closed form there too).
+  (pages with no change, or only changes, seen get their estimate in closed form there too);
+  and the Gamma posteriors (``GammaRatePosterior``) from the same intervals: population prior
+  alone, with host and section priors (sections of 5 pages, 4 per host), and with host and
+  section priors and Last-Modified (its reliability check included), beside the point
+  estimates of the whole pipeline above.
 
 Writes ``bench-results/estimators.json`` and, when matplotlib is importable,
 ``bench-results/estimators.png``.
@@ -44,6 +48,7 @@ from estimators import (
     ChangeRateEstimator,
     ChoLastModifiedRate,
     EmpiricalBayesChangeRate,
+    GammaRatePosterior,
     ImprovedRegularRate,
     NaiveRate,
     PoissonChangeMLE,
@@ -325,6 +330,24 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
         best["brentq"] = min(best["brentq"], timed(brentq_mle))
         best["ends"] = min(best["ends"], timed(brentq_interval))
     mle_interval, mle_only = best["mle_interval"], best["mle_only"]
+
+    # Gamma posteriors of the same pages, beside the point estimates above
+    groups = [("host", web.host), ("section", np.arange(n_pages) // 5)]
+    t0 = time.perf_counter()
+    GammaRatePosterior().fit(fresh())
+    posterior_population = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    GammaRatePosterior().fit(fresh(), groups=groups)
+    posterior_groups = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reliable = assess_last_modified(
+        web.page, web.fetched_at, web.changed, web.modified, n_pages=n_pages, host=web.host
+    ).reliable
+    evidence = last_modified_evidence_from_fetches(
+        web.page, web.fetched_at, web.modified, n_pages=n_pages
+    )
+    GammaRatePosterior().fit(fresh(), groups=groups, last_modified=evidence, reliable=reliable)
+    posterior_lm = time.perf_counter() - t0
     per_page_baseline = best["brentq"] / chosen.size
     per_page_interval = (best["brentq"] + best["ends"]) / chosen.size
     result = {
@@ -342,6 +365,9 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
         "speedup_mle_interval": per_page_interval * n_pages / mle_interval,
         "speedup_full_vs_mle_interval": per_page_interval * n_pages / ours,
         "max_relative_difference_to_brentq": agree,
+        "seconds_posterior_population_prior": posterior_population,
+        "seconds_posterior_host_section_priors": posterior_groups,
+        "seconds_posterior_host_section_last_modified": posterior_lm,
         "peak_rss_mb": rss,
         "rss_before_mb": rss0,
         "buckets_used": buckets_used,
@@ -365,6 +391,9 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
         f"{result['speedup_mle_interval']:.0f}x, whole pipeline vs MLE + interval "
         f"{result['speedup_full_vs_mle_interval']:.0f}x; max |ours/brentq - 1| = {agree:.1e}"
     )
+    print(f"  GammaRatePosterior, population prior:               {posterior_population:7.2f} s")
+    print(f"  GammaRatePosterior, host and section priors:         {posterior_groups:7.2f} s")
+    print(f"  the same with Last-Modified (reliability, evidence): {posterior_lm:7.2f} s")
     print(f"  peak RSS {rss:.0f} MB (simulation included)")
     return result
 
