@@ -58,6 +58,7 @@ from .fetch_table import (
     estimate_fetch_table as estimate_fetch_table,
 )
 from .gamma_updates import RatePosterior as RatePosterior
+from .gamma_updates import pooled_gamma as pooled_gamma
 from .group_prior import GroupLevelPrior as GroupLevelPrior
 from .last_modified import (
     ChoLastModifiedRate as ChoLastModifiedRate,

@@ -34,6 +34,7 @@ __all__ = [
     "changed_intervals_update",
     "changed_within_update",
     "check_gamma",
+    "pooled_gamma",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -177,3 +178,49 @@ def changed_intervals_update(
         p = page[rows]
         a[p], b[p] = changed_within_update(a[p], b[p], length[rows])
     return a, b
+
+
+def pooled_gamma(
+    alpha: ArrayLike,
+    beta: ArrayLike,
+    group: ArrayLike,
+    n_groups: int,
+    weight: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """One Gamma per group of pages (a bucket, say): the moment match of the mixture of its
+    pages' beliefs, which is the belief about the rate of a page drawn from the group.
+
+    Mean ``sum w alpha/beta / sum w``, second moment ``sum w alpha (alpha+1)/beta^2 / sum w``;
+    a group whose pages all hold one belief gets it back.
+
+    Parameters
+    ----------
+    alpha, beta : array_like of float, shape (n,)
+        The pages' beliefs (finite, > 0).
+    group : array_like of int, shape (n,)
+        Group of each page, in ``[0, n_groups)``.
+    n_groups : int
+        Number of groups.
+    weight : array_like of float, shape (n,), optional
+        Weight of each page (importance, say); 1 each by default.
+
+    Returns
+    -------
+    alpha, beta : ndarray of float, shape (n_groups,)
+        NaN for a group without pages (or without weight).
+    """
+    a, b = check_gamma(alpha, beta)
+    g = np.asarray(group, dtype=np.intp)
+    if g.shape != a.shape or a.ndim != 1:
+        raise ValueError(f"group must have one label per page ({a.shape[0]}), got {g.shape}")
+    if g.size and (g.min() < 0 or g.max() >= n_groups):
+        raise ValueError(f"group labels must lie in [0, {n_groups})")
+    w = np.ones(a.shape) if weight is None else np.asarray(weight, dtype=np.float64)
+    if w.shape != a.shape or not np.all(np.isfinite(w) & (w >= 0)):
+        raise ValueError("weight must be finite and >= 0, one per page")
+    total = np.bincount(g, weights=w, minlength=n_groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.bincount(g, weights=w * a / b, minlength=n_groups) / total
+        second = np.bincount(g, weights=w * a * (a + 1) / (b * b), minlength=n_groups) / total
+        var = np.maximum(second - mean * mean, _MIN_RELATIVE_VARIANCE * mean * mean)
+        return mean * mean / var, mean / var

@@ -342,3 +342,23 @@ def test_rate_knowledge_before_any_evidence_is_the_uniform_guess() -> None:
     posterior = RateKnowledge("posterior").posterior(log, 0)
     assert posterior.mean == pytest.approx(np.full(400, 0.1))
     assert posterior.evidence.tolist() == [0] * 400
+
+
+def test_pooled_gamma_moment_matches_the_mixture_of_a_groups_beliefs() -> None:
+    from estimators.gamma_updates import pooled_gamma
+
+    alpha = np.array([2.0, 2.0, 0.5, 3.0, 1.0])
+    beta = np.array([4.0, 4.0, 10.0, 1.0, 1.0])
+    group = np.array([0, 0, 1, 1, 1])
+    a, b = pooled_gamma(alpha, beta, group, 3)
+    assert (a[0], b[0]) == pytest.approx((2.0, 4.0), rel=1e-12)  # one belief: itself
+    assert np.isnan(a[2]) and np.isnan(b[2])  # no pages
+    rng = np.random.default_rng(SEED)
+    pick = rng.integers(2, 5, 1_000_000)
+    draws = rng.gamma(alpha[pick], 1 / beta[pick])
+    assert a[1] / b[1] == pytest.approx(draws.mean(), rel=0.01)
+    assert a[1] / b[1] ** 2 == pytest.approx(draws.var(), rel=0.03)
+    weighted, _ = pooled_gamma(alpha, beta, group, 3, weight=[1, 1, 0, 0, 1])
+    assert weighted[1] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"group labels must lie in \[0, 3\)"):
+        pooled_gamma(alpha, beta, group + 2, 3)
