@@ -369,7 +369,7 @@ def test_host_caps_are_checked() -> None:
     with pytest.raises(ValueError, match="a bucket row is given twice"):
         SteadySetup(host_caps=[(np.array([0, 0]), np.array([1.0]))])
     inst = _instance(np.array([0.1]), np.array([10.0]), 5.0, periods=2)
-    with pytest.raises(ValueError, match="rows must lie in 0..0"):
+    with pytest.raises(ValueError, match=r"rows must lie in 0\.\.0"):
         solve_steady(inst, SteadySetup(host_caps=[(np.array([1]), np.array([1.0]))]))
 
 
