@@ -95,12 +95,15 @@ class GroupLevelPrior:
         return np.asarray(self.alpha / self.beta, dtype=np.float64)
 
 
-def _log_rate_grid(sample: ChangeIntervals, step: float) -> FloatArray:
-    """Log rates spanning what the sample's interval lengths can tell apart."""
-    longest = float(sample.total_time.max()) if sample.n_pages else 1.0
-    shortest = float(sample.length.min()) if sample.length.size else 1.0
-    low = math.log(1e-3 / max(longest, 1e-300))
-    high = math.log(50.0 / max(shortest, 1e-300))
+def _log_rate_grid(sample: ChangeIntervals, exposure: FloatArray, step: float) -> FloatArray:
+    """Log rates spanning what the sample's evidence can tell apart: from 1e-3 changes in the
+    longest time observed to 50 in the shortest interval (or exposure)."""
+    observed = sample.total_time + exposure
+    longest = float(observed.max())
+    spans = np.r_[sample.length, exposure[exposure > 0]]
+    shortest = float(spans.min()) if spans.size else longest
+    low = math.log(1e-3 / longest)
+    high = math.log(50.0 / shortest)
     return np.arange(low, high + step, step)
 
 
@@ -138,7 +141,7 @@ def fit_population_prior(
         has = np.sort(rng.choice(has, max_pages, replace=False))
     sample = intervals.take(has)
     c, t = changes[has], exposure[has] + sample.unchanged_time
-    grid = _log_rate_grid(sample, grid_step)
+    grid = _log_rate_grid(sample, exposure[has], grid_step)
     page, length = sample.change_intervals
     loglik = np.empty((has.size, grid.size))
     for g, theta in enumerate(grid):

@@ -362,3 +362,24 @@ def test_pooled_gamma_moment_matches_the_mixture_of_a_groups_beliefs() -> None:
     assert weighted[1] == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"group labels must lie in \[0, 3\)"):
         pooled_gamma(alpha, beta, group + 2, 3)
+
+
+def test_a_cold_store_gets_posteriors_from_single_fetch_dates_alone() -> None:
+    """Every page fetched once: no interval, only each reliable Last-Modified age."""
+    rng = np.random.default_rng(SEED)
+    n = 2_000
+    rate = rng.gamma(2.0, 0.05, n)
+    age = rng.exponential(1 / rate)
+    intervals = ChangeIntervals(np.zeros(0, np.intp), np.zeros(0), np.zeros(0, bool), n)
+    lm = LastModifiedEvidence(
+        intervals=np.zeros(n, np.intp),
+        changes=np.zeros(n, np.intp),
+        exposure=np.zeros(n),
+        age_sum=np.zeros(n),
+        single_fetch_age=age,
+    )
+    fit = GammaRatePosterior().fit(intervals, last_modified=lm, reliable=np.ones(n, bool))
+    a0, b0 = fit.population_prior_
+    assert a0 / b0 == pytest.approx(0.1, rel=0.15), f"seed {SEED}"
+    assert np.array_equal(fit.alpha_, np.full(n, a0 + 1.0))
+    assert np.array_equal(fit.beta_, b0 + age)
