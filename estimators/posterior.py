@@ -28,6 +28,7 @@ Imports: numpy, scipy, the estimators modules named here. No I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -35,7 +36,9 @@ from numpy.typing import ArrayLike, NDArray
 from estimators.evidence import ChangeIntervals, LastModifiedEvidence
 from estimators.gamma_updates import RatePosterior, changed_intervals_update, check_gamma
 from estimators.group_prior import GroupLevelPrior, fit_group_levels, fit_population_prior
-from estimators.notifications import NotificationRates
+
+if TYPE_CHECKING:  # scipy.stats, which notifications imports, takes most of a second
+    from estimators.notifications import NotificationRates
 
 __all__ = ["GammaRatePosterior"]
 
