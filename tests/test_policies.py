@@ -219,3 +219,20 @@ def test_sampling_spends_on_the_group_that_changes() -> None:
     settings = SimulationSettings(periods=21, budget=200, warmup=7)
     result = simulate(world, policy, settings)
     assert result.crawls[fast].mean() > 1.5 * result.crawls[~fast].mean()
+
+
+def test_planner_on_posteriors_plans_on_each_class_belief() -> None:
+    """With rates = "posterior" the planner hands plan_cycle one Gamma shape per class (the
+    moment match of its pages' beliefs), finite where pages are, and the plan fills the budget."""
+    world = build_world(WorldSpec(pages=1_500, hosts=15, section_sigma=1.0), 1, 35)
+    policy = WebFountainPolicy("p", RateKnowledge("posterior", refit_every=7), cycle=7)
+    simulate(world, policy, SimulationSettings(periods=21, budget=150, warmup=7))
+    assert policy.last_inputs is not None and policy.last_plan is not None
+    aggregates, measures = policy.last_inputs
+    assert measures.rate_shape is not None
+    shape = np.asarray(measures.rate_shape)
+    populated = np.flatnonzero(aggregates.pages[1:] > 0) + 1
+    assert np.all(np.isfinite(shape[populated]) & (shape[populated] > 0))
+    cycle = policy.last_plan.cycle
+    assert cycle is not None
+    assert sum(cycle.quotas[0].values()) + cycle.new_pages[0] == 150

@@ -262,6 +262,10 @@ class CrawlMeasures:
     host_caps : HostCaps or None
         The politeness-bound hosts and the classes split by them (module docstring); None:
         no host caps.
+    rate_shape : array_like of float, shape like the aggregates', or None
+        The Gamma shape of each class's change-rate belief, whose mean is the class's rate
+        (inf or NaN: known; None: every rate known); the steady-rate model values freshness
+        in expectation over it (:mod:`planner.model.steady_rates`, "Uncertain rates").
     """
 
     new_pages: int
@@ -269,6 +273,7 @@ class CrawlMeasures:
     seconds_per_fetch: float = math.nan
     discovery: DiscoveryRates = NO_DISCOVERY
     host_caps: HostCaps | None = None
+    rate_shape: npt.ArrayLike | None = None
 
 
 @dataclass(frozen=True)
@@ -389,7 +394,7 @@ def plan_cycle(
         cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
         return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
     if settings.model == "steady":
-        return _plan_steady(inputs, settings, measures.host_caps)
+        return _plan_steady(inputs, settings, measures.host_caps, measures.rate_shape)
     solver = PlanSolver(instance, _weights(inputs, settings))
     start = None
     if warm is not None:
@@ -415,14 +420,23 @@ def plan_cycle(
 
 
 def _plan_steady(
-    inputs: PlanInputs, settings: CycleSettings, host_caps: HostCaps | None = None
+    inputs: PlanInputs,
+    settings: CycleSettings,
+    host_caps: HostCaps | None = None,
+    rate_shape: npt.ArrayLike | None = None,
 ) -> PlanOutcome:
     """The steady-rate model's cycle: quotas from its crawls, with its marginal values."""
     instance = inputs.instance
     assert instance is not None
     lifetime = float(settings.page_lifetime) if settings.terminal_value else 0.0
     groups = [] if host_caps is None else host_caps.groups(inputs.bucket_ids, instance.periods)
-    setup = SteadySetup(objective=settings.objective, lifetime=lifetime, host_caps=groups)
+    shape = None
+    if rate_shape is not None:
+        shape = np.asarray(rate_shape, dtype=float)[inputs.bucket_ids]
+        shape = np.where(np.isfinite(shape) & (shape > 0), shape, np.inf)
+    setup = SteadySetup(
+        objective=settings.objective, lifetime=lifetime, host_caps=groups, rate_shape=shape
+    )
     solution = solve_steady(instance, setup)
     record = _steady_record(solution, inputs, settings)
     if solution.status.ok:

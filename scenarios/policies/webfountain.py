@@ -3,7 +3,9 @@
 Every ``cycle`` periods :class:`WebFountainPolicy`
 
 1. takes the change rates it knows (:class:`scenarios.policies.knowledge.RateKnowledge`: its own
-   estimates, or the true rates in an oracle run); a page fetched but without an estimate yet
+   estimates, its own Gamma posteriors (``rates = "posterior"``: the steady-rate model then
+   values freshness in expectation over each class's pooled belief), or the true rates in an
+   oracle run); a page fetched but without an estimate yet
    gets the median estimate, or with ``cold_start = "section"`` the pooled estimate of its
    site section (all its section's change/no-change intervals as one page's: the seed paper's
    correlated groups, here sections);
@@ -67,6 +69,7 @@ from estimators.buckets import (
 )
 from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
+from estimators.gamma_updates import pooled_gamma
 from estimators.poisson import EmpiricalBayesChangeRate
 from planner.cycle.due_urls import select_due_pages
 from planner.cycle.plan_cycle import (
@@ -326,7 +329,15 @@ class WebFountainPolicy(Policy):
         births = max(0, known - self._known_at_start) / max(1, self.cycle)
         self._known_at_start = known
         discovery = DiscoveryRates(0.0, 0.0, float(births), "none")
-        measures = CrawlMeasures(new_pages=new_count, discovery=discovery, host_caps=host_caps)
+        shape = None
+        if self.knowledge.rates == "posterior" and pages.size:
+            belief = self.knowledge.posterior(log, period)
+            shape, _ = pooled_gamma(
+                belief.alpha[pages], belief.beta[pages], bucket[pages], classes + 1
+            )
+        measures = CrawlMeasures(
+            new_pages=new_count, discovery=discovery, host_caps=host_caps, rate_shape=shape
+        )
         return agg, measures, rate, bucket
 
     def _bound_hosts(self, log: CrawlLog) -> IntArray:
