@@ -17,6 +17,8 @@ seconds``                     (``plan.crawl_cost = "measured"``)
 ``CycleSettings.fallback_     False: a failed solve publishes       True: a crawler must crawl,
 uniform``                     nothing, the previous plan stays      so the uniform crawl
 ``warm``                      the current plan, moved on            None
+``CrawlMeasures.rate_shape``  None (point estimates)                with ``rates = "posterior"``
+                                                                    each class's pooled Gamma
 ``CrawlMeasures.host_caps``   None                                  the politeness-bound hosts:
                                                                     buckets split by host
 ============================  ====================================  ===========================
@@ -35,11 +37,15 @@ has none).
 
 Steps: the instance over the populated classes (:func:`planner.cycle.plan_inputs.plan_inputs`);
 no fetched page yet: new pages up to capacity (:func:`~planner.cycle.plan_inputs.
-cold_start_cycle`); ``optimize = False``: the uniform crawl; else the WebFountain model over
-``model_horizon(periods, horizon)`` periods with the strategy's weights (plus the terminal
-value), from the warm start and, when that fails, from the solver's own starts; then the
-first ``periods`` periods as whole-page quotas, spare capacity spent and every bucket explored
-(:func:`~planner.cycle.plan_inputs.cycle_from_trajectory`).
+cold_start_cycle`); ``optimize = False``: the uniform crawl; else, over
+``model_horizon(periods, horizon)`` periods, the steady-rate model (``model = "steady"``, the
+default: :mod:`planner.model.steady_rates`, one convex solve, with the classes' rate beliefs
+``CrawlMeasures.rate_shape`` and host caps when given) or the WebFountain model (``model =
+"webfountain"``: the strategy's weights plus the terminal value, from the warm start and, when
+that fails, from the solver's own starts); then the first ``periods`` periods as whole-page
+quotas, spare capacity spent and, with ``explore`` > 0, every bucket explored
+(:func:`~planner.cycle.plan_inputs.cycle_from_trajectory`), with the steady-rate model's
+marginal values per class and period (:attr:`PlannedCycle.marginal`).
 
 Pure: no store, no file, no clock.
 """

@@ -212,6 +212,8 @@ class WebFountainPolicy(Policy):
         self._bucket = np.zeros(0, dtype=np.int64)
         self._interval = np.zeros(0)
         self._rate = np.zeros(0)
+        self._marginal: list[dict[int, float]] = []
+        self._new_marginal: list[float] = []
         self._known_at_start = 0
 
     @classmethod
@@ -386,6 +388,7 @@ class WebFountainPolicy(Policy):
                 objective=self.within_bucket,
             )
         self._old, self._new, self._bucket = old, new, bucket
+        self._marginal, self._new_marginal = list(cycle.marginal), list(cycle.new_marginal)
         self._interval, self._rate = interval, rate
         self._cycle_start = period
 
@@ -404,19 +407,32 @@ class WebFountainPolicy(Policy):
         else:
             order = np.argsort(-log.importance[fresh_pages], kind="stable")
         fresh_pages = fresh_pages[order]
-        scheduled = log.last_fetch[candidates] + self._interval[candidates]
-        scheduled = np.where(np.isfinite(scheduled), scheduled, 1e12)
-        # A bound host's classes: longest unvisited first, every page eligible (as the
-        # service's releases take pages), so the host's quotas, what it can take, are spent.
-        split = self._bucket[candidates] >= HOST_CLASS_STRIDE
-        scheduled[split] = log.last_fetch[candidates[split]]
         quotas = {int(b): int(self._old[b, k]) for b in range(1, self._old.shape[0])}
         hosts = np.arange(log.n_hosts, dtype=np.int64)
+        ranking: dict[str, Any]
+        if self.within_bucket == LONGEST_UNVISITED:
+            # what the service's releases do: longest unvisited first in every class, every
+            # page eligible, and a quota that cannot be filled spilled by the plan's values
+            has_values = k < len(self._marginal)
+            ranking = {
+                "last_fetch": log.last_fetch[candidates] * _SECONDS,
+                "spill": True,
+                "marginal": self._marginal[k] if has_values else None,
+                "new_marginal": self._new_marginal[k] if has_values else None,
+            }
+        else:
+            scheduled = log.last_fetch[candidates] + self._interval[candidates]
+            scheduled = np.where(np.isfinite(scheduled), scheduled, 1e12)
+            # A bound host's classes: longest unvisited first, every page eligible (as the
+            # service's releases take pages), so the host's quotas are spent.
+            split = self._bucket[candidates] >= HOST_CLASS_STRIDE
+            scheduled[split] = log.last_fetch[candidates[split]]
+            ranking = {"scheduled_at": scheduled * _SECONDS}
         selection = select_due_pages(
             page_id=candidates,
             host_id=log.host[candidates],
             bucket=self._bucket[candidates],
-            scheduled_at=scheduled * _SECONDS,
+            **ranking,
             quotas=quotas,
             new_page_id=fresh_pages,
             new_host_id=log.host[fresh_pages],
