@@ -4,6 +4,7 @@ crawl in a process of its own, as ``crawlplan demo`` runs them."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -15,9 +16,19 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from scenarios.demo_report import periodic_freshness, reference_freshness, share_of_gain
 from scenarios.ground_truth import repository_freshness
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
-from service.demo import DemoReport, DemoSettings, _merged_quota_rows, _Truth, run_demo
+from service.demo import (
+    WORLDS,
+    DemoReport,
+    DemoSettings,
+    _host_delays,
+    _merged_quota_rows,
+    _Truth,
+    _web_config,
+    run_demo,
+)
 from store import open_database
 from store.models import (
     NIGHTLY_RUNS,
@@ -76,6 +87,16 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     assert any(line.startswith("| 3 |") for line in lines)  # the per-cycle table
     assert any(line.startswith("Kept up, uniform") for line in lines)
     assert "0 false alarms" in report.detection
+    # Steady state after one uniform revisit of the 36 pages (7.7 s: two 4.5 s cycles),
+    # beside the references computed from the true rates; no request robots.txt disallows
+    # and no gap under a host's delay in either server's log.
+    assert report.warmup_cycles == 2
+    assert set(report.steady) == {"crawlplan", "uniform"}
+    assert report.steady["crawlplan"] == pytest.approx(float(np.mean(report.planned[6:])))
+    assert 0.0 < report.uniform_computed <= report.optimum < 1.0
+    assert report.impolite == {"crawlplan": 0, "uniform": 0}
+    assert report.disallowed == {"crawlplan": 0, "uniform": 0}
+    assert any(line.startswith("Steady state (cycles 3-3") for line in lines)
     for name in ("report.md", "freshness.csv", "freshness.png"):
         assert (tmp_path / name).stat().st_size > 0
 
@@ -175,3 +196,46 @@ def test_the_terminal_quota_table_merges_runs_of_small_quotas() -> None:
         "| 12 | 0.0120 | 40.0 |",
         "| 13-20 | 0.0130-0.0200 | 0.5 |",
     ]
+
+
+def test_periodic_freshness_is_the_time_average_of_a_periodic_refresh() -> None:
+    rate = np.array([0.0, 1.0, 1.0, 2.0])
+    refresh = np.array([0.0, 0.0, 1.0, 4.0])
+    expected = [1.0, 0.0, 1 - math.exp(-1), 2 * (1 - math.exp(-0.5))]
+    assert periodic_freshness(rate, refresh) == pytest.approx(expected, rel=1e-12)
+    # The same average from a simulated page: changes as Poisson, crawled every 1/f.
+    rng = np.random.default_rng(3)
+    lam, f, horizon = 0.7, 0.5, 20_000.0
+    changes = np.sort(rng.uniform(0, horizon, rng.poisson(lam * horizon)))
+    t = rng.uniform(0, horizon, 200_000)
+    last_crawl = np.floor(t * f) / f
+    fresh = np.searchsorted(changes, last_crawl) == np.searchsorted(changes, t)
+    assert fresh.mean() == pytest.approx(
+        periodic_freshness(np.array([lam]), np.array([f]))[0], abs=0.01
+    )
+
+
+def test_the_optimum_beats_uniform_within_host_capacity() -> None:
+    rate = np.geomspace(0.001, 5.0, 400)
+    host = np.repeat(np.arange(4), 100)
+    free = reference_freshness(rate, 40.0)
+    assert free.optimum > free.uniform
+    assert free.uniform == pytest.approx(float(periodic_freshness(rate, np.full(400, 0.1)).mean()))
+    tight = reference_freshness(rate, 40.0, host=host, host_capacity=np.array([1.0, 40, 40, 40]))
+    assert free.uniform == tight.uniform and tight.optimum <= free.optimum + 1e-12
+    assert share_of_gain(0.6, 0.5, 0.7) == pytest.approx(0.5)
+    assert share_of_gain(0.4, 0.5, 0.7) == pytest.approx(-0.5)
+    assert math.isnan(share_of_gain(0.4, 0.5, 0.5))
+
+
+def test_worlds_differ_from_the_demos_web(tmp_path: Path) -> None:
+    configs = {w: _web_config(DemoSettings(tmp_path, hosts=16, pages=4, world=w)) for w in WORLDS}
+    assert configs["demo"].private_links == 0 and configs["robots"].private_links == 3
+    delays = _host_delays(configs["robots"], 0.05)
+    assert list(np.flatnonzero(delays > 0.05)) == [4, 5, 13] and delays.max() == 0.5
+    lying = configs["fast-lying"]
+    assert lying.rate_high == pytest.approx(10 * configs["demo"].rate_high)
+    kinds = [lying.behavior(h).last_modified for h in range(16)]
+    assert kinds.count("truthful") == 4 and {"now", "static", "none"} <= set(kinds)
+    with pytest.raises(ValueError, match="unknown world"):
+        DemoSettings(tmp_path, world="moon")
