@@ -98,6 +98,7 @@ _POLICY_TYPES: dict[str, type] = {
     "cycle": int,
     "cold_start": str,
     "within_bucket": str,
+    "release_order": str,
     "bucket_range": str,
     "horizon": int,
     "terminal_value": bool,

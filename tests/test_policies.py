@@ -236,3 +236,12 @@ def test_planner_on_posteriors_plans_on_each_class_belief() -> None:
     cycle = policy.last_plan.cycle
     assert cycle is not None
     assert sum(cycle.quotas[0].values()) + cycle.new_pages[0] == 150
+
+
+def test_release_order_due_spends_the_budget_and_bad_orders_are_refused() -> None:
+    world = build_world(WorldSpec(pages=1_500, hosts=15), 1, 21)
+    policy = make_policy({"kind": "webfountain", "release_order": "due", "rates": "true"})
+    result = simulate(world, policy, SimulationSettings(periods=14, budget=150, oracle=True))
+    assert int(result.crawls.sum()) == 150 * 14
+    with pytest.raises(PolicyError, match="release_order"):
+        make_policy({"kind": "webfountain", "release_order": "newest"})

@@ -40,6 +40,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "cycle",
         "cold_start",
         "within_bucket",
+        "release_order",
         "horizon",
         "terminal_value",
         "explore",

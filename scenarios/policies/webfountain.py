@@ -99,6 +99,15 @@ IntArray = npt.NDArray[np.int64]
 #: Buckets of the paper's model when a scenario names none (its solve takes a minute at 255).
 PAPER_MODEL_BUCKETS = 16
 
+#: ``release_order`` values (``within_bucket = "longest-unvisited"``): ``"oldest"``, what the
+#: service's releases do (every page of a class eligible, the longest unvisited first, a quota
+#: that cannot be filled spilled by the plan's values); ``"due"``, only the pages due for their
+#: class's planned interval (pages / planned crawls), oldest first, the rest spilled by value.
+#: With estimated rates "due" kept 0.005-0.008 more freshness on gap-mixture's world at 1/28
+#: and 1/7 (docs/benchmarks.md, "Estimated rates: the release order"); the service does not
+#: release that way yet.
+RELEASE_ORDERS = ("oldest", "due")
+
 #: ``bucket_range`` values: ``"fixed"``, the nightly run's buckets (the estimators' default
 #: scale, rates per day, so a simulation plans on the deployed buckets and pages keep their
 #: bucket while estimates settle); ``"observed"``, log-spaced between the smallest and the
@@ -154,6 +163,7 @@ class WebFountainPolicy(Policy):
         cycle: int = 7,
         cold_start: str = "median",
         within_bucket: str | None = None,
+        release_order: str = "oldest",
         horizon: int = 0,
         terminal_value: bool = True,
         explore: float = EXPLORE_REVISITS,
@@ -175,6 +185,9 @@ class WebFountainPolicy(Policy):
             raise PolicyError(f"within_bucket: use one of {known}, got {within_bucket!r}")
         if strategy not in (1, 2, 3):
             raise PolicyError(f"strategy: use 1, 2 or 3, got {strategy!r}")
+        if release_order not in RELEASE_ORDERS:
+            known = " or ".join(RELEASE_ORDERS)
+            raise PolicyError(f"release_order: use {known}, got {release_order!r}")
         if bucket_range not in BUCKET_RANGES:
             known = " or ".join(BUCKET_RANGES)
             raise PolicyError(f"bucket_range: use {known}, got {bucket_range!r}")
@@ -195,6 +208,7 @@ class WebFountainPolicy(Policy):
         self.strategy = Strategy(strategy)
         self.buckets = buckets
         self.bucket_range = bucket_range
+        self.release_order = release_order
         self.period_days = period_days
         self.cycle = cycle
         self.cold_start = cold_start
@@ -240,6 +254,7 @@ class WebFountainPolicy(Policy):
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
             within_bucket=None if "within_bucket" not in spec else str(spec["within_bucket"]),
+            release_order=str(spec.get("release_order", "oldest")),
             horizon=int(spec.get("horizon", 0)),
             terminal_value=bool(spec.get("terminal_value", True)),
             explore=float(spec.get("explore", EXPLORE_REVISITS)),
@@ -410,7 +425,18 @@ class WebFountainPolicy(Policy):
         quotas = {int(b): int(self._old[b, k]) for b in range(1, self._old.shape[0])}
         hosts = np.arange(log.n_hosts, dtype=np.int64)
         ranking: dict[str, Any]
-        if self.within_bucket == LONGEST_UNVISITED:
+        if self.within_bucket == LONGEST_UNVISITED and self.release_order == "due":
+            # only pages due for their class's planned interval, oldest first; the rest of a
+            # quota spilled by the plan's values
+            has_values = k < len(self._marginal)
+            scheduled = log.last_fetch[candidates] + self._interval[candidates]
+            ranking = {
+                "scheduled_at": np.where(np.isfinite(scheduled), scheduled, 1e12) * _SECONDS,
+                "spill": True,
+                "marginal": self._marginal[k] if has_values else None,
+                "new_marginal": self._new_marginal[k] if has_values else None,
+            }
+        elif self.within_bucket == LONGEST_UNVISITED:
             # what the service's releases do: longest unvisited first in every class, every
             # page eligible, and a quota that cannot be filled spilled by the plan's values
             has_values = k < len(self._marginal)
