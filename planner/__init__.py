@@ -2,9 +2,11 @@
 
 Subpackages, in the order data flows through them:
 
-- :mod:`planner.model`: the planning instance, the WebFountain bucket model, objective weights,
-  the paper's instances;
-- :mod:`planner.solver`: the Pyomo-to-cyipopt compiler, the Ipopt call, the priced start,
+- :mod:`planner.model`: the planning instance, the bucket models (the steady-rate model, the
+  nightly default, and the paper's WebFountain model), objective weights, the paper's
+  instances;
+- :mod:`planner.solver`: the Pyomo-to-cyipopt compiler, the Ipopt call,
+  :func:`~planner.solver.steady_solver.solve_steady`, the priced start,
   :class:`~planner.solver.plan_solver.PlanSolver`;
 - :mod:`planner.cycle`: plan inputs, quotas, due-URL selection and :func:`plan_cycle`;
 - :mod:`planner.schedules`: page-level refresh schedules and their multipliers.

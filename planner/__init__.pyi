@@ -31,6 +31,9 @@ from .cycle.plan_inputs import (
 from .model.instance import CrawlInstance as CrawlInstance
 from .model.instance import InstanceError as InstanceError
 from .model.paper_instances import paper_instance as paper_instance
+from .model.steady_rates import (
+    SteadySetup as SteadySetup,
+)
 from .model.weights import (
     ObjectiveWeights as ObjectiveWeights,
 )
@@ -61,4 +64,10 @@ from .solver.plan_solver import (
 )
 from .solver.plan_solver import (
     solve_plan as solve_plan,
+)
+from .solver.steady_solver import (
+    SteadySolution as SteadySolution,
+)
+from .solver.steady_solver import (
+    solve_steady as solve_steady,
 )
