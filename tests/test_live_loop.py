@@ -313,12 +313,12 @@ def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, backend_ur
     # Once the crawl knows the web (from the third plan on), the releases fill the plans'
     # capacity, but for a cycle's first period when the nightly run (a few seconds here, a
     # period's share that a day-long period never sees) takes most of it.
-    steady = [use for use in uses if use.plan_id >= plans[2][0]]
+    # (On a loaded machine the nightly run took 3-4 s of a 4 s period, so a cycle's first
+    # period is not counted: its release waits for the plan.)
+    steady = [use for use in uses if use.plan_id >= plans[2][0] and use.period > 1]
     steady_released = sum(use.released or 0 for use in steady)
-    assert steady_released >= 0.8 * sum(use.capacity for use in steady), report
-    assert all((use.released or 0) >= 0.9 * use.capacity for use in steady if use.period > 1), (
-        report
-    )
+    assert steady_released >= 0.95 * sum(use.capacity for use in steady), report
+    assert all((use.released or 0) >= 0.9 * use.capacity for use in steady), report
     assert fetches >= 0.95 * released, report
     assert pending <= 0.05 * released, report
 
