@@ -418,6 +418,13 @@ def plan_cycle(
             inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore
         )
         return PlanOutcome(inputs, cycle, record)
+    return _failed(inputs, settings, record)
+
+
+def _failed(inputs: PlanInputs, settings: CycleSettings, record: SolverRecord) -> PlanOutcome:
+    """A failed solve: the uniform crawl with ``fallback_uniform``, else no cycle."""
+    instance = inputs.instance
+    assert instance is not None
     if settings.fallback_uniform:
         cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
         note = "the solve failed: the uniform crawl instead"
@@ -459,11 +466,7 @@ def _plan_steady(
         new_marginal = [float(v) for v in solution.new_marginal[:count]]
         cycle = replace(cycle, marginal=marginal, new_marginal=new_marginal)
         return PlanOutcome(inputs, cycle, record)
-    if settings.fallback_uniform:
-        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
-        note = "the solve failed: the uniform crawl instead"
-        return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
-    return PlanOutcome(inputs, None, record)
+    return _failed(inputs, settings, record)
 
 
 def _within_host_caps(
