@@ -341,6 +341,7 @@ def _choose(
     now: datetime,
     min_delay_seconds: float,
     spill: bool,
+    due: bool,
 ) -> Selection:
     parts = list(per_bucket.values())
 
@@ -374,7 +375,17 @@ def _choose(
         spill=spill,
         marginal=work.marginal,
         new_marginal=work.new_marginal,
+        due_interval=_due_interval(work) if due else None,
     )
+
+
+def _due_interval(work: PeriodWork) -> dict[int, float] | None:
+    """Each bucket's planned revisit interval, seconds: the period's length over the
+    bucket's crawls per page and period (the plan's average over its periods); None for a
+    plan that records no crawl fractions (every page of a quota bucket eligible)."""
+    length = (work.ends_at - work.starts_at).total_seconds()
+    interval = {b: length / f for b, f in work.crawl_fraction.items() if f > 0}
+    return interval or None
 
 
 def release_period(
@@ -386,6 +397,7 @@ def release_period(
     max_rounds: int = 4,
     require_schedule: bool = True,
     spill: bool = True,
+    due: bool = True,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.
 
@@ -402,6 +414,14 @@ def release_period(
     overall, then new pages (:func:`planner.cycle.due_urls.select_due_pages`). The buckets
     to spill to are read in that order, as many as the unused crawls need, within the same
     ``max_rounds`` reads.
+
+    ``due``: a bucket's quota takes only its pages due in the period (last fetch plus the
+    plan's revisit interval for the bucket before the period's end), longest unvisited
+    first; what it cannot use spills as above to due pages first, then to pages not due yet
+    (:func:`planner.cycle.due_urls.select_due_pages`, ``due_interval``). Without it, every
+    page of a bucket is eligible, longest unvisited first. Estimates move pages between
+    buckets every night; ``due`` keeps a bucket from re-crawling a page that has just moved
+    in after a recent visit.
 
     A period is released only once the plan's page schedule stage has finished
     (:func:`service.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
@@ -435,7 +455,7 @@ def release_period(
         quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
         work = replace(work, quotas=quotas, new_pages=new_pages)
     per_bucket, new, selection = _read_and_choose(
-        db, work, when, min_delay_seconds, candidate_factor, max_rounds, spill
+        db, work, when, min_delay_seconds, candidate_factor, max_rounds, spill, due
     )
     queued, withdrawn = _queue_chosen(db, work, when, [*per_bucket.values(), new], selection)
     if queued is None:
@@ -466,6 +486,7 @@ def _read_and_choose(
     candidate_factor: float,
     max_rounds: int,
     spill: bool,
+    due: bool,
 ) -> tuple[dict[int, Candidates], Candidates, Selection]:
     """Read each quota bucket's candidates (and new pages'), choose the period's pages, and
     read again, up to ``max_rounds`` reads: four times more of a bucket whose quota full hosts
@@ -481,7 +502,7 @@ def _read_and_choose(
             per_bucket.update(refresh_candidates(db, {b: limits[b] for b in to_read}, now=when))
         if read_new:
             new = new_page_candidates(db, new_limit, now=when)
-        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill, due)
         to_read, read_new = set(), False
         for short in selection.shortfalls:
             if short.reason != HOST_CAPACITY:

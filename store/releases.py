@@ -79,6 +79,8 @@ class PeriodWork:
     """Period ``period`` of plan ``plan_id``: its window, re-crawl quotas and new pages, and
     the plan's marginal values: ``marginal`` maps bucket to the value of one more crawl of it
     this period, ``new_marginal`` that of one more new page (empty, None: the plan has none).
+    ``crawl_fraction`` maps bucket to its planned crawls per page and period, averaged over
+    the plan's periods (x_it / b_i,t-1; a period without a quota row counts as 0).
     """
 
     plan_id: int
@@ -89,6 +91,7 @@ class PeriodWork:
     new_pages: int
     marginal: dict[int, float] = field(default_factory=dict)
     new_marginal: float | None = None
+    crawl_fraction: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,6 +154,14 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
                 QUOTAS.c.plan_id == plan_id, QUOTAS.c.period == row.period
             )
         ).all()
+        periods = conn.execute(
+            select(func.count()).select_from(pp).where(pp.c.plan_id == plan_id)
+        ).scalar_one()
+        fractions = conn.execute(
+            select(QUOTAS.c.bucket, func.sum(QUOTAS.c.fraction))
+            .where(QUOTAS.c.plan_id == plan_id)
+            .group_by(QUOTAS.c.bucket)
+        ).all()
     return PeriodWork(
         plan_id=plan_id,
         period=row.period,
@@ -160,6 +171,7 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
         new_pages=int(row.new_pages),
         marginal={int(b): float(v) for b, _, v in quotas if v is not None},
         new_marginal=None if row.new_marginal is None else float(row.new_marginal),
+        crawl_fraction={int(b): float(f or 0.0) / max(int(periods), 1) for b, f in fractions},
     )
 
 

@@ -76,6 +76,7 @@ def _plan(
     *,
     marginal: dict[int, float] | None = None,
     new_marginal: float | None = None,
+    fractions: dict[int, float] | None = None,
 ) -> int:
     """Publish a plan whose page schedule counts as done (the tests set scheduled_at)."""
     version = publish_plan(
@@ -94,6 +95,7 @@ def _plan(
                     quotas=quotas,
                     marginal=marginal or {},
                     new_marginal=new_marginal,
+                    fractions=fractions or {},
                 )
                 for t in range(1, periods + 1)
             ],
@@ -122,6 +124,35 @@ def _lease_all(db: Database, now: datetime) -> set[int]:
     while batch := queue.lease("w", now=now):
         leased.update(p.page_id for lease in batch for p in lease.pages)
     return leased
+
+
+def test_quotas_take_due_pages_and_spill_to_due_pages_before_early_ones(db: Database) -> None:
+    # Periods of a day. Bucket 3: 12 pages, 4 crawls a period (an interval of 3 days); 6 were
+    # fetched 2.5 days ago (due in the period), 6 an hour ago. Bucket 8: 5 pages, 4 crawls a
+    # period (1.25 days); 1 fetched a day ago (due), 4 two hours ago (not due). Bucket 8 is
+    # worth more a crawl; its quota finds one due page and spills 3 crawls: 2 to bucket 3's
+    # due pages left, then 1 to bucket 8's soonest due page not due yet.
+    old3 = _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
+    new3 = _fetched(db, "b", 3, [T0 - timedelta(hours=1, minutes=i) for i in range(6)])
+    due8 = _fetched(db, "c", 8, [T0 - DAY])
+    recent8 = _fetched(db, "d", 8, [T0 - timedelta(hours=2, minutes=i) for i in range(4)])
+    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 4 / 12, 8: 4 / 5})
+    summary = release_period(db, now=T0, min_delay_seconds=0.0)
+    assert summary.by_bucket == {3: 4, 8: 1} and summary.released == 8
+    assert summary.spilled == {3: 2, 8: 1} and summary.unspent == 0
+    due = set(_due(db))
+    assert set(old3) | set(due8) <= due and not set(new3) & due
+    assert due & set(recent8) == {recent8[3]}  # fetched longest ago of the four
+
+
+def test_without_due_every_page_of_a_bucket_is_eligible(db: Database) -> None:
+    _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
+    _fetched(db, "c", 8, [T0 - DAY])
+    recent8 = _fetched(db, "d", 8, [T0 - timedelta(hours=2, minutes=i) for i in range(4)])
+    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 4 / 12, 8: 4 / 5})
+    summary = release_period(db, now=T0, min_delay_seconds=0.0, due=False)
+    assert summary.by_bucket == {3: 4, 8: 4} and summary.spilled == {}
+    assert len(set(_due(db)) & set(recent8)) == 3
 
 
 def test_quotas_met_exactly_longest_unvisited_first(db: Database) -> None:

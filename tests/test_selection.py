@@ -320,6 +320,7 @@ def _by_fetch(
     spill: bool = True,
     marginal: dict[int, float] | None = None,
     new_marginal: float | None = None,
+    due_interval: dict[int, float] | None = None,
 ) -> Selection:
     """pages: (page_id, host_id, bucket, last_fetch); new: (page_id, host_id) by cash; the
     period is [0, 100)."""
@@ -343,6 +344,7 @@ def _by_fetch(
         spill=spill,
         marginal=marginal,
         new_marginal=new_marginal,
+        due_interval=due_interval,
     )
 
 
@@ -415,6 +417,63 @@ def test_spilled_crawls_respect_host_capacity() -> None:
     assert sel.spilled == {5: 2, 6: 1} and sel.unspent == 0
     times = sorted(_release(sel)[p] for p in sel.page_id.tolist() if 10 <= p < 20)
     assert len(times) == 2 and times[1] - times[0] >= 60.0 - 1e-6
+
+
+def test_due_pages_fill_quotas_then_spill_by_value_then_the_soonest_due() -> None:
+    # Bucket 1 (interval 300 s, value 2): due when last fetched before -200: ids 10, 11 of
+    # 10..13 (fetched -400, -250, -150, -50); quota 3, so 1 crawl to spill. Bucket 2 (interval
+    # 150 s, value 1, no quota): due before -50: ids 20, 21 (-200, -60), not 22 (-40). New
+    # pages (value 1.5): quota 0, one page. Bucket 3 has no interval: never due.
+    pages = [(10, 1, 1, -400.0), (11, 2, 1, -250.0), (12, 3, 1, -150.0), (13, 4, 1, -50.0)]
+    pages += [(20, 5, 2, -200.0), (21, 6, 2, -60.0), (22, 7, 2, -40.0), (30, 8, 3, -9e3)]
+    delays = dict.fromkeys(range(1, 10), 0.0)
+    due = {1: 300.0, 2: 150.0}
+    values = {"marginal": {1: 2.0, 2: 1.0}, "new_marginal": 1.5}
+    sel = _by_fetch(pages, {1: 3}, new=[(100, 9)], delays=delays, due_interval=due, **values)
+    # quota: the due pages of bucket 1; its third crawl: the new page (1.5 > 1.0)
+    assert sel.page_id.tolist() == [10, 11, 100]
+    assert sel.chosen == {1: 2} and sel.spilled == {NEW_PAGES: 1} and sel.unspent == 0
+    ((short,),) = [sel.shortfalls]
+    assert (short.bucket, short.reason) == (1, NOT_ENOUGH_DUE)
+    # Four more crawls: the due pages by value (the new page, bucket 2's 20 and 21), then the
+    # pages not due yet by value, each bucket's soonest due first: 12 (due 150), 13 (250).
+    more = _by_fetch(pages, {1: 7}, new=[(100, 9)], delays=delays, due_interval=due, **values)
+    assert more.page_id.tolist() == [10, 11, 20, 21, 12, 13, 100]
+    assert more.spilled == {1: 2, 2: 2, NEW_PAGES: 1} and more.unspent == 0
+    # Every page: bucket 2's last one (22), then bucket 3's, which has no interval or value.
+    every = _by_fetch(pages, {1: 10}, delays=delays, due_interval=due, **values)
+    assert every.page_id.tolist()[-2:] == [22, 30] and every.unspent == 10 - 8
+    # Without spill, only due pages: the rest is a shortfall, nothing pulled early.
+    off = _by_fetch(pages, {1: 3}, delays=delays, due_interval=due, spill=False, **values)
+    assert off.page_id.tolist() == [10, 11] and off.spilled == {}
+    with pytest.raises(ValueError, match="due_interval"):
+        select_due_pages(
+            page_id=np.array([1]),
+            host_id=np.array([1]),
+            bucket=np.array([1]),
+            scheduled_at=np.array([0.0]),
+            quotas={1: 1},
+            new_page_id=np.zeros(0, np.int64),
+            new_host_id=np.zeros(0, np.int64),
+            new_quota=0,
+            host_ids=np.array([1]),
+            host_delay=np.array([0.0]),
+            start=0.0,
+            end=1.0,
+            now=0.0,
+            due_interval={1: 1.0},
+        )
+
+
+def test_with_due_intervals_a_steady_bucket_takes_what_longest_unvisited_takes() -> None:
+    # 40 pages of one bucket fetched one every 10 s over the last 400 s, 10 crawls a period of
+    # 100 s: an interval of 400 s makes the 10 oldest due, the same pages the plain order takes.
+    pages = [(i, i, 1, -400.0 + 10.0 * i) for i in range(40)]
+    delays = dict.fromkeys(range(40), 0.0)
+    plain = _by_fetch(pages, {1: 10}, delays=delays)
+    due = _by_fetch(pages, {1: 10}, delays=delays, due_interval={1: 400.0})
+    assert due.page_id.tolist() == plain.page_id.tolist() == list(range(10))
+    assert due.spilled == {} and due.shortfalls == ()
 
 
 def _spill_reference(

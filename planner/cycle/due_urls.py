@@ -30,6 +30,14 @@ after those with one: re-crawls merged oldest first, then new pages; a plan with
 pages. The spill is reported per bucket (:attr:`Selection.spilled`); crawls that found no
 page are :attr:`Selection.unspent`. Shortfalls still name the quotas not met.
 
+Due pages (``due_interval``, what the service's releases do with a plan's crawl fractions).
+A bucket's quota takes only its pages due by the end of the window: last fetch plus the
+bucket's planned revisit interval (N / x periods). In steady state these are exactly the
+quota's oldest pages; after a re-estimate moves pages between buckets, a bucket does not
+re-crawl a page that arrived in it just after a visit. The crawls left spill to due pages
+and new pages by value, then to the pages not due yet (by value, each bucket's soonest due
+first).
+
 Release times (when the lease queue may hand the page out, ``next_due_at``): never before
 ``now``; each bucket's chosen pages (its quota's, then those spilled to it) are spread
 evenly over the window from ``now`` in their order, the j-th of k at ``now + window j / k``,
@@ -287,6 +295,7 @@ def select_due_pages(
     spill: bool = False,
     marginal: Mapping[int, float] | None = None,
     new_marginal: float | None = None,
+    due_interval: Mapping[int, float] | None = None,
 ) -> Selection:
     """Choose the pages to release for the period [start, end) at ``now`` and their times.
 
@@ -319,6 +328,17 @@ def select_due_pages(
         this period) and ``new_marginal`` (of one more new page), highest value first, each
         bucket's pages in the order above; candidates without a value come after, re-crawls
         merged in that order (longest unvisited overall), then new pages.
+    due_interval : with ``last_fetch``, bucket -> the plan's revisit interval of its pages,
+        seconds (the period's length over the bucket's planned crawls per page and period):
+        only pages due by the end of the window (last fetch plus their bucket's interval
+        before ``end``) fill the quotas, longest unvisited first, and the crawls left spill
+        first to the other buckets' due pages and new pages by value as above; with
+        ``spill``, crawls still left then go to the pages not due yet, again by value, each
+        bucket's soonest due first (buckets without a value last, soonest due first, those
+        without an interval after them, longest unvisited first), so no crawl is left unspent
+        while a candidate's host has room. A bucket whose pages were re-estimated
+        into it does not re-crawl a page it visited a moment ago because the page is the
+        oldest it holds.
 
     Returns
     -------
@@ -353,8 +373,17 @@ def select_due_pages(
 
     quota_buckets = np.array(sorted(b for b, q in quotas.items() if q > 0), dtype=np.int64)
     quota_of = np.array([quotas[int(b)] for b in quota_buckets], dtype=np.int64)
-    due_before = None if by_fetch or pull_forward else end
-    order = _candidate_order(page_id, key, importance, None if due_before is None else key < end)
+    eligible: npt.NDArray[np.bool_] | None = None if by_fetch or pull_forward else key < end
+    early = np.zeros(0, dtype=np.int64)
+    if due_interval is not None:
+        if not by_fetch:
+            raise ValueError("due_interval goes with last_fetch, not scheduled_at")
+        due, key = _due_keys(key, bucket, due_interval)
+        eligible = due < end
+        if spill:
+            everyone = _candidate_order(page_id, key, importance, None)
+            early = everyone[~eligible[everyone]]
+    order = _candidate_order(page_id, key, importance, eligible)
     gpos, in_quota = _positions(quota_buckets, bucket)
     first = order[in_quota[order]]
     cand_group = gpos[first]
@@ -381,6 +410,7 @@ def select_due_pages(
             room,
             left,
             (marginal or {}, new_marginal),
+            early,
         )
     recrawl_idx = np.concatenate([chosen_idx, spill_idx])
     new_idx = np.concatenate([np.flatnonzero(new_taken), np.flatnonzero(new_spill)])
@@ -460,21 +490,23 @@ def _spill(
     room: IntArray,
     left: int,
     values: tuple[Mapping[int, float], float | None],
+    early: IntArray,
 ) -> tuple[IntArray, npt.NDArray[np.bool_]]:
     """Spend ``left`` crawls on the eligible candidates (``order``) the quotas did not take,
     and on the new pages not taken (``new``: taken mask, host positions), in the order of the
     plan's marginal values (``values``: per bucket, for new pages; highest first; candidates
-    without a value last: re-crawls in candidate order, then new pages), within the hosts'
-    ``room`` (decremented). Returns the spilled re-crawls' indices, in order, and the mask of
-    spilled new pages."""
+    without a value last: re-crawls in candidate order, then new pages), then on the
+    candidates not due yet (``early``, in order), within the hosts' ``room`` (decremented).
+    Returns the spilled re-crawls' indices, in order, and the mask of spilled new pages."""
     new_taken, new_host = new
     marginal, new_marginal = values
     free = np.ones(len(bucket), dtype=bool)
     free[chosen_idx] = False
-    rest = order[free[order]]
+    due_rest = order[free[order]]
+    rest = np.concatenate([due_rest, early])
     new_rest = np.flatnonzero(~new_taken)
-    # Sort keys: minus the value (no value: +inf, last), re-crawls before new pages at the
-    # same value, then candidate order.
+    # Sort keys: not due yet last; minus the value (no value: +inf, last), re-crawls before
+    # new pages at the same value, then candidate order.
     valued = np.array(sorted(marginal), dtype=np.int64)
     value = np.array([-float(marginal[int(b)]) for b in valued], dtype=np.float64)
     where, has = _positions(valued, bucket[rest])
@@ -485,8 +517,10 @@ def _spill(
         ]
     )
     is_new = np.r_[np.zeros(len(rest), dtype=np.int64), np.ones(len(new_rest), dtype=np.int64)]
+    tier = np.zeros(len(primary), dtype=np.int64)
+    tier[len(due_rest) : len(rest)] = 1
     position = np.arange(len(primary))
-    sequence = np.lexsort((position, is_new, primary))
+    sequence = np.lexsort((position, is_new, primary, tier))
     seq_host = np.concatenate([host[rest], new_host[new_rest]])[sequence]
     took, _ = _greedy(np.zeros(len(sequence), np.int64), seq_host, np.array([left]), room)
     picked = sequence[took]
@@ -494,6 +528,24 @@ def _spill(
     new_mask = np.zeros(len(new_taken), dtype=bool)
     new_mask[new_rest[picked[picked >= len(rest)] - len(rest)]] = True
     return recrawl, new_mask
+
+
+#: Seconds added to the last fetch of a page whose bucket has no revisit interval: it sorts
+#: after every page with one (about 31,700 years), longest unvisited first among its kind.
+_NEVER_DUE = 1e12
+
+
+def _due_keys(
+    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float]
+) -> tuple[FloatArray, FloatArray]:
+    """Each candidate's due time (last fetch plus its bucket's interval; +inf without one),
+    and the order key: the due time, or the last fetch plus :data:`_NEVER_DUE`, (n,) each."""
+    known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
+    interval = np.array([float(due_interval[int(b)]) for b in known], dtype=np.float64)
+    where, has = _positions(known, bucket)
+    step = np.where(has, interval[where] if len(known) else 0.0, np.inf)
+    due = last_fetch + step
+    return due, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
 
 
 def _spread_per_group(group: IntArray, start: float, end: float) -> FloatArray:

@@ -99,13 +99,14 @@ IntArray = npt.NDArray[np.int64]
 #: Buckets of the paper's model when a scenario names none (its solve takes a minute at 255).
 PAPER_MODEL_BUCKETS = 16
 
-#: ``release_order`` values (``within_bucket = "longest-unvisited"``): ``"oldest"``, what the
-#: service's releases do (every page of a class eligible, the longest unvisited first, a quota
-#: that cannot be filled spilled by the plan's values); ``"due"``, only the pages due for their
-#: class's planned interval (pages / planned crawls), oldest first, the rest spilled by value.
-#: With estimated rates "due" kept 0.005-0.008 more freshness on gap-mixture's world at 1/28
-#: and 1/7 (docs/benchmarks.md, "Estimated rates: the release order"); the service does not
-#: release that way yet.
+#: ``release_order`` values (``within_bucket = "longest-unvisited"``): ``"due"`` (the
+#: default), what the service's releases do: only the pages due for their class's planned
+#: interval (pages / planned crawls), oldest first, the rest spilled by value to due pages,
+#: then to pages not due yet; ``"oldest"``, the service's releases with ``due = False``: every
+#: page of a class eligible, the longest unvisited first, a quota that cannot be filled spilled
+#: by the plan's values. With estimated rates "due" kept 0.005-0.008 more freshness on
+#: gap-mixture's world at 1/28 and 1/7 (docs/benchmarks.md, "Estimated rates: the release
+#: order").
 RELEASE_ORDERS = ("oldest", "due")
 
 #: ``bucket_range`` values: ``"fixed"``, the nightly run's buckets (the estimators' default
@@ -163,7 +164,7 @@ class WebFountainPolicy(Policy):
         cycle: int = 7,
         cold_start: str = "median",
         within_bucket: str | None = None,
-        release_order: str = "oldest",
+        release_order: str = "due",
         horizon: int = 0,
         terminal_value: bool = True,
         explore: float = EXPLORE_REVISITS,
@@ -254,7 +255,7 @@ class WebFountainPolicy(Policy):
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
             within_bucket=None if "within_bucket" not in spec else str(spec["within_bucket"]),
-            release_order=str(spec.get("release_order", "oldest")),
+            release_order=str(spec.get("release_order", "due")),
             horizon=int(spec.get("horizon", 0)),
             terminal_value=bool(spec.get("terminal_value", True)),
             explore=float(spec.get("explore", EXPLORE_REVISITS)),
@@ -389,12 +390,14 @@ class WebFountainPolicy(Policy):
         populated = np.flatnonzero(agg.pages[1:] > 0) + 1
         # Inside each bucket: the page-level schedule for the bucket's crawls per period.
         interval = np.full(log.n_pages, np.inf)
+        class_interval: dict[int, float] = {}
         for k in populated:
             members = pages[bucket[pages] == k]
             crawls = float(old[k].sum()) / T
             if self.within_bucket == LONGEST_UNVISITED:
                 # one interval for the bucket: due order is last-fetch order
                 interval[members] = members.size / crawls if crawls > 0 else np.inf
+                class_interval[int(k)] = members.size / crawls if crawls > 0 else np.inf
                 continue
             interval[members] = bucket_intervals(
                 rate[members],
@@ -405,6 +408,7 @@ class WebFountainPolicy(Policy):
         self._old, self._new, self._bucket = old, new, bucket
         self._marginal, self._new_marginal = list(cycle.marginal), list(cycle.new_marginal)
         self._interval, self._rate = interval, rate
+        self._class_interval = class_interval
         self._cycle_start = period
 
     # -- the policy ----------------------------------------------------------------------
@@ -426,19 +430,25 @@ class WebFountainPolicy(Policy):
         hosts = np.arange(log.n_hosts, dtype=np.int64)
         ranking: dict[str, Any]
         if self.within_bucket == LONGEST_UNVISITED and self.release_order == "due":
-            # only pages due for their class's planned interval, oldest first; the rest of a
-            # quota spilled by the plan's values
+            # what the service's releases do: only pages due for their class's planned
+            # interval, oldest first; the rest of a quota spilled by the plan's values to due
+            # pages, then to pages not due yet
             has_values = k < len(self._marginal)
-            scheduled = log.last_fetch[candidates] + self._interval[candidates]
             ranking = {
-                "scheduled_at": np.where(np.isfinite(scheduled), scheduled, 1e12) * _SECONDS,
+                "last_fetch": log.last_fetch[candidates] * _SECONDS,
+                "due_interval": {
+                    int(b): float(v) * _SECONDS
+                    for b, v in self._class_interval.items()
+                    if np.isfinite(v)
+                },
                 "spill": True,
                 "marginal": self._marginal[k] if has_values else None,
                 "new_marginal": self._new_marginal[k] if has_values else None,
             }
         elif self.within_bucket == LONGEST_UNVISITED:
-            # what the service's releases do: longest unvisited first in every class, every
-            # page eligible, and a quota that cannot be filled spilled by the plan's values
+            # the service's releases with ``due = False``: longest unvisited first in every
+            # class, every page eligible, and a quota that cannot be filled spilled by the
+            # plan's values
             has_values = k < len(self._marginal)
             ranking = {
                 "last_fetch": log.last_fetch[candidates] * _SECONDS,
