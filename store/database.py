@@ -181,7 +181,13 @@ class _WriterLock:
         """Take the file lock (its descriptor), or None once ``deadline`` passed."""
         if self._fd is None or self._pid != os.getpid():  # a forked child opens its own
             assert self.path is not None
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                # A directory this process cannot write (read-only file system, another
+                # user's): no queue file, so SQLite's own locking decides, and a write that
+                # SQLite cannot make fails there with its own message.
+                return None
             self._pid = os.getpid()
         wait = 0.0002
         while True:

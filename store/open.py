@@ -18,6 +18,8 @@ modules that import it.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
@@ -137,5 +139,20 @@ def open_database(raw_url: str, *, create: bool = False, echo: bool = False) -> 
             if url.get_backend_name() == "sqlite"
             else "check the URL, and that the server is running"
         )
+        sqlite_file = sqlite_path(url) if url.get_backend_name() == "sqlite" else None
+        if sqlite_file is not None and _read_only_file_system(sqlite_file.parent):
+            hint = (
+                f"{sqlite_file.resolve().parent} is on a read-only file system: "
+                "point --db elsewhere"
+            )
         raise DatabaseUnreachableError(f"cannot open {shown}: {reason}; {hint}") from None
     return Database(engine, url, backend_for(engine.dialect.name))
+
+
+def _read_only_file_system(directory: Path) -> bool:
+    """Whether ``directory`` is on a file system mounted read-only (SQLite in WAL mode cannot
+    open even an existing database there: it must write the ``-shm`` index beside it)."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

@@ -13,6 +13,7 @@ that uses it, so that ``crawlplan --help`` does not pay for the libraries of eve
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import sys
@@ -71,6 +72,16 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: File-system errors that are the operator's to fix, and what to do about each.
+_FILE_SYSTEM_ERRNOS = {
+    errno.EROFS: "the file system is read-only: point --db (or the output) elsewhere",
+    errno.EACCES: "check the permissions of the file and its directory",
+    errno.EPERM: "check the permissions of the file and its directory",
+    errno.ENOSPC: "free some space on the disk",
+    errno.EDQUOT: "the disk quota is used up",
+}
+
+
 def _user_message(error: Exception) -> str | None:
     """The one-line message of a mistake the user can fix, or None for a bug.
 
@@ -82,9 +93,14 @@ def _user_message(error: Exception) -> str | None:
 
     if isinstance(error, user_error_types()):
         return str(error)
+    if isinstance(error, OSError) and error.errno in _FILE_SYSTEM_ERRNOS:
+        where = f"{error.filename}: " if error.filename else ""
+        return f"cannot write {where}{error.strerror or error}; {_FILE_SYSTEM_ERRNOS[error.errno]}"
     sa_exc = sys.modules.get("sqlalchemy.exc")
     if sa_exc is not None and isinstance(error, sa_exc.OperationalError):
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        if "readonly database" in reason:
+            reason += " (the database file or its directory is read-only: check who may write it)"
         return f"database error: {reason}"
     return None
 

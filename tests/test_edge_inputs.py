@@ -1,0 +1,85 @@
+"""Issue 26 at the edge: secrets, read-only files, huge sizes, seed files, interruption.
+
+Each test runs the real console script, as a user meets it, and checks for one line and a
+non-zero exit where a traceback used to be.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import assert_one_line_error, run
+
+
+def test_config_masks_the_database_password_and_the_api_tokens(tmp_path: Path) -> None:
+    proc = run(
+        "config",
+        cwd=tmp_path,
+        env={
+            "CRAWLPLAN_DB_URL": "postgresql://crawler:hunter2secret@db.test:5432/crawlplan",
+            "CRAWLPLAN_API_TOKENS": "tok-aaaaaaaaaaaaaaaa,tok-bbbbbbbbbbbbbbbb",
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "hunter2secret" not in proc.stdout
+    assert "aaaaaaaa" not in proc.stdout and "bbbbbbbb" not in proc.stdout
+    assert "postgresql://crawler:***@db.test:5432/crawlplan" in proc.stdout
+    assert "*** (2 tokens)" in proc.stdout
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory holding a crawlplan database, bind-mounted read-only (needs root: skipped
+    where mount is not allowed)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    assert run("init", "--db", f"sqlite:///{ro / 'crawlplan.db'}", cwd=tmp_path).returncode == 0
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only mount needs root")
+    mounted = subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mount --bind refused: {mounted.stderr.strip()!r}")
+    try:
+        remount = ["mount", "-o", "remount,bind,ro", str(ro)]
+        if subprocess.run(remount, capture_output=True).returncode != 0:
+            pytest.skip("remount read-only refused")
+        yield ro
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+@pytest.mark.parametrize("args", [("seed", "http://a.test/"), ("init",), ("status",)])
+def test_commands_on_a_read_only_file_system_say_so_in_one_line(
+    read_only_dir: Path, args: tuple[str, ...]
+) -> None:
+    proc = run(*args, cwd=read_only_dir)
+    assert_one_line_error(proc, "read-only file system", str(read_only_dir))
+
+
+def test_seed_rejects_to_a_read_only_file_system_is_one_line(
+    read_only_dir: Path, tmp_path: Path
+) -> None:
+    run("init", cwd=tmp_path)
+    (tmp_path / "seeds.txt").write_text("http://a.test/\nnot a url\n")
+    rejects = str(read_only_dir / "rejects.tsv")
+    proc = run("seed", "--file", "seeds.txt", "--rejects", rejects, cwd=tmp_path)
+    assert_one_line_error(proc, "rejects.tsv", "Read-only file system")
+
+
+def test_the_writer_queue_goes_on_without_its_file_where_it_cannot_create_it(
+    tmp_path: Path,
+) -> None:
+    """A directory nobody may write (here: a path under a regular file) leaves SQLite's own
+    locking to decide, rather than a traceback from the queue's lock file."""
+    from store.database import _WriterLock
+
+    (tmp_path / "a-file").write_text("")
+    lock = _WriterLock(tmp_path / "a-file" / "crawlplan.db")
+    with lock.held():
+        pass
