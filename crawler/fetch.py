@@ -12,7 +12,14 @@ this host's lease. A redirect loop then costs one request per URL per revisit. W
 ``max_redirects > 0`` same-origin hops are followed inside the fetch, loops detected.
 
 URLs come from untrusted pages, so by default addresses that are private, loopback,
-link-local, multicast or reserved are refused (SSRF); tests and the demo allow loopback.
+link-local, multicast or reserved are refused (SSRF), in the connection itself: the host is
+resolved once, every address checked, and the socket connects to a checked address
+(:mod:`crawler.addresses`); tests and the demo allow loopback. A refused fetch has
+``refused`` set: the operator's policy, not the host's fault.
+
+One deadline covers the whole request, connect, headers and body (``total_timeout``): a
+watchdog shuts the request's socket down when it passes, whatever the request is blocked in,
+so a server that trickles its headers a byte a second cannot hold a worker.
 
 Servers answer garbage: bodies cut short of their Content-Length, conflicting lengths, a
 ``Content-Encoding`` the body is not in, bytes invalid in the declared charset or a charset
@@ -27,22 +34,23 @@ from __future__ import annotations
 
 import codecs
 import http.client
-import ipaddress
 import logging
 import re
-import socket
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import requests
 import urllib3.exceptions
+import urllib3.response
 
+from crawler.addresses import GuardedAdapter, Resolver, UnsafeAddressError, resolve
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from store.types import utcnow
 
@@ -68,8 +76,10 @@ class FetchError(StrEnum):
     """The server reset the connection (TCP RST) before the answer was complete."""
     CLOSED_WITHOUT_RESPONSE = "connection closed without response"
     """The server closed the connection before sending a status line."""
+    NAME_NOT_RESOLVED = "name not resolved"
+    """DNS has no address for the host (or the lookup failed)."""
     CONNECTION_ERROR = "connection error"
-    """Any other network failure (DNS, unreachable network, TLS)."""
+    """Any other network failure (unreachable network, TLS)."""
     INVALID_STATUS_LINE = "invalid status line"
     """The answer did not begin with an HTTP status line (not HTTP, or HTTP/0.9)."""
     INVALID_HEADERS = "invalid response headers"
@@ -79,7 +89,8 @@ class FetchError(StrEnum):
     TRUNCATED = "truncated response"
     """The connection ended before the body its Content-Length (or chunking) announced."""
     INVALID_CONTENT_ENCODING = "invalid content encoding"
-    """The body is not in the ``Content-Encoding`` it declares (e.g. "gzip" that is not)."""
+    """The body is not in the ``Content-Encoding`` it declares (e.g. "gzip" that is not),
+    or that coding is one the crawler cannot decode."""
     INVALID_RESPONSE = "invalid response"
     """Anything else the HTTP stack refused to read (an unexpected exception, logged)."""
 
@@ -87,10 +98,6 @@ class FetchError(StrEnum):
 #: A ``<meta charset>`` or ``http-equiv`` charset in the first bytes of a page (the HTML
 #: standard's prescan looks at the first 1024 bytes).
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
-
-
-class UnsafeAddressError(Exception):
-    """The URL's host resolves to an address the crawler must not contact."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,18 @@ class FetchLimits:
     total_timeout: float = 30.0
     max_bytes: int = 1_000_000
     max_redirects: int = 0
-    content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml", "text/plain")
+    #: Types whose body is read: pages (HTML), and documents that get a signature from their
+    #: text (plain text, XML and feeds, JSON); other types (assets) are not downloaded.
+    content_types: tuple[str, ...] = (
+        "text/html",
+        "application/xhtml+xml",
+        "text/plain",
+        "application/xml",
+        "text/xml",
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/json",
+    )
     allow_private: bool = False
 
 
@@ -125,6 +143,8 @@ class FetchOutcome:
     truncated: bool = False
     error: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: The address policy refused the host (private, loopback, ...): no request was sent.
+    refused: bool = False
 
     @property
     def is_html(self) -> bool:
@@ -186,6 +206,9 @@ def _retry_after(value: str | None) -> str | None:
 class Fetcher:
     """Fetch URLs with one ``requests.Session`` (connection reuse per host).
 
+    The session's transport is a :class:`~crawler.addresses.GuardedAdapter` (the address
+    policy, ``resolver`` its DNS seam); a ``session`` passed in is used as it is, without
+    the address policy or the watchdog's cut (a test's canned transport).
     Not thread-safe: give each worker thread its own Fetcher.
     """
 
@@ -196,37 +219,28 @@ class Fetcher:
         user_agent: str = "crawlplan/0.1 (+https://example.invalid/crawlplan)",
         session: requests.Session | None = None,
         clock: Callable[[], datetime] | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.limits = limits or FetchLimits()
         self.user_agent = user_agent
-        self.session = session or requests.Session()
+        self._adapter: GuardedAdapter | None = None
+        if session is None:
+            session = requests.Session()
+            self._adapter = GuardedAdapter(
+                resolver=resolver or resolve, allow_private=self.limits.allow_private
+            )
+            session.mount("http://", self._adapter)
+            session.mount("https://", self._adapter)
+        self.session = session
         # No proxy or .netrc lookups from the environment on every request (a crawler's
         # network path is configured, not inherited); they cost more than the request.
         self.session.trust_env = False
         self.session.headers.update({"User-Agent": user_agent, "Accept-Encoding": "gzip"})
         self.clock = clock or utcnow
-        self._safe_hosts: dict[str, bool] = {}
 
     def close(self) -> None:
         """Close pooled connections."""
         self.session.close()
-
-    # -- safety ------------------------------------------------------------------------------
-    def check_address(self, url: str) -> None:
-        """Raise :class:`UnsafeAddressError` unless the URL's host may be contacted."""
-        if self.limits.allow_private:
-            return
-        host = urlsplit(url).hostname or ""
-        if host not in self._safe_hosts:
-            try:
-                infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-            except OSError:
-                self._safe_hosts[host] = True  # let the fetch report the DNS error
-            else:
-                addresses = {ipaddress.ip_address(info[4][0]) for info in infos}
-                self._safe_hosts[host] = all(a.is_global for a in addresses)
-        if not self._safe_hosts[host]:
-            raise UnsafeAddressError(f"{host} resolves to a private, loopback or reserved address")
 
     # -- fetching ----------------------------------------------------------------------------
     def fetch(
@@ -237,16 +251,58 @@ class Fetcher:
         last_modified: datetime | None = None,
         allowed: Callable[[str], bool] | None = None,
         content_types: tuple[str, ...] | None = None,
+        max_redirects: int | None = None,
+        any_origin: bool = False,
     ) -> FetchOutcome:
         """GET ``url`` (conditionally when validators are given) within the limits.
 
         ``allowed`` is the robots.txt check, applied to every same-origin redirect hop.
         ``content_types`` replaces the limits' list of types whose body is read (a sitemap
-        is XML, not a page).
+        is XML, not a page). ``max_redirects`` replaces the limits' number of hops followed,
+        and ``any_origin`` follows hops to other origins too (robots.txt, RFC 9309).
+        Everything, hops included, ends by ``total_timeout`` after the start.
         Never raises for network or HTTP trouble: the outcome carries the error.
         """
         started = self.clock()
         t0 = time.monotonic()
+        watchdog = _Watchdog(self.limits.total_timeout, self._adapter)
+        try:
+            outcome = self._follow(
+                url,
+                etag,
+                last_modified,
+                allowed,
+                content_types,
+                max_redirects,
+                any_origin,
+                started,
+                t0,
+            )
+        finally:
+            fired = watchdog.finish()
+        if fired:  # whatever the cut request looked like, it ran out of time
+            return replace(
+                outcome,
+                body=b"",
+                truncated=False,
+                redirect_to=None,
+                duration=time.monotonic() - t0,
+                error=_total_timeout(self.limits.total_timeout),
+            )
+        return outcome
+
+    def _follow(
+        self,
+        url: str,
+        etag: str | None,
+        last_modified: datetime | None,
+        allowed: Callable[[str], bool] | None,
+        content_types: tuple[str, ...] | None,
+        max_redirects: int | None,
+        any_origin: bool,
+        started: datetime,
+        t0: float,
+    ) -> FetchOutcome:
         headers: dict[str, str] = {}
         if etag:
             headers["If-None-Match"] = etag
@@ -254,17 +310,16 @@ class Fetcher:
             headers["If-Modified-Since"] = format_datetime(last_modified, usegmt=True)
         current = url
         seen = {url}
-        for hop in range(self.limits.max_redirects + 1):
-            try:
-                self.check_address(current)
-            except UnsafeAddressError as error:
-                return self._failed(url, current, started, t0, str(error))
+        hops = self.limits.max_redirects if max_redirects is None else max_redirects
+        for hop in range(hops + 1):
             outcome = self._get(url, current, headers, started, t0, content_types)
+            if outcome.refused and hop > 0:  # the host is fine; where it sends us is not
+                return replace(outcome, refused=False, error=f"redirect {outcome.error}")
             target = outcome.redirect_to
             if target is None:
                 return outcome
-            last_hop = hop == self.limits.max_redirects
-            if last_hop or origin_of(target) != origin_of(url) or (allowed and not allowed(target)):
+            foreign = not any_origin and origin_of(target) != origin_of(url)
+            if hop == hops or foreign or (allowed and not allowed(target)):
                 return outcome  # recorded as a redirect; the target is a page of its own
             if target in seen:
                 return self._failed(url, target, started, t0, "redirect loop", outcome.status)
@@ -294,6 +349,8 @@ class Fetcher:
         content_types: tuple[str, ...] | None = None,
     ) -> FetchOutcome:
         limits = self.limits
+        if self._adapter is not None:
+            self._adapter.deadline = t0 + limits.total_timeout
         try:
             response = self.session.get(
                 current,
@@ -302,6 +359,9 @@ class Fetcher:
                 stream=True,
                 timeout=(limits.connect_timeout, limits.read_timeout),
             )
+        except UnsafeAddressError as error:
+            outcome = self._failed(url, current, started, t0, str(error))
+            return replace(outcome, refused=True)
         except requests.RequestException as error:
             return self._failed(url, current, started, t0, _describe(error))
         except Exception as error:  # a server's garbage must never end the worker's thread
@@ -340,6 +400,16 @@ class Fetcher:
             )
             body = b""
             truncated = False
+            if wanted and not _decodable(h.get("Content-Encoding")):
+                return FetchOutcome(
+                    url,
+                    current,
+                    response.status_code,
+                    started,
+                    time.monotonic() - t0,
+                    error=FetchError.INVALID_CONTENT_ENCODING.value,
+                    **common,
+                )
             if wanted:
                 try:
                     body, truncated = self._read(response, t0)
@@ -375,14 +445,62 @@ class Fetcher:
             if size > self.limits.max_bytes:
                 return b"".join(chunks)[: self.limits.max_bytes], True
             if time.monotonic() - t0 > self.limits.total_timeout:
-                raise _TotalTimeoutError(
-                    f"total timeout of {self.limits.total_timeout:g} s exceeded"
-                )
+                raise _TotalTimeoutError(_total_timeout(self.limits.total_timeout))
         return b"".join(chunks), False
+
+
+def _decodable(content_encoding: str | None) -> bool:
+    """Whether the HTTP stack can undo every coding of a ``Content-Encoding`` (a body in
+    one it cannot, "br" without brotli or a made-up one, is bytes no page is made of)."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
+    known = urllib3.response.HTTPResponse.CONTENT_DECODERS
+    return all(c in known for c in codings if c and c != "identity")
 
 
 class _TotalTimeoutError(TimeoutError):
     """The body took longer than ``FetchLimits.total_timeout`` to arrive."""
+
+
+def _total_timeout(seconds: float) -> str:
+    return f"total timeout of {seconds:g} s exceeded"
+
+
+class _Watchdog:
+    """Cuts a request that outlives its deadline, from outside the thread that waits on it.
+
+    A read blocked on a socket returns only when data comes or its timeout passes, and a
+    server that sends a byte just inside every read timeout keeps it blocked for good;
+    checking a clock between reads does not help. A timer thread shuts the request's
+    sockets down at the deadline instead (:meth:`GuardedAdapter.cut`): the blocked read
+    fails at once, and :meth:`finish` tells the fetch that it was cut.
+    """
+
+    def __init__(self, seconds: float, adapter: GuardedAdapter | None) -> None:
+        self._adapter = adapter
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer: threading.Timer | None = None
+        if adapter is not None:
+            self._timer = threading.Timer(seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+        assert self._adapter is not None
+        self._adapter.cut()
+
+    def finish(self) -> bool:
+        """Stop watching; whether the deadline passed and the request was cut."""
+        with self._lock:
+            self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        return self.fired
 
 
 def _describe(error: BaseException) -> str:
@@ -415,6 +533,8 @@ def _describe(error: BaseException) -> str:
         return FetchError.CONNECTION_RESET.value
     if _any(causes, ConnectionRefusedError):
         return FetchError.CONNECTION_REFUSED.value
+    if _any(causes, urllib3.exceptions.NameResolutionError):
+        return FetchError.NAME_NOT_RESOLVED.value
     if isinstance(error, requests.exceptions.ChunkedEncodingError):
         return FetchError.TRUNCATED.value  # the body broke off for a reason not named above
     if _any(causes, http.client.HTTPException):
