@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint types unit bench bench-solver clean
+.PHONY: setup debian-packages demo test lint types unit bench bench-solver clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "crawlplan needs Python >= 3.11"'
@@ -19,7 +19,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) debian-packages
+
+# tests/realweb/ crawl a Debian documentation tree served by nginx on loopback: both come
+# from Debian with apt-get where it can run (root); elsewhere those tests are skipped, and
+# this says so in one line. RUNLEVEL=1: the package's scripts start no nginx service.
+DEBIAN_PACKAGES := nginx postgresql-doc-15
+debian-packages:
+	@if { command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 \
+	    && test -f /usr/share/doc/postgresql-doc-15/html/index.html; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "setup: no apt-get here: tests/realweb will be skipped (needs $(DEBIAN_PACKAGES))"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	    echo "setup: not root: tests/realweb will be skipped (apt-get install $(DEBIAN_PACKAGES))"; \
+	else \
+	    echo "setup: apt-get install $(DEBIAN_PACKAGES) (for tests/realweb)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq \
+	        --no-install-recommends $(DEBIAN_PACKAGES); } >/dev/null \
+	    || echo "setup: apt-get install failed: tests/realweb will be skipped"; \
+	fi
 
 lint: setup
 	$(BIN)/ruff check .

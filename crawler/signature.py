@@ -1,44 +1,125 @@
-"""Content signatures that see real changes and ignore trivial ones.
+"""Content signatures: every real edit of a page's main content is a change, noise is not.
 
-A page changed when its visible text changed, not its bytes: a timestamp, a visit counter or
-a rotating ad must not count, or every estimator downstream sees a page that "changes" on
-every fetch. The signature is a 64-bit SimHash (Charikar 2002; Manku et al., WWW 2007) of the
-page's word 3-shingles (Broder et al. 1997) after digit runs are masked, stored beside an
-exact hash of the same masked text: versions that differ only in digits, markup, scripts or
-whitespace (timestamps, counters) have equal exact hashes and are unchanged; versions whose
-SimHashes differ in at most ``threshold`` bits are near-duplicates (a rotating widget, a
-corrected typo) and also unchanged. Edits of about 1% of a long page fall under the
-threshold too: that is the price of ignoring boilerplate churn, and the reason the threshold
-is a setting.
+A page changed when the text a reader came for changed, not its bytes and not the page's
+frame. The signature is computed from the page's **main text** (:func:`main_text`): the
+``<main>`` (or ``role="main"``, or a lone ``<article>``) region when the page has one, else
+its body, without what a site repeats around content (navigation, sidebars, footers,
+banners, ads: by element, ARIA role and class or id names), scripts, styles or comments.
+That text is **noise-normalized** (:func:`signature_words`): digit runs become ``0``, month
+and weekday names next to a number and time units after one (``3 minutes ago``) are masked,
+and tokens that look generated (mixed letters and digits of 8 or more characters, hex runs
+of 12 or more, anything of 24 or more: session ids, CSRF tokens, cache busters) become
+``0``. So a timestamp, a date, a visit counter or a token in the page is no change.
+
+The change test is exact: two versions differ when the hashes of their normalized word
+sequences differ, whatever the page's size (a paragraph added to a 400 KB page is a change).
+The signature also keeps, as evidence of a change's size, a 64-bit SimHash (Charikar 2002;
+Manku et al., WWW 2007) of the word 3-shingles (Broder et al. 1997) and the word count:
+:func:`change_size` gives the Hamming distance of two SimHashes (0-64; about 64 x the share
+of shingles that differ, for small edits) and the difference in words.
+
+Layout: 40 hex digits, ``SSSSSSSSSSSSSSSS EEEEEEEEEEEEEEEE WWWWWWWW`` (SimHash, exact hash,
+word count). A signature of another length (the 32 digits of an older crawlplan, whose
+exact hash covered the whole page) is not compared: that fetch's ``changed`` is unknown.
+
+Text that is not HTML gets a signature from its content too (:func:`document_text`): a
+``text/plain`` page's text, an XML document's text nodes, a JSON document's keys and values.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from dataclasses import dataclass
+from itertools import islice
 
 import lxml.html
 import numpy as np
 from lxml import etree
 
+from crawler.links import decode_body, parse_html
+
 __all__ = [
-    "NEAR_DUPLICATE_BITS",
+    "SIGNATURE_LENGTH",
+    "ChangeSize",
+    "change_size",
     "content_changed",
+    "document_text",
     "hamming",
+    "main_text",
+    "page_kind",
     "page_signature",
+    "signature_words",
     "simhash",
     "visible_text",
 ]
 
-#: Signatures at most this many bits apart are the same content (Manku et al. use 3 of 64).
-NEAR_DUPLICATE_BITS = 3
+#: Hex digits of a :func:`page_signature`.
+SIGNATURE_LENGTH = 40
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
+_MONTHS_DAYS = (
+    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
+    r"|mon(?:day)?|tue(?:s|sday)?|wed(?:nesday)?|thu(?:rs|rsday)?|fri(?:day)?"
+    r"|sat(?:urday)?|sun(?:day)?"
+)
+#: Noise, masked in this order on lower-cased text (each is replaced by " 0 "):
+_NOISE = (
+    # generated tokens: letters and digits mixed (8+), hex runs (12+), anything of 24+
+    # (the first lookahead fails fast on the short words that most words are)
+    re.compile(r"\b(?=\w{8})(?:(?=[a-z_]*\d)(?=\w*[a-z])\w+|[0-9a-f]{12,}\b|\w{24,})"),
+    # a month or weekday name before a number ("nov 25", "tuesday, 3")
+    re.compile(rf"\b(?:{_MONTHS_DAYS})\b(?=[\s,./-]{{0,3}}\d)"),
+)
+#: ... and a month, weekday or time unit after a number ("25 nov", "3 minutes ago", "5pm").
+_AFTER_NUMBER = re.compile(
+    rf"(\d)[\s,./-]{{0,3}}(?:{_MONTHS_DAYS}"
+    r"|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?|months?"
+    r"|y|yrs?|years?|am|pm|utc|gmt)\b"
+)
 #: Words' 64-bit hashes already computed (pages of a site share most of their words); cleared
 #: when it reaches ``_WORD_HASHES_MAX`` entries, so memory stays bounded.
 _WORD_HASHES: dict[str, int] = {}
 _WORD_HASHES_MAX = 200_000
 _INVISIBLE = ("script", "style", "noscript", "template")
+#: Elements around content, not content: by tag, by ARIA role, by class or id.
+_FRAME_TAGS = frozenset({"nav", "aside", "footer"})
+_FRAME_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
+_FRAME_NAME = re.compile(
+    r"(?:^|[\s_-])(?:nav\w*|\w*navbar|menu\w*|\w*sidebar\w*|footer|breadcrumbs?|cookies?"
+    r"|cookie\w+|banner|ads?|advert\w*|sponsor\w*|related|share|social|skip\w*)(?:$|[\s_-])",
+    re.IGNORECASE,
+)
+#: Elements looked at as the frame: block elements (a highlighted code sample's many classed
+#: spans are not), walked with lxml's tag filter, which is far faster than an XPath.
+_FRAME_CANDIDATES = (
+    "nav",
+    "aside",
+    "footer",
+    "header",
+    "div",
+    "section",
+    "ul",
+    "ol",
+    "table",
+    "form",
+    "p",
+    "iframe",
+)
+#: Elements that can carry ``role="main"``.
+_ROLE_MAIN_CANDIDATES = ("div", "section", "article", "td", "table")
+
+
+@dataclass(frozen=True)
+class ChangeSize:
+    """How much two versions of a page differ (see :func:`change_size`)."""
+
+    #: Hamming distance of the SimHashes (0-64); 0 for the same text.
+    bits: int
+    #: Words in the new version minus words in the old.
+    words: int
 
 
 def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
@@ -47,19 +128,127 @@ def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
     Given a parsed tree, strips the invisible elements from it in place (extract links
     first).
     """
-    if isinstance(html, str | bytes):
-        try:
-            root = lxml.html.fromstring(html)
-        except (etree.ParserError, ValueError):
-            return ""
-    else:
-        root = html
+    root = parse_html(html) if isinstance(html, str | bytes) else html
+    if root is None:
+        return ""
     etree.strip_elements(root, *_INVISIBLE, etree.Comment, with_tail=False)
     return " ".join(root.text_content().split())
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(_DIGITS.sub("0", text.lower()))
+def main_text(html: str | bytes | lxml.html.HtmlElement) -> str:
+    """The text a reader came for: the page's main region without its frame (see the module
+    docstring); the region's whole text when that leaves nothing.
+
+    Given a parsed tree, removes the invisible and frame elements from it in place (extract
+    links first).
+    """
+    root = parse_html(html) if isinstance(html, str | bytes) else html
+    if root is None:
+        return ""
+    etree.strip_elements(root, *_INVISIBLE, etree.Comment, with_tail=False)
+    region = _main_region(root)
+    frames = _frames(region)
+    if region.tag == "body" or region is root:
+        # a site header sits directly in the body (an <article>'s own header is content)
+        frames.extend(e for e in region.iterchildren("header"))
+    return _text_without(region, frames)
+
+
+def _main_region(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """``<main>`` or ``role="main"``, else a lone ``<article>``, else ``<body>`` (or the root)."""
+    found = next(root.iter("main"), None)
+    if found is None:
+        found = next(
+            (e for e in root.iter(*_ROLE_MAIN_CANDIDATES) if e.get("role") == "main"), None
+        )
+    if found is not None:
+        return found
+    articles = list(islice(root.iter("article"), 2))
+    if len(articles) == 1:
+        return articles[0]
+    body = root.find("body") if root.tag == "html" else None
+    return body if body is not None else root
+
+
+def _frames(region: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """The elements of ``region`` that frame content rather than being content."""
+    return [e for e in region.iter(*_FRAME_CANDIDATES) if _is_frame(e)]
+
+
+def _is_frame(element: lxml.html.HtmlElement) -> bool:
+    if element.tag in _FRAME_TAGS:
+        return True
+    role, cls, ident = element.get("role"), element.get("class"), element.get("id")
+    if role and role.strip().lower() in _FRAME_ROLES:
+        return True
+    return bool(cls or ident) and _FRAME_NAME.search(f"{cls or ''} {ident or ''}") is not None
+
+
+def _text_without(region: lxml.html.HtmlElement, frames: list[lxml.html.HtmlElement]) -> str:
+    """``region``'s text with the ``frames`` (its descendants, in document order) cut out,
+    whitespace collapsed; when nothing else is left, the frames' text."""
+    cut: set[lxml.html.HtmlElement] = set()
+    for frame in frames:
+        if frame is region or any(a in cut for a in frame.iterancestors()):
+            continue  # inside a frame already cut out
+        cut.add(frame)
+        frame.drop_tree()  # keeps the text that follows the element (its tail)
+    kept = " ".join(region.text_content().split())
+    if kept or not cut:
+        return kept
+    return " ".join(" ".join(f.text_content() for f in frames if f in cut).split())
+
+
+def page_kind(content_type: str | None, read_types: tuple[str, ...]) -> str | None:
+    """How a fetched body is read: ``"html"`` (HTML, XHTML, or no Content-Type),
+    ``"document"`` (another type the fetcher reads, ``read_types``: text, XML, JSON; see
+    :func:`document_text`), or None for an asset whose body was not read."""
+    ctype = (content_type or "").lower()
+    if not ctype or ctype.startswith(("text/html", "application/xhtml+xml")):
+        return "html"
+    if any(ctype.startswith(t) for t in read_types):
+        return "document"
+    return None
+
+
+def document_text(body: bytes, content_type: str | None, charset: str | None = None) -> str:
+    """The text of a document that is not HTML: a JSON document's keys and values (keys
+    sorted), an XML document's text nodes, anything else (``text/plain``) as it is. A JSON
+    or XML body that does not parse is read as plain text."""
+    ctype = (content_type or "").lower()
+    text = decode_body(body, charset)
+    if "json" in ctype:
+        try:
+            return " ".join(_json_words(json.loads(text)))
+        except (ValueError, RecursionError):
+            return text
+    if "xml" in ctype:
+        # UTF-8 named, so the declaration's encoding cannot mislead; no entities, no network
+        parser = etree.XMLParser(encoding="utf-8", resolve_entities=False, no_network=True)
+        try:
+            root = etree.fromstring(text.encode("utf-8", errors="replace"), parser=parser)
+        except (etree.XMLSyntaxError, ValueError):
+            return text
+        return " ".join(" ".join(root.itertext()).split())
+    return text
+
+
+def _json_words(value: object) -> list[str]:
+    """Keys and scalar values of a JSON value, depth first, keys sorted."""
+    if isinstance(value, dict):
+        return [w for k in sorted(value) for w in (str(k), *_json_words(value[k]))]
+    if isinstance(value, list):
+        return [w for item in value for w in _json_words(item)]
+    return [] if value is None else [str(value)]
+
+
+def signature_words(text: str) -> list[str]:
+    """``text``'s words as signatures see them: lower case, noise masked (module docstring)."""
+    text = text.lower()
+    for pattern in _NOISE:
+        text = pattern.sub(" 0 ", text)
+    text = _AFTER_NUMBER.sub(r"\1 0", text)
+    return _WORD.findall(_DIGITS.sub("0", text))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -104,7 +293,7 @@ def _word_hash(word: str) -> int:
 
 def simhash(text: str, *, shingle: int = 3) -> int:
     """64-bit SimHash of ``text``'s word shingles (digit runs masked); 0 for empty text."""
-    return _simhash_words(_words(text), shingle)
+    return _simhash_words(signature_words(text), shingle)
 
 
 def _simhash_words(words: list[str], shingle: int) -> int:
@@ -125,21 +314,33 @@ def hamming(a: int, b: int) -> int:
 
 
 def page_signature(text: str) -> str:
-    """32 hex digits: the SimHash, then an exact hash of the digit-masked, normalized text."""
-    words = _words(text)
+    """40 hex digits: the SimHash, an exact hash of the noise-normalized words, and the
+    number of words (module docstring)."""
+    words = signature_words(text)
     exact = hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
-    return f"{_simhash_words(words, 3):016x}{exact}"
+    return f"{_simhash_words(words, 3):016x}{exact}{min(len(words), 0xFFFFFFFF):08x}"
 
 
-def content_changed(
-    previous: str | None, current: str, threshold: int = NEAR_DUPLICATE_BITS
-) -> bool | None:
-    """Whether the content changed between two :func:`page_signature` values.
+def content_changed(previous: str | None, current: str, threshold: int = 0) -> bool | None:
+    """Whether the content changed between two :func:`page_signature` values: their exact
+    hashes differ (and, with ``threshold`` > 0, their SimHashes by more than that many bits:
+    a near-duplicate test that misses small edits of long pages, off by default).
 
     None when there is nothing to compare with (first fetch, or a signature of another form).
     """
-    if previous is None or len(previous) != 32 or len(current) != 32:
+    if previous is None or len(previous) != SIGNATURE_LENGTH or len(current) != SIGNATURE_LENGTH:
         return None
-    if previous[16:] == current[16:]:
+    if previous[16:32] == current[16:32]:
         return False
-    return hamming(int(previous[:16], 16), int(current[:16], 16)) > threshold
+    return threshold <= 0 or hamming(int(previous[:16], 16), int(current[:16], 16)) > threshold
+
+
+def change_size(previous: str | None, current: str) -> ChangeSize | None:
+    """How much the content moved between two :func:`page_signature` values; None when they
+    cannot be compared (see :func:`content_changed`)."""
+    if previous is None or len(previous) != SIGNATURE_LENGTH or len(current) != SIGNATURE_LENGTH:
+        return None
+    if previous[16:32] == current[16:32]:
+        return ChangeSize(bits=0, words=0)
+    bits = hamming(int(previous[:16], 16), int(current[:16], 16))
+    return ChangeSize(bits=bits, words=int(current[32:], 16) - int(previous[32:], 16))

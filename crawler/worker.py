@@ -53,7 +53,13 @@ from crawler.politeness import (
 )
 from crawler.robots import RobotsCache, RobotsRules, robots_url
 from crawler.scope import CrawlScope
-from crawler.signature import content_changed, page_signature, visible_text
+from crawler.signature import (
+    content_changed,
+    document_text,
+    main_text,
+    page_kind,
+    page_signature,
+)
 from crawler.sitemaps import SitemapError, parse_sitemap
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from crawler.work_queue import WorkQueue
@@ -578,11 +584,18 @@ class CrawlWorker:
             return FetchResult(status="error", error=f"HTTP {status}", **base), []
         self.stats.add(fetched=1)
         error = f"truncated at {len(outcome.body):,} bytes" if outcome.truncated else None
-        if not outcome.is_html:
-            return FetchResult(status="ok", bytes=len(outcome.body), error=error, **base), []
-        root = parse_html(outcome.text())
-        links = extract_links(root, outcome.final_url) if root is not None else []
-        signature = page_signature(visible_text(root) if root is not None else "")
+        kind = page_kind(outcome.content_type, self.settings.limits.content_types)
+        if kind is None:  # an asset (image, stylesheet, ...): its body was not read
+            note = f"not a page ({outcome.content_type}): body not read"
+            return FetchResult(status="ok", bytes=len(outcome.body), error=note, **base), []
+        links: list[str] = []
+        if kind == "html":  # the bytes, decoded by BOM, HTTP charset, then the page's own
+            root = parse_html(outcome.body, outcome.encoding)
+            links = extract_links(root, outcome.final_url) if root is not None else []
+            text = main_text(root) if root is not None else ""
+        else:
+            text = document_text(outcome.body, outcome.content_type, outcome.encoding)
+        signature = page_signature(text)
         changed = content_changed(previous_signature, signature)
         if changed:
             self.stats.add(changed=1)

@@ -149,13 +149,15 @@ def test_trivial_edits_are_not_changes_and_real_edits_are() -> None:
     assert content_changed("abc", real) is None
 
 
-def test_near_duplicates_within_the_threshold_are_unchanged() -> None:
-    sim, exact = 0x0F0F_0F0F_0F0F_0F0F, 0x1234
-    prev = f"{sim:016x}{exact:016x}"
-    assert content_changed(prev, f"{sim ^ 0b111:016x}{exact + 1:016x}") is False  # 3 bits
-    assert content_changed(prev, f"{sim ^ 0b1111:016x}{exact + 1:016x}") is True  # 4 bits
-    assert content_changed(prev, f"{sim ^ 0b1111:016x}{exact + 1:016x}", threshold=4) is False
-    assert content_changed(prev, f"{~sim & (2**64 - 1):016x}{exact:016x}") is False  # same text
+def test_any_difference_of_the_exact_hash_is_a_change_unless_a_threshold_is_asked() -> None:
+    sim, exact, words = 0x0F0F_0F0F_0F0F_0F0F, 0x1234, 0x100
+    prev = f"{sim:016x}{exact:016x}{words:08x}"
+    assert content_changed(prev, f"{sim ^ 0b1:016x}{exact + 1:016x}{words:08x}") is True  # 1 bit
+    near = f"{sim ^ 0b111:016x}{exact + 1:016x}{words:08x}"
+    assert content_changed(prev, near, threshold=3) is False  # the opt-in near-duplicate test
+    assert content_changed(prev, near, threshold=2) is True
+    assert content_changed(prev, f"{~sim & (2**64 - 1):016x}{exact:016x}{words:08x}") is False
+    assert content_changed(f"{sim:016x}{exact:016x}", prev) is None  # an older signature form
 
 
 def test_simhash_basics() -> None:
@@ -194,9 +196,9 @@ def test_retry_after_uses_now() -> None:
 
 def _reference_simhash(text: str) -> int:
     """SimHash as its definition reads: per bit, a majority vote of the shingle hashes."""
-    from crawler.signature import _shingle_hashes, _words
+    from crawler.signature import _shingle_hashes, signature_words
 
-    words = _words(text)
+    words = signature_words(text)
     if not words:
         return 0
     hashes = [int(h) for h in _shingle_hashes(words, 3)]

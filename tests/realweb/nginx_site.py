@@ -1,0 +1,175 @@
+"""A real static site on loopback: nginx (from Debian) serving a copy of a Debian HTML
+documentation tree, for the tests in ``tests/realweb/``.
+
+The copy is the test's to edit. nginx writes an access log with ``$msec`` (the time a
+request ended, in milliseconds) and ``$request_time``, so a test checks politeness from the
+server's own record, and adds per-request noise to every HTML page with ``sub_filter`` (the
+local time and a random request id), as real sites do with their timestamps and tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["DOC_TREE", "LoggedRequest", "NginxSite", "missing"]
+
+#: The documentation tree served (Debian ``postgresql-doc-15``: 1,169 XHTML pages that start
+#: with an ``<?xml ... encoding="UTF-8"?>`` declaration, 18 MB).
+DOC_TREE = Path("/usr/share/doc/postgresql-doc-15/html")
+NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
+MIME_TYPES = Path("/etc/nginx/mime.types")
+
+#: The noise nginx adds to every HTML page, before ``</body>``.
+NOISE = (
+    '<p class="served">Served $time_local to visitor $connection_requests, '
+    "request $request_id</p></body>"
+)
+
+CONFIG = """
+{user}
+worker_processes 1;
+daemon off;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    include {mime_types};
+    default_type application/octet-stream;
+    log_format timed '$msec $request_time $status "$request_uri" $body_bytes_sent';
+    access_log {root}/access.log timed;
+    client_body_temp_path {root}/tmp;
+    proxy_temp_path {root}/tmp;
+    fastcgi_temp_path {root}/tmp;
+    uwsgi_temp_path {root}/tmp;
+    scgi_temp_path {root}/tmp;
+    server {{
+        listen 127.0.0.1:{port};
+        root {site};
+        index index.html;
+        sub_filter '</body>' '{noise}';
+        sub_filter_once on;
+        sub_filter_last_modified on;
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    """The nginx executable, or None."""
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return next((c for c in NGINX_CANDIDATES if os.access(c, os.X_OK)), None)
+
+
+def missing() -> str | None:
+    """Why the real-web tests cannot run here, or None."""
+    if nginx_binary() is None:
+        return "nginx is not installed (make setup installs it with apt-get where it can)"
+    if not (DOC_TREE / "index.html").is_file():
+        return f"{DOC_TREE} is missing (Debian package postgresql-doc-15; make setup installs it)"
+    if not MIME_TYPES.is_file():
+        return f"{MIME_TYPES} is missing (it comes with Debian's nginx)"
+    return None
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One line of nginx's access log."""
+
+    end: float  # $msec: when the request ended (epoch seconds, millisecond resolution)
+    seconds: float  # $request_time
+    status: int
+    path: str
+
+    @property
+    def start(self) -> float:
+        return self.end - self.seconds
+
+
+class NginxSite:
+    """nginx on a free loopback port serving ``site`` (a directory the caller owns)."""
+
+    def __init__(self, site: Path, workdir: Path) -> None:
+        self.site = site
+        self.workdir = workdir
+        self.port = _free_port()
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> NginxSite:
+        binary = nginx_binary()
+        assert binary is not None, "check missing() first"
+        (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(
+            CONFIG.format(
+                # as root, nginx's workers would drop to "nobody", who cannot read a tmp dir
+                user="user root;" if os.geteuid() == 0 else "",
+                root=self.workdir,
+                site=self.site,
+                port=self.port,
+                mime_types=MIME_TYPES,
+                noise=NOISE,
+            )
+        )
+        self._process = subprocess.Popen(
+            [binary, "-c", str(conf), "-p", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                err = self._process.stderr.read().decode() if self._process.stderr else ""
+                raise RuntimeError(f"nginx exited at start: {err.strip()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        self.__exit__(None, None, None)
+        raise RuntimeError("nginx did not listen within 10 s")
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGQUIT)  # graceful: finish, flush the log
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process is not None and self._process.stderr is not None:
+            self._process.stderr.close()
+        self._process = None
+
+    def log(self) -> list[LoggedRequest]:
+        """Every request nginx has logged, in order."""
+        path = self.workdir / "access.log"
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text().splitlines():
+            end, seconds, status, request_uri, _size = line.split(" ", 4)
+            found.append(LoggedRequest(float(end), float(seconds), int(status), request_uri[1:-1]))
+        return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
