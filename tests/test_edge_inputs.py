@@ -6,6 +6,7 @@ non-zero exit where a traceback used to be.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -83,3 +84,66 @@ def test_the_writer_queue_goes_on_without_its_file_where_it_cannot_create_it(
     lock = _WriterLock(tmp_path / "a-file" / "crawlplan.db")
     with lock.held():
         pass
+
+
+@pytest.mark.parametrize("bandwidth", ["1e-300", "1e308", "1e-13", "2e15"])
+def test_schedule_bandwidth_out_of_range_is_one_line_and_no_file(
+    tmp_path: Path, bandwidth: str
+) -> None:
+    """1e-300 overflowed (a traceback); 1e308 wrote a CSV of NaN and exited 0."""
+    (tmp_path / "pages.csv").write_text("page,rate\nhttp://a.test/1,0.5\nhttp://a.test/2,2\n")
+    proc = run(
+        "schedule",
+        "--pages",
+        "pages.csv",
+        "--bandwidth",
+        bandwidth,
+        "--out",
+        "s.csv",
+        cwd=tmp_path,
+    )
+    assert_one_line_error(
+        proc, "bandwidth must be between 1e-12 and 1e+15", f"got {float(bandwidth):g}"
+    )
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_schedule_bandwidth_bounds_are_finite_for_every_objective() -> None:
+    import numpy as np
+
+    from planner.schedules.optimal import MAX_BANDWIDTH, MIN_BANDWIDTH, refresh_schedule
+
+    rate = np.random.default_rng(26).lognormal(0.0, 3.0, 500)
+    for bandwidth in (MIN_BANDWIDTH, MAX_BANDWIDTH):
+        for objective in ("obsolescence", "freshness", "harmonic", "binary"):
+            s = refresh_schedule(rate, bandwidth, objective=objective)
+            assert np.isfinite(s.refresh_rate).all() and np.isfinite(s.value), (
+                bandwidth,
+                objective,
+            )
+
+
+def test_solve_with_a_hundred_million_periods_is_refused_before_building(tmp_path: Path) -> None:
+    """It ran out of memory (a 190 GiB array) with a traceback."""
+    instance = {
+        "periods": 100_000_000,
+        "buckets": 2,
+        "b0": [10.0, 10.0],
+        "y0": [1.0, 1.0],
+        "n0": 5.0,
+        "nconst": 1.0,
+        "capacity": 4.0,
+        "crawl_cost": 1.0,
+        "new_crawl_cost": 1.0,
+        "oldnwt": 1.0,
+        "newnwt": 1.0,
+        "change_rate": [0.1, 1.0],
+    }
+    (tmp_path / "big.json").write_text(json.dumps(instance))
+    proc = run("solve", "big.json", cwd=tmp_path)
+    assert_one_line_error(proc, "200,000,000 model cells", "at most 50,000")
+    from planner.model.instance import InstanceError
+    from planner.model.paper_instances import paper_instance
+
+    with pytest.raises(InstanceError, match=r"25,500,000,000 model cells.*at most 392"):
+        paper_instance(1, periods=100_000_000)  # `solve --paper 1 --periods 100000000`

@@ -31,7 +31,33 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CrawlInstance", "InstanceError", "change_fraction"]
+__all__ = [
+    "MAX_MODEL_CELLS",
+    "CrawlInstance",
+    "InstanceError",
+    "change_fraction",
+    "check_model_size",
+]
+
+#: The most bucket-period cells (B x T) an instance may have. The model holds several
+#: variables and constraints per cell, about 16 kB of Pyomo and Ipopt memory each (255 x 100
+#: built in 400 MB), so 100,000 cells is about 1.6 GB: 255 buckets over 392 periods, against
+#: 255 x 14 by default. Checked before any B x T array is built, so that a typo such as
+#: ``periods: 100000000`` is one clear error rather than a 190 GiB allocation.
+MAX_MODEL_CELLS = 100_000
+
+
+def check_model_size(buckets: int, periods: int) -> None:
+    """Raise :class:`InstanceError` if a B x T model is too large to build on one machine."""
+    cells = buckets * periods
+    if cells > MAX_MODEL_CELLS:
+        raise InstanceError(
+            f"periods: {buckets:,} buckets x {periods:,} periods is {cells:,} model cells, "
+            f"more than the {MAX_MODEL_CELLS:,} one machine can build; use fewer periods "
+            f"(at most {max(MAX_MODEL_CELLS // buckets, 1):,} with {buckets:,} buckets) or "
+            "longer ones"
+        )
+
 
 _REQUIRED = (
     "periods",
@@ -168,6 +194,7 @@ class CrawlInstance:
                 raise InstanceError(f"{key}: expected an integer >= 1, got {value!r}")
             dims[key] = int(value)
         B, T = dims["buckets"], dims["periods"]
+        check_model_size(B, T)
         per_bucket = {"[B]": (B,)}
         per_period = {"a scalar": (), "[T]": (T,)}
         per_bucket_period = {"a scalar": (), "[B]": (B,), "[B][T]": (B, T)}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.model.instance import CrawlInstance
+from planner.model.instance import CrawlInstance, check_model_size
 
 __all__ = [
     "PAPER_BUCKETS",
@@ -65,6 +65,7 @@ def paper_instance(
     """
     if version not in (1, 2, 3):
         raise ValueError(f"version: expected 1, 2 or 3, got {version!r}")
+    check_model_size(buckets, periods)
     scale = PAPER_BUCKETS / buckets  # pages per bucket grow when there are fewer buckets
     lifetime = bucket_lifetimes(buckets)
     rate = PERIOD_DAYS / lifetime  # changes per page per period

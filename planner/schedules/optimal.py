@@ -51,6 +51,8 @@ from planner.schedules.multipliers import (
 from planner.schedules.objectives import OBJECTIVES, objective_named
 
 __all__ = [
+    "MAX_BANDWIDTH",
+    "MIN_BANDWIDTH",
     "OBJECTIVES",
     "Schedule",
     "ScheduleError",
@@ -64,6 +66,15 @@ __all__ = [
 
 class ScheduleError(ValueError):
     """Input a schedule cannot be computed from; ``str(err)`` names what and how to fix it."""
+
+
+#: The bandwidths (crawls per period) a schedule is computed for. The multipliers scale as
+#: the square of the rates' sum over the bandwidth, so past about 1e-150 or 1e150 a double
+#: overflows (an OverflowError, or a schedule of NaN); inside these bounds every objective
+#: is finite for rates from 1e-100 to 1e100 per period. No crawl spends a quadrillion
+#: fetches a period, nor one per trillion periods.
+MIN_BANDWIDTH = 1e-12
+MAX_BANDWIDTH = 1e15
 
 
 @dataclass(frozen=True)
@@ -187,6 +198,11 @@ def refresh_schedule(
     if not (isinstance(bandwidth, int | float) and math.isfinite(bandwidth) and bandwidth > 0):
         raise ScheduleError(
             f"bandwidth must be a finite number > 0 (crawls per period), got {bandwidth!r}"
+        )
+    if not (MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH):
+        raise ScheduleError(
+            f"bandwidth must be between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} crawls per "
+            f"period, got {bandwidth:g}"
         )
     if not (0.0 <= discovery_share < 1.0):
         raise ScheduleError(f"discovery share must be in [0, 1), got {discovery_share!r}")

@@ -32,7 +32,9 @@ PagesOption = Annotated[
 ]
 BandwidthOption = Annotated[
     float | None,
-    typer.Option("--bandwidth", "-g", help="Crawls per period, > 0 (G).", show_default=False),
+    typer.Option(
+        "--bandwidth", "-g", help="Crawls per period (G), 1e-12 to 1e15.", show_default=False
+    ),
 ]
 ObjectiveOption = Annotated[
     str,
@@ -120,8 +122,22 @@ def schedule(
         max_interval=inputs.max_interval,
         discovery_share=discovery_share,
     )
+    if not _finite(result.refresh_rate, result.value):
+        # Never a file of NaN with exit 0: the arithmetic failed for these inputs.
+        raise fail(
+            f"the schedule's arithmetic failed (NaN) for bandwidth {bandwidth:g} and these "
+            f"rates; {out_file} was not written: try a bandwidth nearer the pages' total rate",
+            code=1,
+        )
     write_table(schedule_table(inputs, result), out_file)
     summary, warnings = describe_schedule(inputs, result, out_file)
     out.print(summary, markup=False)
     for line in warnings:
         err.print(line, markup=False)
+
+
+def _finite(refresh_rate: object, value: float) -> bool:
+    """Whether a schedule's rates and objective value are numbers (an interval may be inf)."""
+    import numpy as np
+
+    return not (np.isnan(np.asarray(refresh_rate, dtype=float)).any() or math.isnan(value))
