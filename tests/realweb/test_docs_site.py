@@ -2,7 +2,7 @@
 1,169 XHTML pages) served by nginx on loopback, with per-request noise in every page.
 
 One crawl reads the whole site; then the test makes 50 real edits (a paragraph added to 50
-pages, the 30 largest allowed ones among them, 70-270 KB) and 50 touch-only changes (the
+pages, the 30 largest allowed ones among them, 60-445 KB) and 50 touch-only changes (the
 file's mtime moves, its bytes do not), and crawls those pages and 100 untouched ones again.
 Every claim is checked against nginx's access log or against what the test did to the files,
 never against the crawler's own account. Needs nginx and the doc package (``make setup``
