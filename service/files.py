@@ -10,14 +10,21 @@ import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from service.errors import InputFileError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["open_text_input", "read_json", "read_table", "write_json", "write_table"]
+__all__ = [
+    "open_binary_input",
+    "open_text_input",
+    "read_json",
+    "read_table",
+    "write_json",
+    "write_table",
+]
 
 
 def open_text_input(stack: ExitStack, path: Path) -> TextIO:
@@ -26,6 +33,21 @@ def open_text_input(stack: ExitStack, path: Path) -> TextIO:
         return sys.stdin
     try:
         return stack.enter_context(path.open(encoding="utf-8", errors="replace"))
+    except FileNotFoundError:
+        raise InputFileError(f"file {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputFileError(f"file {path} is a directory; pass a file") from None
+    except OSError as error:
+        raise InputFileError(f"cannot read file {path}: {error.strerror or error}") from None
+
+
+def open_binary_input(stack: ExitStack, path: Path) -> BinaryIO:
+    """A file (or standard input for ``-``) opened for bytes inside ``stack``: for readers
+    that bound their lines and decode them themselves (seed files)."""
+    if str(path) == "-":
+        return sys.stdin.buffer
+    try:
+        return stack.enter_context(path.open("rb"))
     except FileNotFoundError:
         raise InputFileError(f"file {path} does not exist") from None
     except IsADirectoryError:

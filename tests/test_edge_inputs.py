@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli import assert_one_line_error, run
+from tests.test_cli import CRAWLPLAN, assert_one_line_error, run
 
 
 def test_config_masks_the_database_password_and_the_api_tokens(tmp_path: Path) -> None:
@@ -147,3 +148,54 @@ def test_solve_with_a_hundred_million_periods_is_refused_before_building(tmp_pat
 
     with pytest.raises(InstanceError, match=r"25,500,000,000 model cells.*at most 392"):
         paper_instance(1, periods=100_000_000)  # `solve --paper 1 --periods 100000000`
+
+
+#: Runs the command in argv and prints its peak memory (kB) on stderr's last line.
+_PEAK_MEMORY = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+    "print('maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(r.returncode)"
+)
+
+
+def test_a_seed_file_with_huge_and_undecodable_lines(tmp_path: Path) -> None:
+    """A 10 MB line used 1.3 GB and a schemeless one wrote 21 MB to stderr; non-UTF-8 bytes
+    were stored as U+FFFD. Now: cut short, said, and the good lines stored."""
+    run("init", cwd=tmp_path)
+    with (tmp_path / "seeds.txt").open("wb") as f:
+        f.write(b"\xef\xbb\xbfhttp://ok.test/1\n")
+        f.write(b"x" * 10_000_000 + b"\n")
+        f.write(b"http://ok.test/caf\xe9\n")
+        f.write(b"y" * 5_000 + b"\n")
+        f.write(b"http://ok.test/2")
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_MEMORY, *CRAWLPLAN, "seed", "--file", "seeds.txt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[:2000]
+    assert "Traceback" not in proc.stderr and len(proc.stderr) < 2_000, proc.stderr[:2000]
+    assert "seeded 2 new pages" in proc.stdout
+    lines = proc.stderr.splitlines()
+    assert "rejected line 2: 'xxxx" in proc.stderr and "a line of 10,000,001 bytes" in lines[0]
+    assert "rejected line 3: 'http://ok.test/caf\\\\xe9' is not UTF-8: byte 0xe9" in lines[1]
+    assert "(5,000 characters) has no scheme" in lines[2]
+    assert "error: 3 malformed URLs were not seeded" in lines[3]
+    peak_kb = int(lines[-1].split()[-1])
+    assert peak_kb < 300_000, f"seed peaked at {peak_kb:,} kB"
+    status = json.loads(run("status", "--json", cwd=tmp_path).stdout)
+    assert status["pages"] == 2
+
+
+def test_a_huge_url_is_refused_before_it_is_normalized() -> None:
+    import time
+
+    from crawler.urls import InvalidURLError, normalize_url
+
+    started = time.perf_counter()
+    with pytest.raises(InvalidURLError) as error:
+        normalize_url("http://a.test/" + "a" * 10_000_000)
+    assert time.perf_counter() - started < 1.0
+    assert len(str(error.value)) < 300 and "10,000,014 characters" in str(error.value)

@@ -1,7 +1,9 @@
 """``crawlplan seed``: add URLs to crawl, from arguments, a file or standard input.
 
 Each URL is normalized and stored once; malformed lines are listed (and written to
-``--rejects FILE``), the good ones stored all the same, and the exit code is 1.
+``--rejects FILE``), the good ones stored all the same, and the exit code is 1. A file is
+read as bytes, a line at a time up to :data:`crawler.seeds.MAX_LINE_BYTES`: a longer line,
+or one that is not UTF-8, is rejected and said so, quoted cut short.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def seed(
     Exits 1 when some lines were rejected (the good ones are stored all the same).
     """
     from crawler.seeds import SeedReader
-    from service.files import open_text_input
+    from service.files import open_binary_input
     from store import add_pages
     from store.urgent import request_urgent
 
@@ -76,7 +78,7 @@ def seed(
         reader = SeedReader(on_reject=_reject_writer(stack, rejects))
         lines = _located("argument", urls or [])
         if file is not None:
-            lines = itertools.chain(lines, _located("line", open_text_input(stack, file)))
+            lines = itertools.chain(lines, reader.lines(open_binary_input(stack, file)))
         pairs = _counted(stack, reader.pairs(lines))
         if now:
             urgent = request_urgent(database, list(pairs), source="cli")
