@@ -31,7 +31,14 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-__all__ = ["GuardedAdapter", "Resolver", "UnsafeAddressError", "address_refusal", "resolve"]
+__all__ = [
+    "GuardedAdapter",
+    "Resolver",
+    "UnsafeAddressError",
+    "address_refusal",
+    "host_refusal",
+    "resolve",
+]
 
 #: Resolve a host name to its IP addresses (strings), in the order to try them; raise
 #: ``socket.gaierror`` (or any ``OSError``) when it has none. The seam tests replace.
@@ -71,6 +78,19 @@ def address_refusal(address: str) -> str | None:
 def _connect(sock: socket.socket, address: tuple[str, int]) -> None:
     """Connect ``sock`` to a checked ``(ip, port)`` (a seam: tests watch where it goes)."""
     sock.connect(address)
+
+
+def host_refusal(host: str) -> str | None:
+    """Why a URL's ``host`` must not be contacted, judged without DNS: an address literal
+    the policy refuses (:func:`address_refusal`), or ``localhost`` and its subdomains
+    (RFC 6761), else None. Names are checked again, resolved, when fetched."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return "loopback"
+    try:
+        return address_refusal(name)
+    except ValueError:
+        return None  # a name, not an address
 
 
 class _Guard:

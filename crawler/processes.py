@@ -81,8 +81,7 @@ def _child(
             until_idle=until_idle,
             seconds=seconds,
             stop=local_stop,
-            stats=stats,
-            name_prefix=f"worker-p{index}",
+            stats=stats,  # workers named {host}-{this child's pid}-{n}
         )
     finally:
         done.set()

@@ -25,13 +25,27 @@ each lease (one host, some of its due pages) a worker:
    arithmetic from :mod:`estimators.opic`), and :func:`run_crawl` spreads the virtual page's
    cash and stores every page's importance when it starts and ends (:mod:`store.importance`).
 
-A worker stops between two fetches when its stop event is set: in-flight fetches finish and
+A worker stops between two fetches when its stop event is set or its deadline
+(``seconds``) passes: in-flight fetches finish (within the fetch's ``total_timeout``) and
 are reported, leases are released.
+
+While a worker crawls a batch, a heartbeat thread renews the batch's leases every third of
+the lease time, so leases can be short (``lease.seconds``, 60 s): a worker killed with
+SIGKILL renews nothing, and its hosts go to the others within a lease time. Worker names
+are ``{host name}-{process id}-{n}``, unique per machine and process.
+
+A host the address policy refuses (it resolves to a private or loopback address and
+``FetchLimits.allow_private`` is off) is the operator's choice, not the host's fault: its
+pages are counted as ``refused`` and handed back unfetched and still due, the host is not
+backed off (asked again after :data:`REFUSED_RETRY`), and the pool says once per host what
+was refused and why.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -70,7 +84,15 @@ from store.errors import StoreError
 from store.importance import CashSplit, spread_virtual_cash
 from store.types import utcnow
 
-__all__ = ["CrawlSettings", "CrawlStats", "CrawlWorker", "run_crawl", "run_workers"]
+__all__ = [
+    "REFUSED_RETRY",
+    "CrawlSettings",
+    "CrawlStats",
+    "CrawlWorker",
+    "default_worker_prefix",
+    "run_crawl",
+    "run_workers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +101,10 @@ _SITEMAP_TYPES = ("application/xml", "text/xml", "text/plain")
 
 #: Statuses after which the host is backed off and the rest of the lease given back.
 _BACK_OFF = {429, 503}
+
+#: How soon a host the address policy refused is leased again (not a backoff: a crawl
+#: started with private addresses allowed takes it within this time).
+REFUSED_RETRY = 10.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +163,9 @@ class CrawlStats:
     #: Steps or batches that raised something unforeseen (logged with the traceback; the
     #: page got an error, the host was backed off, the worker went on).
     worker_errors: int = 0
+    #: Leased pages not fetched because their host resolves to a private, loopback or
+    #: reserved address and the crawl does not allow those (handed back, still due).
+    refused: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -159,7 +188,6 @@ class _HostCrawl:
     rules: RobotsRules | None
     pending: deque[LeasedPage]
     next_request: float  # monotonic time of the earliest polite next request
-    renew_at: float
     host: HostUpdate = field(default_factory=HostUpdate)
     results: list[FetchResult] = field(default_factory=list)
     #: Monotonic time results have been waiting to be reported since (None: none waiting).
@@ -170,6 +198,8 @@ class _HostCrawl:
     errors: int = 0
     backoff_until: datetime | None = None
     done: bool = False
+    #: The address policy refused the host: its lease ends, nothing is held against it.
+    refused: bool = False
     #: Sitemaps robots.txt lists on this host, to read before the pages (their lastmod dates
     #: are change notifications).
     sitemaps: deque[str] = field(default_factory=deque)
@@ -189,6 +219,7 @@ class CrawlWorker:
         clock: Callable[[], datetime] = utcnow,
         known: KnownUrls | None = None,
         robots: RobotsCache | None = None,
+        refused: set[str] | None = None,
     ) -> None:
         self.queue = queue
         self.name = name
@@ -201,15 +232,19 @@ class CrawlWorker:
         #: robots.txt rules of the hosts the pool leased (shared): discovered URLs are
         #: screened with them.
         self.robots = robots if robots is not None else RobotsCache()
+        #: Origins the address policy refused (shared by a pool's workers): said once each.
+        self.refused_origins = refused if refused is not None else set()
+        self._deadline: float | None = None
         damping = settings.opic_damping
         self.cash_split: CashSplit = lambda cash, degree: crawl_cash_split(cash, degree, damping)
 
     def run(self, *, until_idle: bool = False, deadline: float | None = None) -> None:
         """Lease and crawl until stopped, past ``deadline`` (monotonic), or, with
-        ``until_idle``, until nothing is due or leased anywhere."""
-        while not self.stop.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                return
+        ``until_idle``, until nothing is due or leased anywhere (or all this worker can
+        lease is refused by the address policy). The deadline also ends the hosts being
+        crawled, between two requests."""
+        self._deadline = deadline
+        while not self._stopping():
             try:
                 leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
                 if not leases:
@@ -217,7 +252,9 @@ class CrawlWorker:
                         return
                     self.stop.wait(self.settings.idle_sleep)
                     continue
-                self.crawl_batch(leases)
+                refused = self.crawl_batch(leases)
+                if until_idle and refused == len(leases):
+                    return  # all that is left for us is refused: idle as far as we can go
             except StoreError as error:
                 # The store or the worker API refused or failed a call: what the batch did
                 # not report is fetched again once its leases expire. Keep crawling.
@@ -232,31 +269,49 @@ class CrawlWorker:
     def _idle(self) -> bool:
         return not self.queue.work_remaining()
 
+    def _stopping(self) -> bool:
+        """Whether the stop event is set or the deadline has passed."""
+        return self.stop.is_set() or (
+            self._deadline is not None and time.monotonic() >= self._deadline
+        )
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` (less if the deadline comes first); whether to stop now."""
+        if self._deadline is not None:
+            seconds = min(seconds, self._deadline - time.monotonic())
+        if seconds > 0:
+            self.stop.wait(seconds)
+        return self._stopping()
+
     # -- a batch of leases -------------------------------------------------------------------
-    def crawl_batch(self, leases: list[Lease]) -> None:
+    def crawl_batch(self, leases: list[Lease]) -> int:
         """Crawl several hosts at once, each in a thread of its own at its own polite pace.
 
         A host's thread sleeps through the delay its host asks for while the others fetch,
         and a slow host holds up only its own thread. Each host gets its own HTTP session, so
         connections are reused per host. A host is reported and handed back as soon as its
         pages are done; on stop, what was fetched is reported and the rest given back.
+        Returns how many of the hosts the address policy refused.
         """
         self.stats.add(leases=len(leases), active_hosts=len(leases))
-        if len(leases) == 1:
-            self._crawl_host(leases[0])
-            return
-        with ThreadPoolExecutor(len(leases), thread_name_prefix=f"{self.name}-host") as pool:
-            for _ in pool.map(self._crawl_host, leases):
-                pass
+        heartbeat = _Heartbeat(self, leases)
+        try:
+            if len(leases) == 1:
+                return int(self._crawl_host(leases[0], heartbeat))
+            with ThreadPoolExecutor(len(leases), thread_name_prefix=f"{self.name}-host") as pool:
+                return sum(pool.map(lambda lease: self._crawl_host(lease, heartbeat), leases))
+        finally:
+            heartbeat.stop()
 
-    def _crawl_host(self, lease: Lease) -> None:
+    def _crawl_host(self, lease: Lease, heartbeat: _Heartbeat | None = None) -> bool:
+        """Crawl one leased host; whether the address policy refused it."""
         s = self.settings
         fetcher = Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)
         crawl = self._start(lease)
         try:
-            while not crawl.done and not self.stop.is_set():
+            while not crawl.done and not self._stopping():
                 wait = crawl.next_request - time.monotonic()
-                if wait > 0 and self.stop.wait(wait):
+                if wait > 0 and self._pause(wait):
                     break
                 try:
                     self._step(crawl, fetcher)
@@ -266,13 +321,15 @@ class CrawlWorker:
                     self._failed_step(crawl, error)
         finally:
             fetcher.close()
+            if heartbeat is not None:
+                heartbeat.forget(lease.lease_id)
             self._finish(crawl)
             self.stats.add(active_hosts=-1)
+        return crawl.refused
 
     def _start(self, lease: Lease) -> _HostCrawl:
         self.known.remember(page.url for page in lease.pages)
         now = time.monotonic()
-        seconds_left = (lease.expires_at - self.clock()).total_seconds()
         rules = self._stored_rules(lease)
         if rules is not None:
             self.robots.put(lease.origin, rules)
@@ -281,7 +338,6 @@ class CrawlWorker:
             rules=rules,
             pending=deque(lease.pages),
             next_request=now,
-            renew_at=now + 0.5 * seconds_left,
         )
 
     def _stored_rules(self, lease: Lease) -> RobotsRules | None:
@@ -296,9 +352,6 @@ class CrawlWorker:
     def _step(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
         """One request to the host: its robots.txt when needed, else a sitemap, else its next
         page that robots.txt allows."""
-        if time.monotonic() >= crawl.renew_at:
-            self.queue.renew(crawl.lease.lease_id)
-            crawl.renew_at = time.monotonic() + 0.5 * self.queue.policy.lease_seconds
         if crawl.rules is None:
             self._fetch_robots(crawl, fetcher)
         elif crawl.sitemaps:
@@ -313,10 +366,16 @@ class CrawlWorker:
     def _fetch_robots(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
         """Fetch the host's robots.txt, record it on the host, and pace the next request."""
         s = self.settings
-        outcome = fetcher.fetch(robots_url(crawl.lease.origin))
+        # RFC 9309 sec. 2.3.1.2: follow at least five redirects, even to other hosts.
+        outcome = fetcher.fetch(robots_url(crawl.lease.origin), max_redirects=5, any_origin=True)
+        if outcome.refused:
+            self._refused(crawl, outcome)
+            return
         # A robots.txt cut short (or otherwise unreadable) is not "allow everything":
-        # it counts as unreachable, as a network error does (RFC 9309 sec. 2.3.1.4).
-        status = outcome.status if outcome.error is None else None
+        # it counts as unreachable, as a network error does (RFC 9309 sec. 2.3.1.4). Still a
+        # redirect after five hops (or a loop) is "unavailable", as a 4xx: no rules.
+        redirected = outcome.status is not None and 300 <= outcome.status < 400
+        status = outcome.status if outcome.error is None or redirected else None
         rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
         crawl.rules = rules
         self.robots.put(crawl.lease.origin, rules)
@@ -368,6 +427,11 @@ class CrawlWorker:
             last_modified=page.last_modified if s.if_modified_since else None,
             allowed=lambda url: rules.allows(url, s.agent),
         )
+        if outcome.refused:
+            crawl.pending.appendleft(page)
+            crawl.current = None
+            self._refused(crawl, outcome)
+            return
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
         result, links = self.observe(page.page_id, page.signature, outcome)
         links = self._in_scope(links, crawl.lease.origin)
@@ -401,6 +465,23 @@ class CrawlWorker:
             crawl.done = True
         elif not crawl.pending:
             crawl.done = True
+
+    def _refused(self, crawl: _HostCrawl, outcome: FetchOutcome) -> None:
+        """The address policy refused the host: say so once, count its pages, and hand it
+        back unfetched, not backed off (the operator's policy is not the host's fault)."""
+        origin = crawl.lease.origin
+        if origin not in self.refused_origins:
+            self.refused_origins.add(origin)
+            log.warning(
+                "%s: %s; its pages are not fetched (allow private addresses to crawl it: "
+                "crawl --allow-private)",
+                origin,
+                outcome.error,
+            )
+        self.stats.add(refused=len(crawl.pending))
+        crawl.refused = True
+        crawl.done = True
+        crawl.next_request = time.monotonic() + REFUSED_RETRY
 
     def _failed_step(self, crawl: _HostCrawl, error: Exception) -> None:
         """A step raised: record an error on the page it was fetching (so that a page that
@@ -610,6 +691,55 @@ class CrawlWorker:
         return result, links
 
 
+class _Heartbeat:
+    """Renews a batch's live leases every third of the lease time, in a thread of its own,
+    while the worker lives: leases can be short (a killed worker's hosts come back within
+    one lease time) and still outlast a slow host (a long Crawl-delay, a Retry-After, a
+    fetch up to its deadline), which a renewal between two requests would not."""
+
+    def __init__(self, worker: CrawlWorker, leases: list[Lease]) -> None:
+        self.worker = worker
+        self.live = {lease.lease_id for lease in leases}
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.every = worker.queue.policy.lease_seconds / 3
+        self.thread = threading.Thread(
+            target=self._run, name=f"{worker.name}-heartbeat", daemon=True
+        )
+        self.thread.start()
+
+    def forget(self, lease_id: int) -> None:
+        """The lease is being handed back: renew it no more."""
+        with self.lock:
+            self.live.discard(lease_id)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            with self.lock:
+                live = sorted(self.live)
+            for lease_id in live:
+                try:
+                    if self.worker.queue.renew(lease_id) is None:
+                        log.warning(
+                            "%s: lease %d expired before it was renewed", self.worker.name, lease_id
+                        )
+                        self.forget(lease_id)
+                except Exception as error:  # the store or the API is away: try next beat
+                    log.warning(
+                        "%s: renewing lease %d failed: %s", self.worker.name, lease_id, error
+                    )
+
+
+def default_worker_prefix() -> str:
+    """``{host name}-{process id}``: worker names unique per machine and process, so that an
+    operator can tell which process holds a lease."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def run_workers(
     queue_factory: Callable[[], WorkQueue],
     settings: CrawlSettings,
@@ -619,11 +749,12 @@ def run_workers(
     seconds: float | None = None,
     stop: threading.Event | None = None,
     stats: CrawlStats | None = None,
-    name_prefix: str = "worker",
+    name_prefix: str | None = None,
     worker_type: type[CrawlWorker] | None = None,
 ) -> CrawlStats:
     """Run ``workers`` worker threads, each with a queue of its own, until stopped, idle
-    (``until_idle``) or ``seconds``; worker names are ``{name_prefix}-{number}``.
+    (``until_idle``) or ``seconds``; worker names are ``{name_prefix}-{number}``, the
+    prefix by default ``{host name}-{process id}`` (:func:`default_worker_prefix`).
     ``worker_type``: a subclass of :class:`CrawlWorker` to run instead (a test's seam)."""
     stop = stop or threading.Event()
     stats = stats or CrawlStats()
@@ -631,15 +762,18 @@ def run_workers(
     threads = []
     known = KnownUrls()
     robots = RobotsCache()
+    refused: set[str] = set()
+    prefix = name_prefix or default_worker_prefix()
     for number in range(workers):
         worker = (worker_type or CrawlWorker)(
             queue_factory(),
-            f"{name_prefix}-{number}",
+            f"{prefix}-{number}",
             settings,
             stop=stop,
             stats=stats,
             known=known,
             robots=robots,
+            refused=refused,
         )
         thread = threading.Thread(
             target=worker.run,

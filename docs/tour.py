@@ -124,7 +124,11 @@ TOUR: tuple[Block, ...] = (
         "api",
         (
             Step(f"export CRAWLPLAN_API_TOKENS={TOKEN}"),
-            Step("crawlplan serve --port @api_port@ &", ready=r"worker API on ", joined=True),
+            Step(
+                "crawlplan serve --port @api_port@ --allow-private &",
+                ready=r"worker API on ",
+                joined=True,
+            ),
             Step("curl -s http://127.0.0.1:@api_port@/health"),
             Step(f"curl -s {AUTH} http://127.0.0.1:@api_port@/v1/work", joined=True),
             Step(

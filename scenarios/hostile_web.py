@@ -21,8 +21,8 @@ path (host)                 what the server does
 ``/mislabelled-encoding``   ``Content-Encoding: deflate`` on a gzip body
 ``/unknown-encoding``       ``Content-Encoding: x-hostile`` (no client can decode it)
 ``/many-links``             a page of ``many_links`` links, all under a disallowed path
-``/retry-after-429``        429 with ``Retry-After: retry_after``
-``/retry-after-503``        503 with ``Retry-After: retry_after``
+``/retry-after-429``        429 with ``Retry-After: retry_after`` (``.../next``: a page)
+``/retry-after-503``        503 with ``Retry-After: retry_after`` (``.../next``: a page)
 robots-timeout host         ``/robots.txt`` never answers
 robots-5xx host             ``/robots.txt`` is a 503
 robots-huge host            ``/robots.txt`` of ``huge_robots_bytes``, its last rule past 500 KiB
@@ -327,6 +327,9 @@ class HostileWeb:
         await out.send(_response(200, (html + "</body></html>").encode()))
 
     async def _retry_after(self, path: str, reader: asyncio.StreamReader, out: _Counted) -> None:
+        if path.endswith("/next"):  # a page to ask for after the wait
+            await out.send(_response(200, _OK))
+            return
         status = 429 if path.endswith("429") else 503
         retry = [("Retry-After", str(self.config.retry_after))]
         await out.send(_response(status, b"slow down", "text/plain", headers=retry))

@@ -9,7 +9,7 @@ came from. The configuration file is ``--config FILE``, else ``$CRAWLPLAN_CONFIG
     db = "postgresql://postgres@127.0.0.1:5432/crawlplan"
 
     [lease]
-    seconds = 300          # a worker holds a host this long before its pages return
+    seconds = 60           # a dead worker's hosts return this long after its last heartbeat
     max_urls = 100         # largest batch one lease call hands out
     max_urls_per_host = 20
     max_hosts = 20

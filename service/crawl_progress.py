@@ -21,5 +21,6 @@ def progress_line(stats: CrawlStats) -> str:
         f"changed {stats.changed:,}, not modified {stats.not_modified:,}, "
         f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,} "
         f"(+{stats.unfetchable:,} unfetchable, {stats.out_of_scope:,} out of scope), "
-        f"hosts active {stats.active_hosts}"
+        + (f"refused {stats.refused:,} (private addresses), " if stats.refused else "")
+        + f"hosts active {stats.active_hosts}"
     )

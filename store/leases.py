@@ -110,7 +110,9 @@ class LeasePolicy:
 
     Attributes
     ----------
-    lease_seconds : how long a worker may hold a host before its pages return to the pool (s).
+    lease_seconds : how long a worker may hold a host before its pages return to the pool (s);
+        a live worker renews its leases every third of it (a heartbeat), so it can be short:
+        a killed worker's hosts come back within it.
     max_urls : largest batch one lease call returns (URLs, over all hosts of the batch).
     max_urls_per_host : most pages of one host in one lease.
     max_hosts : most hosts in one batch.
@@ -118,7 +120,7 @@ class LeasePolicy:
         ``refresh_interval`` is NULL), as a ``timedelta``.
     """
 
-    lease_seconds: float = 300.0
+    lease_seconds: float = 60.0
     max_urls: int = 100
     max_urls_per_host: int = 20
     max_hosts: int = 20

@@ -264,7 +264,7 @@ def test_plan_health_and_metrics(api: ApiServer, db: Database) -> None:
 
 def test_the_remote_queue_client(api: ApiServer, db: Database) -> None:
     queue = RemoteWorkQueue(api.url, TOKEN)
-    assert queue.policy.lease_seconds == 300.0
+    assert queue.policy.lease_seconds == 60.0
     assert queue.work_remaining()
     leases = queue.lease("pool-0", max_urls=4)
     assert len(leases[0].pages) >= 2

@@ -57,6 +57,7 @@ def _api_settings(lease_seconds: float = 30.0) -> ApiSettings:
             lease_seconds=lease_seconds, max_urls=20, max_urls_per_host=10, max_hosts=2
         ),
         release_every=None,
+        allow_private=True,  # the synthetic web is on loopback
     )
 
 
@@ -202,6 +203,7 @@ def test_remote_pools_crawl_to_the_plan_quotas(db: Database) -> None:
         policy=LeasePolicy(lease_seconds=30, max_urls=20, max_urls_per_host=10, max_hosts=2),
         release_every=0.2,
         min_delay_seconds=MIN_DELAY,  # host capacity: 20 requests per 2 s period
+        allow_private=True,
     )
     with WebServer(web, seed=4) as server:
         _seed(db, server)

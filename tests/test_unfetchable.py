@@ -258,6 +258,7 @@ def test_remote_workers_store_disallowed_links_as_unfetchable(
         tokens=(TOKEN,),
         policy=LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=4),
         release_every=None,
+        allow_private=True,  # the sites are on loopback
     )
     settings = CrawlSettings(
         politeness=PolitenessPolicy(min_delay=0.01, max_delay=1.0, duration_factor=1.0),

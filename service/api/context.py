@@ -10,10 +10,12 @@ from __future__ import annotations
 import secrets
 import threading
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from crawler.addresses import host_refusal
 from crawler.urls import InvalidURLError, normalize_url, origin_of
 from estimators.opic import crawl_cash_split
 from service.api.metrics import ApiMetrics
@@ -89,14 +91,18 @@ async def authorized(
         )
 
 
-def normalized(urls: list[str]) -> list[tuple[str, str]]:
+def normalized(urls: list[str], *, allow_private: bool = False) -> list[tuple[str, str]]:
     """(normalized URL, origin) of each crawlable URL; the others are dropped (counted by the
-    caller as rejected)."""
+    caller as rejected): invalid URLs, and unless ``allow_private`` URLs whose host is a
+    private, loopback, link-local or reserved address literal, or ``localhost`` (a token
+    holder must not queue ``http://169.254.169.254/``; names are checked when fetched)."""
     good: list[tuple[str, str]] = []
     for url in urls:
         try:
             normalized_url = normalize_url(url)
         except InvalidURLError:
+            continue
+        if not allow_private and host_refusal(urlsplit(normalized_url).hostname or ""):
             continue
         good.append((normalized_url, origin_of(normalized_url)))
     return good

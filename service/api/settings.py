@@ -28,6 +28,9 @@ class ApiSettings:
     #: None: never, e.g. when a ``crawlplan crawl`` on the same store releases them).
     release_every: float | None = 5.0
     min_delay_seconds: float = 1.0
+    #: Accept URLs of private, loopback and link-local addresses (``serve --allow-private``:
+    #: a synthetic web on loopback); off, they are rejected where they are queued.
+    allow_private: bool = False
 
     def __post_init__(self) -> None:
         if not self.tokens or any(len(t) < 16 for t in self.tokens):

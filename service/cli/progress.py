@@ -5,12 +5,15 @@ while the main thread shows one progress line on a terminal, releases a new plan
 when it begins (a local crawl only; the checks are timed by :class:`service.release_timing.
 ReleaseTimer`: at each period boundary, and every 1 % of a period in between), and turns
 SIGINT/SIGTERM into a clean stop (in-flight fetches finish and are reported, leases are
-released).
+released; a fetch ends by its total timeout); a second signal ends the process at once
+(exit 128 + the signal's number: what was not reported is fetched again when its leases
+expire).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -50,8 +53,11 @@ def with_progress(
     stats = CrawlStats()
 
     def request_stop(signum: int, _frame: object) -> None:
-        if not stop.is_set():
-            err.print(f"{signal.Signals(signum).name}: finishing in-flight fetches ...")
+        name = signal.Signals(signum).name
+        if stop.is_set():  # a second signal: the operator will not wait
+            err.print(f"{name} again: stopping now; unreported fetches are crawled again")
+            os._exit(128 + signum)  # threads blocked in I/O would hold a normal exit
+        err.print(f"{name}: finishing in-flight fetches (again to stop at once) ...")
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.options import ConfigOption, DbOption
+from service.cli.options import AllowPrivateOption, ConfigOption, DbOption
 from service.cli.support import err, fail, freeze_start_up, open_checked, settings_from, user_errors
 
 __all__ = ["serve"]
@@ -25,6 +25,7 @@ def serve(
         int | None,
         typer.Option("--port", min=1, max=65535, help="Port to listen on.", show_default=False),
     ] = None,
+    allow_private: AllowPrivateOption = False,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -53,6 +54,7 @@ def serve(
             policy=settings.lease_policy,
             max_body_bytes=int(settings.values["api.max_body_bytes"]),
             min_delay_seconds=float(settings.values["crawl.min_delay"]),
+            allow_private=allow_private,
         ),
     )
     listen = host or str(settings.values["api.host"])

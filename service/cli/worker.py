@@ -5,6 +5,7 @@ It needs no database credentials, only the API's URL and a bearer token.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from typing import TYPE_CHECKING, Annotated
@@ -42,7 +43,11 @@ def worker(
     workers: WorkersOption = None,
     name: Annotated[
         str,
-        typer.Option("--name", help="This pool's name (workers are NAME-0, NAME-1, ...)."),
+        typer.Option(
+            "--name",
+            help="This pool's name: workers are NAME-PID-0, NAME-PID-1, ... (PID: this "
+            "process's id, so that names are unique per machine and process).",
+        ),
     ] = socket.gethostname(),
     seconds: SecondsOption = None,
     until_idle: UntilIdleOption = False,
@@ -84,7 +89,7 @@ def worker(
             seconds=seconds,
             stop=stop,
             stats=stats,
-            name_prefix=name,
+            name_prefix=f"{name}-{os.getpid()}",
         )
 
     freeze_start_up()

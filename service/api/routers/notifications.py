@@ -23,7 +23,7 @@ def notifications(body: NotificationsRequest, context: Context) -> dict[str, int
     context.at_most(len(body.notifications), context.settings.max_new_urls, "notifications")
     items = []
     for note in body.notifications:
-        good = normalized([note.url])
+        good = normalized([note.url], allow_private=context.settings.allow_private)
         if good:
             items.append(Notification(good[0][0], good[0][1], note.changed_at))
     done = record_notifications(context.db, items)

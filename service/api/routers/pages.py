@@ -21,10 +21,13 @@ def pages(body: PagesRequest, context: Context) -> dict[str, int]:
     ``blocked`` ones robots.txt disallows as unfetchable pages (never candidates)."""
     given = len(body.urls) + len(body.blocked)
     context.at_most(given, context.settings.max_new_urls, "URLs")
-    good = normalized(body.urls)
+    good = normalized(body.urls, allow_private=context.settings.allow_private)
     done = add_pages(context.db, good, discovered=True)
     checks = {b.url: b.check_at for b in body.blocked}
-    blocked = [(url, origin, checks[raw]) for raw, (url, origin) in _normalized_by_raw(checks)]
+    allow = context.settings.allow_private
+    blocked = [
+        (url, origin, checks[raw]) for raw, (url, origin) in _normalized_by_raw(checks, allow)
+    ]
     unfetchable = add_unfetchable(context.db, blocked) if blocked else 0
     context.metrics.discovered.inc(done.added)
     return {
@@ -35,6 +38,10 @@ def pages(body: PagesRequest, context: Context) -> dict[str, int]:
     }
 
 
-def _normalized_by_raw(checks: Mapping[str, object]) -> list[tuple[str, tuple[str, str]]]:
+def _normalized_by_raw(
+    checks: Mapping[str, object], allow_private: bool
+) -> list[tuple[str, tuple[str, str]]]:
     """Each crawlable URL as given, with its normalized form and origin."""
-    return [(raw, pair) for raw in checks for pair in normalized([raw])]
+    return [
+        (raw, pair) for raw in checks for pair in normalized([raw], allow_private=allow_private)
+    ]

@@ -19,7 +19,7 @@ router = APIRouter(dependencies=[Depends(authorized)])
 def urgent(body: PagesRequest, context: Context) -> dict[str, int]:
     """Crawl these URLs ahead of the plan (still politely; charged to the next period)."""
     context.at_most(len(body.urls), context.settings.max_new_urls, "URLs")
-    good = normalized(body.urls)
+    good = normalized(body.urls, allow_private=context.settings.allow_private)
     done = request_urgent(context.db, good, source="api")
     context.metrics.urgent.inc(done.queued + done.leased)
     return {**dataclasses.asdict(done), "rejected": len(body.urls) - len(good)}
