@@ -21,11 +21,13 @@ Endpoints (OpenAPI at ``/openapi.json``, browsable at ``/docs``); all under ``/v
 
 **Hostile clients.** Bodies are validated field by field (types, ranges, lengths, times
 between 1970 and 9000, no unknown keys; NUL characters dropped) and refused with 422 naming
-the field; batches are capped (URLs per lease, results per report, URLs per page add); a body
-over ``max_body_bytes`` is refused with 413, whether its Content-Length says so or a chunked
-body runs over; a token is compared in constant time; a store failure is a 503
-without details. The server (uvicorn) caps concurrent connections and idle keep-alive, so a
-slow or flooding client cannot hold every worker.
+the field (NaN and Infinity too: "Input should be a finite number"); batches are capped
+(URLs per lease, results per report, URLs per page add); a body over ``max_body_bytes`` is
+refused with 413, whether its Content-Length says so or a chunked body runs over; a token is
+compared in constant time; a store failure is a 503 without details, and any other failure
+a 500 without details (logged with its traceback); every answer, 5xx included, is counted in
+``/metrics`` by endpoint and code. The server (uvicorn) caps concurrent connections and idle
+keep-alive, so a slow or flooding client cannot hold every worker.
 
 **Trust.** Tokens are trusted: the ``worker`` name checked against a lease's holder (409
 otherwise) keeps honest workers from reporting on each other's leases by mistake, but any
@@ -49,9 +51,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from service.api.body_limit import BodyLimit
 from service.api.context import ApiContext
+from service.api.errors import validation_failed
 from service.api.metrics import measure
 from service.api.routers import health, leases, notifications, pages, plans, urgent
 from service.api.settings import API_VERSION, ApiSettings
@@ -74,6 +78,7 @@ def create_app(db: Database, settings: ApiSettings) -> FastAPI:
         lifespan=_period_releaser(db, settings),
     )
     app.state.api = ApiContext(db, settings)
+    app.add_exception_handler(RequestValidationError, validation_failed)
     app.middleware("http")(measure)
     for module in (health, leases, pages, urgent, notifications, plans):
         app.include_router(module.router)

@@ -136,7 +136,8 @@ async def measure(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """HTTP middleware: count and time each request by route; a store failure becomes a 503
-    without details (no traceback reaches a client)."""
+    and any other failure a 500, both without details (no traceback reaches a client; the
+    500's goes to the log) and both counted like every other answer."""
     metrics: ApiMetrics = request.app.state.api.metrics
     started = time.perf_counter()
     try:
@@ -145,6 +146,13 @@ async def measure(
         log.warning("store error on %s: %s", request.url.path, error)
         response = Response(
             '{"detail": "the store is unavailable"}', 503, media_type="application/json"
+        )
+    except Exception:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        response = Response(
+            '{"detail": "internal error (logged by the server)"}',
+            500,
+            media_type="application/json",
         )
     endpoint = getattr(request.scope.get("route"), "path", "unmatched")
     metrics.requests.labels(endpoint, str(response.status_code)).inc()

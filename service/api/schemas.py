@@ -47,7 +47,9 @@ LeaseId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity (which Python's JSON parser accepts) are refused in every number
+    # field: "Input should be a finite number" (service.api.errors renders the 422).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
