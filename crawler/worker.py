@@ -37,8 +37,9 @@ are ``{host name}-{process id}-{n}``, unique per machine and process.
 A host the address policy refuses (it resolves to a private or loopback address and
 ``FetchLimits.allow_private`` is off) is the operator's choice, not the host's fault: its
 pages are counted as ``refused`` and handed back unfetched and still due, the host is not
-backed off (asked again after :data:`REFUSED_RETRY`), and the pool says once per host what
-was refused and why.
+backed off (asked again after :data:`REFUSED_RETRY`; with ``until_idle`` at once, and a
+worker that leases only refused hosts stops), and the pool says once per host what was
+refused and why.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ class CrawlStats:
     #: page got an error, the host was backed off, the worker went on).
     worker_errors: int = 0
     #: Leased pages not fetched because their host resolves to a private, loopback or
-    #: reserved address and the crawl does not allow those (handed back, still due).
+    #: reserved address and the crawl does not allow those (handed back, still due; each
+    #: page counted once per process).
     refused: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -219,7 +221,7 @@ class CrawlWorker:
         clock: Callable[[], datetime] = utcnow,
         known: KnownUrls | None = None,
         robots: RobotsCache | None = None,
-        refused: set[str] | None = None,
+        refused: dict[str, set[int]] | None = None,
     ) -> None:
         self.queue = queue
         self.name = name
@@ -232,9 +234,11 @@ class CrawlWorker:
         #: robots.txt rules of the hosts the pool leased (shared): discovered URLs are
         #: screened with them.
         self.robots = robots if robots is not None else RobotsCache()
-        #: Origins the address policy refused (shared by a pool's workers): said once each.
-        self.refused_origins = refused if refused is not None else set()
+        #: Origins the address policy refused, with their refused pages (shared by a pool's
+        #: workers): each origin said once, each page counted once.
+        self.refused_origins = refused if refused is not None else {}
         self._deadline: float | None = None
+        self._until_idle = False
         damping = settings.opic_damping
         self.cash_split: CashSplit = lambda cash, degree: crawl_cash_split(cash, degree, damping)
 
@@ -244,6 +248,7 @@ class CrawlWorker:
         lease is refused by the address policy). The deadline also ends the hosts being
         crawled, between two requests."""
         self._deadline = deadline
+        self._until_idle = until_idle
         while not self._stopping():
             try:
                 leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
@@ -470,18 +475,24 @@ class CrawlWorker:
         """The address policy refused the host: say so once, count its pages, and hand it
         back unfetched, not backed off (the operator's policy is not the host's fault)."""
         origin = crawl.lease.origin
-        if origin not in self.refused_origins:
-            self.refused_origins.add(origin)
+        pages = {page.page_id for page in crawl.pending}
+        with self.stats.lock:
+            first = origin not in self.refused_origins
+            known = self.refused_origins.setdefault(origin, set())
+            new = len(pages - known)
+            known |= pages
+        if first:
             log.warning(
                 "%s: %s; its pages are not fetched (allow private addresses to crawl it: "
                 "crawl --allow-private)",
                 origin,
                 outcome.error,
             )
-        self.stats.add(refused=len(crawl.pending))
+        self.stats.add(refused=new)
         crawl.refused = True
         crawl.done = True
-        crawl.next_request = time.monotonic() + REFUSED_RETRY
+        # --until-idle: at once, so that every worker of the pool meets it, and stops, soon
+        crawl.next_request = time.monotonic() + (0.0 if self._until_idle else REFUSED_RETRY)
 
     def _failed_step(self, crawl: _HostCrawl, error: Exception) -> None:
         """A step raised: record an error on the page it was fetching (so that a page that
@@ -762,7 +773,7 @@ def run_workers(
     threads = []
     known = KnownUrls()
     robots = RobotsCache()
-    refused: set[str] = set()
+    refused: dict[str, set[int]] = {}
     prefix = name_prefix or default_worker_prefix()
     for number in range(workers):
         worker = (worker_type or CrawlWorker)(
