@@ -83,7 +83,7 @@ def test_sigterm_finishes_in_flight_fetches_and_reports_them(
     _wait_for_requests(server, 15)
     proc.send_signal(signal.SIGTERM)
     out, errors = proc.communicate(timeout=60)
-    assert proc.returncode == 0, errors
+    assert proc.returncode == 128 + signal.SIGTERM, errors  # 143, README "Exit codes"
     assert "SIGTERM" in errors and "fetched" in out
     assert _observations(url) == _fetch_requests(server)  # every request the server saw
     db = open_database(url)
@@ -132,7 +132,7 @@ def test_two_processes_stop_on_sigint_and_finish_politely(
     # communicate() returns only once every process holding the pipes has exited: the
     # children inherit them, so a child left running would hold this up to the timeout.
     out, errors = proc.communicate(timeout=60)
-    assert proc.returncode == 0, errors
+    assert proc.returncode == 128 + signal.SIGINT, errors  # 130, README "Exit codes"
     assert "SIGINT" in errors and "fetched" in out
     assert _observations(url) == _fetch_requests(server)
     finished = _crawl(url, "--processes", "2", "--until-idle", "--seconds", "90")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,3 +201,48 @@ def test_a_huge_url_is_refused_before_it_is_normalized() -> None:
         normalize_url("http://a.test/" + "a" * 10_000_000)
     assert time.perf_counter() - started < 1.0
     assert len(str(error.value)) < 300 and "10,000,014 characters" in str(error.value)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has installed a handler for ``signum`` (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
+
+
+def test_crawl_interrupted_exits_128_plus_the_signal(tmp_path: Path) -> None:
+    """The README says an interrupted command exits 130; crawl exited 0 on SIGINT and
+    SIGTERM. Now: 130 for SIGINT, 143 for SIGTERM, after the summary line."""
+    run("init", cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLPLAN_")}
+    procs = {
+        sig: subprocess.Popen(
+            [*CRAWLPLAN, "crawl", "--workers", "1"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        deadline = time.monotonic() + 60
+        while not all(_catches(p.pid, signal.SIGTERM) for p in procs.values()):
+            assert time.monotonic() < deadline, "crawl never set up its signal handlers"
+            assert all(p.poll() is None for p in procs.values())
+            time.sleep(0.05)
+        for sig, proc in procs.items():
+            proc.send_signal(sig)
+        for sig, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 128 + sig, (sig, stdout, stderr)
+            assert "Traceback" not in stderr
+            assert f"{sig.name}: finishing in-flight fetches" in stderr
+            assert "fetched 0" in stdout, stdout
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

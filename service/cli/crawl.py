@@ -11,7 +11,7 @@ from service.cli.options import (
     UntilIdleOption,
     WorkersOption,
 )
-from service.cli.progress import crawl_with_progress
+from service.cli.progress import crawl_with_progress, exit_if_interrupted
 from service.cli.support import open_checked, out, settings_from, user_errors
 
 __all__ = ["crawl"]
@@ -30,12 +30,14 @@ def crawl(
     """Crawl: lease due URLs, fetch them politely, report what changed, discover new pages.
 
     Runs until interrupted (Ctrl-C or SIGTERM: in-flight fetches finish and are reported,
-    leases are released), until --seconds, or with --until-idle until nothing is due.
+    leases are released, and the exit code is 130 for Ctrl-C, 143 for SIGTERM), until
+    --seconds, or with --until-idle until nothing is due (exit 0).
     """
     from service.crawl_progress import progress_line
 
     settings = settings_from(db, config)
     database = open_checked(settings)
+    signals: list[int] = []
     stats = crawl_with_progress(
         database,
         settings,
@@ -44,5 +46,7 @@ def crawl(
         until_idle=until_idle,
         seconds=seconds,
         processes=processes or int(settings.values["crawl.processes"]),
+        signals=signals,
     )
     out.print(progress_line(stats).replace(", hosts active 0", ""))
+    exit_if_interrupted(signals)

@@ -5,9 +5,9 @@ while the main thread shows one progress line on a terminal, releases a new plan
 when it begins (a local crawl only; the checks are timed by :class:`service.release_timing.
 ReleaseTimer`: at each period boundary, and every 1 % of a period in between), and turns
 SIGINT/SIGTERM into a clean stop (in-flight fetches finish and are reported, leases are
-released; a fetch ends by its total timeout); a second signal ends the process at once
-(exit 128 + the signal's number: what was not reported is fetched again when its leases
-expire).
+released; a fetch ends by its total timeout), after which the command exits 128 + the
+signal's number (130 for SIGINT, 143 for SIGTERM); a second signal ends the process at once
+with the same code (what was not reported is fetched again when its leases expire).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import typer
+
 from service.cli.support import err, freeze_start_up
 
 if TYPE_CHECKING:
@@ -31,7 +33,13 @@ if TYPE_CHECKING:
     from service.pipeline import ReleaseSummary
     from store.database import Database
 
-__all__ = ["PROGRESS_SECONDS", "crawl_with_progress", "release_line", "with_progress"]
+__all__ = [
+    "PROGRESS_SECONDS",
+    "crawl_with_progress",
+    "exit_if_interrupted",
+    "release_line",
+    "with_progress",
+]
 
 #: How often the progress line is redrawn, seconds.
 PROGRESS_SECONDS = 0.5
@@ -40,9 +48,13 @@ PROGRESS_SECONDS = 0.5
 def with_progress(
     run: Callable[[threading.Event, CrawlStats], CrawlStats],
     tick: Callable[[], float] | None = None,
+    *,
+    signals: list[int] | None = None,
 ) -> CrawlStats:
     """Run a worker pool in the background; show progress; call ``tick`` at once and then
-    again after the seconds its last call returned; stop cleanly on SIGINT/SIGTERM."""
+    again after the seconds its last call returned; stop cleanly on SIGINT/SIGTERM, and
+    append the signal's number to ``signals`` (the command then exits 128 + it, see
+    :func:`exit_if_interrupted`)."""
     from rich.live import Live
     from rich.text import Text
 
@@ -58,6 +70,8 @@ def with_progress(
             err.print(f"{name} again: stopping now; unreported fetches are crawled again")
             os._exit(128 + signum)  # threads blocked in I/O would hold a normal exit
         err.print(f"{name}: finishing in-flight fetches (again to stop at once) ...")
+        if signals is not None:
+            signals.append(signum)
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -81,6 +95,13 @@ def with_progress(
     return stats
 
 
+def exit_if_interrupted(signals: list[int]) -> None:
+    """End a command stopped by a signal as the shell does: exit 128 + its number (130 for
+    Ctrl-C / SIGINT, 143 for SIGTERM), after it has reported and released what it held."""
+    if signals:
+        raise typer.Exit(128 + signals[0])
+
+
 def crawl_with_progress(
     database: Database,
     settings: Settings,
@@ -90,6 +111,7 @@ def crawl_with_progress(
     until_idle: bool,
     seconds: float | None,
     processes: int = 1,
+    signals: list[int] | None = None,
 ) -> CrawlStats:
     """Crawl from the store with progress, releasing each new plan period's work."""
     from crawler.processes import run_crawl_processes
@@ -134,7 +156,7 @@ def crawl_with_progress(
         release_line(summary)
         return timer.wait_after(summary, datetime.now(UTC))
 
-    return with_progress(run, release)
+    return with_progress(run, release, signals=signals)
 
 
 def release_line(summary: ReleaseSummary, console: Console = err) -> None:

@@ -19,7 +19,7 @@ from service.cli.options import (
     UntilIdleOption,
     WorkersOption,
 )
-from service.cli.progress import with_progress
+from service.cli.progress import exit_if_interrupted, with_progress
 from service.cli.support import fail, freeze_start_up, out, user_errors
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def worker(
     """A remote worker pool: lease from the worker API, crawl politely, report over HTTP.
 
     Needs no database credentials: only the API's URL and a token. If the server goes away,
-    calls are retried for two minutes, so a restart loses nothing.
+    calls are retried for two minutes, so a restart loses nothing. Stops cleanly on Ctrl-C
+    (exit 130) or SIGTERM (exit 143).
     """
     from crawler.remote import RemoteQueueError, RemoteWorkQueue
     from crawler.worker import run_workers
@@ -93,5 +94,7 @@ def worker(
         )
 
     freeze_start_up()
-    stats = with_progress(run)
+    signals: list[int] = []
+    stats = with_progress(run, signals=signals)
     out.print(progress_line(stats).replace(", hosts active 0", ""))
+    exit_if_interrupted(signals)
