@@ -17,6 +17,7 @@ outlives its deadline (:meth:`GuardedAdapter.cut`), whatever phase it is blocked
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ipaddress
 import socket
@@ -43,6 +44,9 @@ __all__ = [
 #: Resolve a host name to its IP addresses (strings), in the order to try them; raise
 #: ``socket.gaierror`` (or any ``OSError``) when it has none. The seam tests replace.
 Resolver = Callable[[str], Sequence[str]]
+
+#: Threads for DNS lookups, so that a fetch waits for one no longer than its deadline.
+_LOOKUPS = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="dns")
 
 #: NAT64's well-known prefix (RFC 6052): 64:ff9b::7f00:1 is 127.0.0.1 behind a NAT64 gateway.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -105,8 +109,8 @@ class _Guard:
         self.lock = threading.Lock()
 
     def checked_addresses(self, host: str) -> list[str]:
-        """Resolve ``host`` once and check every address it gave."""
-        addresses = list(self.resolver(host.strip("[]")))
+        """Resolve ``host`` once (by the deadline) and check every address it gave."""
+        addresses = self._lookup(host.strip("[]"))
         if not addresses:
             raise socket.gaierror(socket.EAI_NONAME, "no address")
         if not self.allow_private:
@@ -119,6 +123,17 @@ class _Guard:
                         "crawled unless allowed)"
                     )
         return addresses
+
+    def _lookup(self, host: str) -> list[str]:
+        """The resolver's answer; by the deadline when there is one (the system resolver
+        cannot be interrupted, so it runs in a pool thread that is left to finish)."""
+        if self.deadline is None:
+            return list(self.resolver(host))
+        future = _LOOKUPS.submit(self.resolver, host)
+        try:
+            return list(future.result(timeout=max(self.deadline - time.monotonic(), 0.001)))
+        except concurrent.futures.TimeoutError:
+            raise socket.gaierror(socket.EAI_AGAIN, "lookup timed out") from None
 
     def register(self, sock: socket.socket) -> None:
         with self.lock:
@@ -143,6 +158,7 @@ class _GuardedConnectionMixin:
     socket_options: Any
     source_address: Any
     sock: Any
+    _handshake_dup: socket.socket | None = None
 
     def _new_conn(self) -> socket.socket:
         guard = self.guard
@@ -178,12 +194,24 @@ class _GuardedConnectionMixin:
                 sock.close()
                 last = error
                 continue
+            if isinstance(self, HTTPSConnection):
+                # The TLS handshake detaches ``sock`` (its descriptor moves to the TLS
+                # socket, which is not ours until the handshake ends): a duplicate of the
+                # descriptor, held until then, lets the watchdog cut a trickled handshake.
+                self._handshake_dup = sock.dup()
+                guard.register(self._handshake_dup)
             return sock
         message = f"Failed to establish a new connection: {last}"
         raise NewConnectionError(self, message) from last  # type: ignore[arg-type]
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        try:
+            super().connect()  # type: ignore[misc]
+        finally:
+            dup = getattr(self, "_handshake_dup", None)
+            if dup is not None:
+                dup.close()
+                self._handshake_dup = None
         if self.sock is not None:  # HTTPS: the TLS socket that wraps the one registered
             self.guard.register(self.sock)
 

@@ -280,7 +280,8 @@ class Fetcher:
             )
         finally:
             fired = watchdog.finish()
-        if fired:  # whatever the cut request looked like, it ran out of time
+        late = outcome.error is not None and time.monotonic() - t0 >= self.limits.total_timeout
+        if fired or late:  # whatever the cut request looked like, it ran out of time
             return replace(
                 outcome,
                 body=b"",

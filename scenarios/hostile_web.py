@@ -27,6 +27,8 @@ robots-timeout host         ``/robots.txt`` never answers
 robots-5xx host             ``/robots.txt`` is a 503
 robots-huge host            ``/robots.txt`` of ``huge_robots_bytes``, its last rule past 500 KiB
 robots-redirect host        ``/robots.txt`` 301s to ``/rules.txt``, which disallows ``/secret``
+slow-tls-handshake host     takes a TLS ClientHello, answers a record header announcing 16 KB,
+                            then its bytes one every ``trickle`` s (``https://`` to its port)
 ==========================  ================================================================
 
 Every host also serves ``/ok.html`` (a plain page) and ``/secret.html``; robots.txt
@@ -49,7 +51,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-__all__ = ["PAGE_BEHAVIOURS", "ROBOTS_BEHAVIOURS", "HostileConfig", "HostileWeb", "Visit"]
+__all__ = [
+    "PAGE_BEHAVIOURS",
+    "ROBOTS_BEHAVIOURS",
+    "TLS_BEHAVIOURS",
+    "HostileConfig",
+    "HostileWeb",
+    "Visit",
+]
 
 #: Page behaviours, each the path it is served at on a host of its own.
 PAGE_BEHAVIOURS = (
@@ -70,6 +79,8 @@ PAGE_BEHAVIOURS = (
 )
 #: robots.txt behaviours, each a host of its own (its pages: ``/ok.html``, ``/secret.html``).
 ROBOTS_BEHAVIOURS = ("robots-timeout", "robots-5xx", "robots-huge", "robots-redirect")
+#: Behaviours below HTTP, each a host of its own.
+TLS_BEHAVIOURS = ("slow-tls-handshake",)
 
 _LOOPBACK = "127.0.0.1"
 _ROBOTS = b"User-agent: *\nDisallow: /secret\n"
@@ -115,7 +126,8 @@ class HostileWeb:
 
     def __init__(self, config: HostileConfig | None = None) -> None:
         self.config = config or HostileConfig()
-        self.hosts = {name: _Host(name) for name in PAGE_BEHAVIOURS + ROBOTS_BEHAVIOURS}
+        names = PAGE_BEHAVIOURS + ROBOTS_BEHAVIOURS + TLS_BEHAVIOURS
+        self.hosts = {name: _Host(name) for name in names}
         self.log: list[Visit] = []
         self.lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -209,6 +221,12 @@ class HostileWeb:
         self._tasks.add(task)
         visit: Visit | None = None
         try:
+            if name == "slow-tls-handshake":
+                visit = Visit(name, "(TLS)", time.monotonic())
+                with self.lock:
+                    self.log.append(visit)
+                await self._slow_tls(reader, _Counted(writer, visit))
+                return
             head = await reader.readuntil(b"\r\n\r\n")
             parts = head.split(b" ", 2)
             path = parts[1].decode("latin-1") if len(parts) > 1 else "/"
@@ -333,6 +351,13 @@ class HostileWeb:
         status = 429 if path.endswith("429") else 503
         retry = [("Retry-After", str(self.config.retry_after))]
         await out.send(_response(status, b"slow down", "text/plain", headers=retry))
+
+    async def _slow_tls(self, reader: asyncio.StreamReader, out: _Counted) -> None:
+        await reader.read(1)  # the ClientHello has begun
+        await out.send(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KB, to come
+        while True:
+            await out.send(b"\x00")
+            await asyncio.sleep(self.config.trickle)
 
     def _bomb_body(self) -> bytes:
         """``bomb_bytes`` zeros, gzip-compressed (built once, in chunks)."""

@@ -170,3 +170,31 @@ def test_one_deadline_covers_headers_and_body(web: HostileWeb, behaviour: str) -
     # The connection cut does not spoil the next request to the host.
     again = fetcher.fetch(web.origin(behaviour) + "/ok.html")
     assert again.status == 200 and again.error is None
+
+
+def test_the_deadline_covers_a_trickled_tls_handshake(web: HostileWeb) -> None:
+    # A handshake record announced and sent a byte every 0.2 s: no read times out, the
+    # TLS socket is not ours until the handshake ends; the deadline still ends it.
+    fetcher = Fetcher(FetchLimits(allow_private=True, read_timeout=1.0, total_timeout=1.5))
+    url = web.origin("slow-tls-handshake").replace("http://", "https://") + "/"
+    t0 = time.monotonic()
+    outcome = _fetch_within(fetcher, url, 10.0)
+    assert outcome.error == "total timeout of 1.5 s exceeded", outcome
+    assert 1.5 <= time.monotonic() - t0 < 2.5
+
+
+def test_the_deadline_covers_a_dns_lookup_that_hangs() -> None:
+    release = threading.Event()
+
+    def hanging(host: str) -> list[str]:
+        release.wait(10)
+        return [PUBLIC]
+
+    fetcher = Fetcher(FetchLimits(total_timeout=1.0), resolver=hanging)
+    t0 = time.monotonic()
+    try:
+        outcome = _fetch_within(fetcher, "http://slow-dns.test/", 5.0)
+    finally:
+        release.set()
+    assert outcome.error == "total timeout of 1 s exceeded", outcome
+    assert time.monotonic() - t0 < 2.0
