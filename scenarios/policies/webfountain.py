@@ -390,14 +390,19 @@ class WebFountainPolicy(Policy):
         populated = np.flatnonzero(agg.pages[1:] > 0) + 1
         # Inside each bucket: the page-level schedule for the bucket's crawls per period.
         interval = np.full(log.n_pages, np.inf)
-        class_interval: dict[int, float] = {}
+        # The release's due interval per class, as the service computes it from the plan's
+        # crawl fractions x/b averaged over the cycle (store.releases.PeriodWork).
+        mean_fraction: dict[int, float] = {}
+        for fractions in cycle.fractions:
+            for cls, f in fractions.items():
+                mean_fraction[cls] = mean_fraction.get(cls, 0.0) + f / T
+        self._class_interval = {int(c): 1.0 / f for c, f in mean_fraction.items() if f > 0}
         for k in populated:
             members = pages[bucket[pages] == k]
             crawls = float(old[k].sum()) / T
             if self.within_bucket == LONGEST_UNVISITED:
                 # one interval for the bucket: due order is last-fetch order
                 interval[members] = members.size / crawls if crawls > 0 else np.inf
-                class_interval[int(k)] = members.size / crawls if crawls > 0 else np.inf
                 continue
             interval[members] = bucket_intervals(
                 rate[members],
@@ -408,7 +413,6 @@ class WebFountainPolicy(Policy):
         self._old, self._new, self._bucket = old, new, bucket
         self._marginal, self._new_marginal = list(cycle.marginal), list(cycle.new_marginal)
         self._interval, self._rate = interval, rate
-        self._class_interval = class_interval
         self._cycle_start = period
 
     # -- the policy ----------------------------------------------------------------------
@@ -436,11 +440,7 @@ class WebFountainPolicy(Policy):
             has_values = k < len(self._marginal)
             ranking = {
                 "last_fetch": log.last_fetch[candidates] * _SECONDS,
-                "due_interval": {
-                    int(b): float(v) * _SECONDS
-                    for b, v in self._class_interval.items()
-                    if np.isfinite(v)
-                },
+                "due_interval": {b: v * _SECONDS for b, v in self._class_interval.items()},
                 "spill": True,
                 "marginal": self._marginal[k] if has_values else None,
                 "new_marginal": self._new_marginal[k] if has_values else None,
