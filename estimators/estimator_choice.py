@@ -269,12 +269,23 @@ class ChangeRateEstimator:
         if single.any():
             assert last_modified is not None and last_modified.single_fetch_age is not None
             exposure = np.where(single, last_modified.single_fetch_age, np.nan)
+        # pages on a Last-Modified estimator join it through their dates' evidence, in place
+        # of their intervals (issue 27: a prior fitted to intervals minutes long alone put
+        # pages whose dates were weeks old at days' worth of changes)
+        dated = None
+        on_dates = np.isin(code, [_CODE["last_modified"], _CODE["last_modified_eb"]])
+        if last_modified is not None and on_dates.any():
+            changes, exposure_days = _with_first_fetch_age(last_modified, on_dates)
+            dated = (
+                np.where(on_dates, changes, np.nan),
+                np.where(on_dates, exposure_days, np.nan),
+            )
         can_fit = bool((intervals.n_intervals > 0).any() or single.any())
         prior = self.prior
         if prior is not None and not hasattr(prior, "mu_"):
-            return _fit_prior(prior, intervals, exposure) if can_fit else None
+            return _fit_prior(prior, intervals, exposure, dated) if can_fit else None
         if prior is None and can_fit and needs_prior:
-            return _fit_prior(LogNormalRatePrior(), intervals, exposure)
+            return _fit_prior(LogNormalRatePrior(), intervals, exposure, dated)
         return prior
 
     def _fits(
@@ -326,6 +337,9 @@ class ChangeRateEstimator:
             if single.any():
                 assert last_modified.single_fetch_age is not None  # single is all False
                 _add_single_fetches(evidence, single[mask], last_modified.single_fetch_age[mask])
+            if last_modified.first_fetch_age is not None:
+                # the date at the first fetch: unchanged for A days before the intervals
+                _add_first_fetch_ages(evidence, last_modified.first_fetch_age[mask])
             assert prior is not None  # ensured by _prior
             yield (
                 name,
@@ -336,13 +350,38 @@ class ChangeRateEstimator:
 
 
 def _fit_prior(
-    prior: LogNormalRatePrior, intervals: ChangeIntervals, exposure: FloatArray | None
+    prior: LogNormalRatePrior,
+    intervals: ChangeIntervals,
+    exposure: FloatArray | None,
+    dated: tuple[FloatArray, FloatArray] | None = None,
 ) -> LogNormalRatePrior:
     """``prior`` fitted to ``intervals`` and, when given, one change in ``exposure`` days
-    (shape (n_pages,), NaN for none) of each page fetched once."""
-    if exposure is None:
-        return prior.fit(intervals)
-    return prior.fit(intervals, np.ones(exposure.shape[0]), exposure)
+    (shape (n_pages,), NaN for none) of each page fetched once, and the ``dated`` evidence
+    (C, T) of pages on a Last-Modified estimator."""
+    changes = None if exposure is None else np.ones(exposure.shape[0])
+    dated_changes, dated_exposure = dated if dated is not None else (None, None)
+    return prior.fit(
+        intervals,
+        changes,
+        exposure,
+        dated_changes=dated_changes,
+        dated_exposure=dated_exposure,
+    )
+
+
+def _with_first_fetch_age(
+    evidence: LastModifiedEvidence, pages: BoolArray
+) -> tuple[FloatArray, FloatArray]:
+    """C and T of ``evidence`` with, for the ``pages`` that have one, the first fetch's age
+    A counted as one change seen in A days (see ``LastModifiedEvidence.first_fetch_age``)."""
+    changes = evidence.changes.astype(np.float64)
+    exposure = evidence.exposure.astype(np.float64)
+    if evidence.first_fetch_age is not None:
+        age = np.where(pages, evidence.first_fetch_age, np.nan)
+        known = ~np.isnan(age)
+        changes[known] += 1.0
+        exposure[known] += age[known]
+    return changes, exposure
 
 
 def _add_single_fetches(evidence: LastModifiedEvidence, single: BoolArray, age: FloatArray) -> None:
@@ -354,3 +393,13 @@ def _add_single_fetches(evidence: LastModifiedEvidence, single: BoolArray, age: 
     evidence.changes[single] = 1
     evidence.exposure[single] = age[single]
     evidence.age_sum[single] = age[single]
+
+
+def _add_first_fetch_ages(evidence: LastModifiedEvidence, age: FloatArray) -> None:
+    """Add one change seen in exposure ``age`` (shape (n_pages,) of ``evidence``, NaN for
+    none) to ``evidence``, whose arrays are its own: the first fetch's date, before the
+    intervals (``LastModifiedEvidence.first_fetch_age``)."""
+    known = ~np.isnan(age)
+    evidence.changes[known] += 1
+    evidence.exposure[known] += age[known]
+    evidence.age_sum[known] += age[known]

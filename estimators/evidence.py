@@ -326,6 +326,14 @@ class LastModifiedEvidence:
         recurrence time A is exponential, likelihood ``lambda exp(-lambda A)``: one change
         seen in exposure A. NaN for every other page; None when not computed (evidence
         summed by hand), which uses no single fetch.
+    first_fetch_age : ndarray of float or None
+        The same ``A = t - d`` at the first fetch of a page fetched twice or more (NaN for
+        every other page, or a date within the tolerance). The intervals start at that
+        fetch: what the date said before it, that the page had not changed for A days, is
+        evidence they do not hold (a Poisson process is memoryless, so its likelihood,
+        ``lambda exp(-lambda A)``, multiplies theirs). The empirical-Bayes estimator uses
+        it (:class:`~estimators.last_modified.EmpiricalBayesLastModifiedRate`, through the
+        estimator choice); Cho's does not. None when not computed.
     """
 
     intervals: IntArray
@@ -333,6 +341,7 @@ class LastModifiedEvidence:
     exposure: FloatArray
     age_sum: FloatArray
     single_fetch_age: FloatArray | None = None
+    first_fetch_age: FloatArray | None = None
 
     @property
     def n_pages(self) -> int:
@@ -478,7 +487,7 @@ def sorted_last_modified_evidence(
         if pages.size == 1:
             single[pages[0]] = _age_beyond(times[0] - dates[0], tolerance)
         return LastModifiedEvidence(
-            np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros.copy(), single
+            np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros.copy(), single, single * np.nan
         )
     # interval k ends at fetch k + 1; it counts when both of its fetches are of one page and
     # have Last-Modified
@@ -492,12 +501,14 @@ def sorted_last_modified_evidence(
     np.copyto(known_free, length, where=~moved)
     np.copyto(known_free, 0.0, where=~usable)
     runs = PageRuns(pages[1:], n)
+    single, first = _first_fetch_ages(runs, pages, times, dates, tolerance)
     return LastModifiedEvidence(
         intervals=runs.count(usable),
         changes=runs.count(moved),
         exposure=runs.total(known_free),
         age_sum=runs.total(age),
-        single_fetch_age=_single_fetch_age(runs, pages, times, dates, tolerance),
+        single_fetch_age=single,
+        first_fetch_age=first,
     )
 
 
@@ -508,10 +519,11 @@ def _age_beyond(age: FloatArray | float, tolerance: float) -> FloatArray:
     return np.where(age > tolerance, age, np.nan)
 
 
-def _single_fetch_age(
+def _first_fetch_ages(
     runs: PageRuns, pages: IntArray, times: FloatArray, dates: FloatArray, tolerance: float
-) -> FloatArray:
-    """``t - d`` of each page fetched exactly once (NaN otherwise), shape (n_pages,).
+) -> tuple[FloatArray, FloatArray]:
+    """``t - d`` at the first fetch of each page fetched exactly once, and of each page
+    fetched more often (NaN otherwise), shape (n_pages,) each.
 
     ``runs`` are the runs of ``pages[1:]``: a page's run there holds all its fetches but the
     first fetch of the log, so its fetch count is the run length (plus one for the log's first
@@ -525,11 +537,14 @@ def _single_fetch_age(
     first[runs.page] = runs.starts + 1
     fetches[pages[0]] += 1
     first[pages[0]] = 0
-    single = np.flatnonzero(fetches == 1)
-    out = np.full(n, np.nan)
-    fetch = first[single]
-    out[single] = _age_beyond(times[fetch] - dates[fetch], tolerance)
-    return out
+    ages = []
+    for chosen in (fetches == 1, fetches > 1):
+        index = np.flatnonzero(chosen)
+        out = np.full(n, np.nan)
+        fetch = first[index]
+        out[index] = _age_beyond(times[fetch] - dates[fetch], tolerance)
+        ages.append(out)
+    return ages[0], ages[1]
 
 
 def last_fetch_times(page: ArrayLike, fetched_at: ArrayLike, *, n_pages: int) -> FloatArray:

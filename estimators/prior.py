@@ -123,6 +123,9 @@ class LogNormalRatePrior:
         intervals: ChangeIntervals,
         changes: ArrayLike | None = None,
         exposure: ArrayLike | None = None,
+        *,
+        dated_changes: ArrayLike | None = None,
+        dated_exposure: ArrayLike | None = None,
     ) -> LogNormalRatePrior:
         """Fit ``mu_`` and ``sigma_`` to the pages' evidence.
 
@@ -137,14 +140,24 @@ class LogNormalRatePrior:
             whose T is finite and > 0 (NaN: none), and only while fewer than
             ``min_interval_pages`` pages have an interval; otherwise ignored, and the fit is
             exactly the one without it.
+        dated_changes, dated_exposure : array_like, shape (n_pages,), optional
+            Last-Modified evidence of the pages whose dates were judged reliable over two or
+            more fetches (NaN: none), given together: C moves of the date in T change-free
+            days. Always used, in place of those pages' intervals (the dates cover the same
+            time and more: a page unchanged between two fetches minutes apart whose date is
+            weeks old has been unchanged for weeks, which its interval alone cannot say).
 
         Raises
         ------
         ValueError
             When no page has usable evidence: there is nothing to learn a prior from.
         """
-        with_evidence = np.flatnonzero(intervals.n_intervals > 0)
-        extra, c, t = self._exposure_pages(intervals, with_evidence.size, changes, exposure)
+        has_intervals = intervals.n_intervals > 0
+        dated, dated_c, dated_t = _dated_pages(intervals.n_pages, dated_changes, dated_exposure)
+        with_evidence = np.flatnonzero(has_intervals | dated)
+        extra, c, t = self._exposure_pages(
+            intervals, int(np.count_nonzero(has_intervals)), changes, exposure
+        )
         if with_evidence.size == 0 and extra.size == 0:
             raise ValueError(
                 "no page has a change/no-change interval (or exposure evidence) to fit a prior to"
@@ -157,11 +170,16 @@ class LogNormalRatePrior:
             # the few interval pages all stay; exposure pages fill the rest of the sample
             keep = np.sort(rng.choice(extra.size, room, replace=False))
             c, t = c[keep], t[keep]
-        sample = intervals.take(with_evidence)
+        on_dates = with_evidence[dated[with_evidence]]
+        sample = intervals.take(with_evidence[~dated[with_evidence]])
         grid = self._grid()
         loglik = _loglik_on_grid(sample, grid)  # (n, G)
         # start from the moments of the pages' naive log rates, then polish
         rates = (sample.n_changes + 0.5) / (sample.total_time + 1e-12)
+        if on_dates.size:
+            cd, td = dated_c[on_dates], dated_t[on_dates]
+            loglik = np.concatenate([loglik, _exposure_loglik_on_grid(cd, td, grid)])
+            rates = np.concatenate([rates, (cd + 0.5) / td])
         if c.size:
             loglik = np.concatenate([loglik, _exposure_loglik_on_grid(c, t, grid)])
             rates = np.concatenate([rates, (c + 0.5) / t])
@@ -193,7 +211,7 @@ class LogNormalRatePrior:
         )
         self.mu_ = float(result.x[0])
         self.sigma_ = float(math.exp(result.x[1]))
-        self.n_pages_ = int(sample.n_pages + c.size)
+        self.n_pages_ = int(sample.n_pages + on_dates.size + c.size)
         self.n_exposure_pages_ = int(c.size)
         self.log_marginal_likelihood_ = -float(result.fun)
         return self
@@ -222,6 +240,23 @@ class LogNormalRatePrior:
         usable &= intervals.n_intervals == 0
         pages = np.flatnonzero(usable)
         return pages, c[pages], t[pages]
+
+
+def _dated_pages(
+    n: int, changes: ArrayLike | None, exposure: ArrayLike | None
+) -> tuple[NDArray[np.bool_], FloatArray, FloatArray]:
+    """Which of ``n`` pages have usable dated evidence (T finite and > 0), and C and T."""
+    if (changes is None) != (exposure is None):
+        raise ValueError("give dated_changes and dated_exposure together")
+    if changes is None or exposure is None:
+        return np.zeros(n, dtype=np.bool_), np.zeros(n), np.zeros(n)
+    c = np.asarray(changes, dtype=np.float64)
+    t = np.asarray(exposure, dtype=np.float64)
+    if c.shape != (n,) or t.shape != (n,):
+        raise ValueError(f"dated_changes and dated_exposure must cover the same {n} pages")
+    with np.errstate(invalid="ignore"):
+        usable = (t > 0) & np.isfinite(t) & (c >= 0) & np.isfinite(c)
+    return usable, c, t
 
 
 def _exposure_loglik_on_grid(

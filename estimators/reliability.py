@@ -53,7 +53,13 @@ A host (when host ids are given) is unreliable when more than ``max_host_violati
 the checked fetches of all its pages fail, or of the content changes its dates missed, or of
 the moves of its dates that came without a change, once the denominator reaches
 ``min_host_checks``: then every page of the host is unreliable, including pages fetched too
-few times to show it themselves.
+few times to show it themselves. One exception: when the host fails only by dates that move
+without a change (the fetches that fail are those, and its dates miss no change), a page
+fetched at least twice whose date never moved and never failed a check keeps its own
+verdict. Such a host is a static site whose files get touched (a rebuild, a deploy, a
+``touch``), or a cache that stamps its refresh time; either way a date that stayed put while
+the content stayed put is the truth, and "unchanged since ``d``" is the evidence that keeps a
+page unchanged for weeks from looking like one that changes daily.
 """
 
 from __future__ import annotations
@@ -270,14 +276,29 @@ def assess_sorted_log(
         hosts = np.asarray(host, dtype=np.intp)
         if hosts.shape != (n,):
             raise ValueError(f"host must have one id per page, shape ({n},)")
-        host_reliable = _host_reliable(
+        # dates that stamp the fetch, lie ahead or miss changes: every page of the host
+        invented = flags["moved_without_change"]
+        sound = _host_reliable(
+            hosts,
+            rules,
+            (per_page(fetch_violation & ~invented), checked),
+            (violations["static_while_changed"], content_changes),
+        )
+        # dates that move without a change (a touched file, a cache or render time): the
+        # pages whose dates moved, and those fetched once (their date may be such a move)
+        honest_moves = _host_reliable(
             hosts,
             rules,
             (violating, checked),
-            (violations["static_while_changed"], content_changes),
             (violations["moved_without_change"], moves),
         )
-        lying_host = ~host_reliable[hosts]
+        host_reliable = sound & honest_moves
+        # A page fetched twice or more whose date never moved and never failed a check says
+        # "unchanged since d", and the crawler saw it unchanged: a date that moves too often
+        # elsewhere can only make a page look faster, never slower (the host's missed-change
+        # test above still covers it).
+        still = (fetches >= 2) & (moves == 0) & (violating == 0)
+        lying_host = ~sound[hosts] | (~honest_moves[hosts] & ~still)
         reason[reliable & lying_host] = code["host"]
         reliable &= ~lying_host
 

@@ -205,17 +205,36 @@ def test_policy_thresholds_are_configurable() -> None:
 
 
 def test_a_host_whose_dates_move_without_change_is_caught_on_first_refetches() -> None:
-    # host 0: 30 pages fetched twice, none changed; 10 dates moved (a random or cache date).
-    # Failed fetches are 10 of 60 (17 %: first fetches cannot fail), under the 20 % host
-    # tolerance, but all 10 moves of the host's dates are invented. Page 30 is on host 1.
-    pages = np.repeat(np.arange(31), 2)
-    fetched = np.tile([0.0, 5.0], 31)
-    changed = np.tile([np.nan, 0.0], 31)
-    modified = np.tile([-2.0, -2.0], 31)
+    # host 0: 30 pages fetched twice, none changed; 10 dates moved (a random or cache date,
+    # or a touched file). Failed fetches are 10 of 60 (17 %: first fetches cannot fail),
+    # under the 20 % host tolerance, but all 10 moves of the host's dates are invented.
+    # Page 30 is on host 1; page 31, on host 0, was fetched once.
+    pages = np.append(np.repeat(np.arange(31), 2), 31)
+    fetched = np.append(np.tile([0.0, 5.0], 31), 5.0)
+    changed = np.append(np.tile([np.nan, 0.0], 31), np.nan)
+    modified = np.append(np.tile([-2.0, -2.0], 31), 4.0)
     modified[1:20:2] = 4.0  # pages 0-9: the date moved to just before the second fetch
-    host = np.array([0] * 30 + [1])
+    host = np.array([0] * 30 + [1, 0])
     r = assess_last_modified(pages, fetched, changed, modified, host=host)
     assert r.violating.sum() == 10 and r.moves.sum() == 10
     assert r.host_reliable is not None and r.host_reliable.tolist() == [False, True]
-    assert r.reason.tolist() == ["moved_without_change"] * 10 + ["host"] * 20 + ["ok"]
-    assert r.reliable.tolist() == [False] * 30 + [True]
+    # pages 10-29: their dates stayed put while their content did: "unchanged since d" is
+    # true whatever the host's other dates do (issue 27: weeks-old pages at 2 changes a day)
+    assert r.reason.tolist() == ["moved_without_change"] * 10 + ["ok"] * 21 + ["host"]
+    assert r.reliable.tolist() == [False] * 10 + [True] * 21 + [False]
+
+
+def test_a_host_whose_dates_also_miss_changes_taints_its_still_pages() -> None:
+    # as above, and 10 more pages whose static dates missed their change: the host's dates
+    # miss changes, so a date that stayed put proves nothing there
+    pages = np.repeat(np.arange(40), 2)
+    fetched = np.tile([0.0, 5.0], 40)
+    changed = np.tile([np.nan, 0.0], 40)
+    changed[61::2] = 1.0  # pages 30-39 changed
+    modified = np.tile([-2.0, -2.0], 40)
+    modified[1:20:2] = 4.0
+    r = assess_last_modified(pages, fetched, changed, modified, host=np.zeros(40, np.intp))
+    assert r.host_reliable is not None and r.host_reliable.tolist() == [False]
+    assert r.reason.tolist() == (
+        ["moved_without_change"] * 10 + ["host"] * 20 + ["static_while_changed"] * 10
+    )

@@ -223,3 +223,24 @@ def test_the_site_puts_per_request_noise_in_every_page(site: Site) -> None:
     """What makes the controls and touches above a test: no two answers are alike."""
     first, second = (requests.get(site.nginx.origin + site.controls[0], timeout=5) for _ in "ab")
     assert first.content != second.content  # the request id and visitor number differ
+
+
+def test_weeks_old_dates_fetched_twice_unchanged_are_not_estimated_fast(site: Site) -> None:
+    """Issue 27 item 5: after this crawl (every page fetched once, 200 of them again some
+    seconds later, 50 edited and 50 touched in between), `crawlplan estimate` gave every
+    page over 200 changes a day: the touches made the host's dates "liars", and the
+    population prior came from intervals seconds long alone. A date weeks old, fetched
+    twice with the page unchanged, says the page has not changed for weeks."""
+    from service.pipeline import estimate_from_store
+
+    estimate_from_store(site.db)
+    controls = {site.nginx.origin + p for p in site.controls}
+    pages = orm_all(site.db, select(Page).where(Page.url.in_(controls)))
+    assert len(pages) == CONTROLS
+    for page in pages:
+        assert page.last_modified is not None
+        days = (page.last_fetch_at - page.last_modified).total_seconds() / 86_400
+        assert days > 3  # the package's file dates: days or weeks before the crawl
+        assert page.estimator == "last_modified_eb", page.url
+        # about one change in the date's age (1/12 a day for dates 12 days old), not 200
+        assert page.rate is not None and 0 < page.rate < 2 / days, (page.url, page.rate, days)
