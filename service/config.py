@@ -51,6 +51,8 @@ class Setting:
     default: Any
     help: str
     minimum: float | None = None
+    #: The largest value a number setting may take (None: no bound).
+    maximum: float | None = None
     #: The values a string setting may take (None: any).
     choices: tuple[str, ...] | None = None
 
@@ -74,6 +76,8 @@ class Setting:
             ) from None
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(f"{origin}: {self.key} must be >= {self.minimum}, got {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{origin}: {self.key} must be <= {self.maximum:,}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(self.choices)
             raise ConfigError(f"{origin}: {self.key} must be one of {allowed}, got {value!r}")
@@ -91,6 +95,11 @@ DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
 DEFAULT_EXPLORE_REVISITS = 0.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
 DEFAULT_PAGE_LIFETIME_DAYS = 200.0  # planner.cycle.plan_cycle.PAGE_LIFETIME_DAYS
+#: The most periods a cycle or a horizon may have: planner.model.instance.MAX_MODEL_CELLS
+#: over one bucket. The model's B x T cells are checked again when it is built; this bound
+#: keeps what is per period alone (a cold start's new-page quotas, the plan's period rows)
+#: from a typo's size: ``periods = 100000000`` took 15 GB and two minutes to refuse.
+MAX_PLAN_PERIODS = 100_000
 
 _defaults = LeasePolicy()
 _polite = PolitenessPolicy()
@@ -242,7 +251,15 @@ SETTINGS: tuple[Setting, ...] = (
         "days per plan period",
         minimum=1e-6,
     ),
-    Setting("plan.periods", "CRAWLPLAN_PERIODS", int, 14, "periods per plan cycle (T)", minimum=1),
+    Setting(
+        "plan.periods",
+        "CRAWLPLAN_PERIODS",
+        int,
+        14,
+        "periods per plan cycle (T)",
+        minimum=1,
+        maximum=MAX_PLAN_PERIODS,
+    ),
     Setting(
         "plan.horizon",
         "CRAWLPLAN_HORIZON",
@@ -250,6 +267,7 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         "periods the model looks ahead (the plan publishes the first T); 0: T",
         minimum=0,
+        maximum=MAX_PLAN_PERIODS,
     ),
     Setting(
         "plan.strategy",

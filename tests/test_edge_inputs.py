@@ -246,3 +246,14 @@ def test_crawl_interrupted_exits_128_plus_the_signal(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_hundred_million_plan_periods_is_a_config_error(tmp_path: Path) -> None:
+    """A nightly dry run with plan.periods = 100000000 took 15 GB and two minutes on a cold
+    store (per-period new-page quotas) before this bound."""
+    from planner.model.instance import MAX_MODEL_CELLS
+    from service.config import MAX_PLAN_PERIODS
+
+    assert MAX_PLAN_PERIODS == MAX_MODEL_CELLS  # the model's cells over one bucket
+    proc = run("nightly", "--dry-run", cwd=tmp_path, env={"CRAWLPLAN_PERIODS": "100000000"})
+    assert_one_line_error(proc, "plan.periods must be <= 100,000", "100000000")
