@@ -122,7 +122,16 @@ class NginxSite:
             )
         )
         self._process = subprocess.Popen(
-            [binary, "-c", str(conf), "-p", str(self.workdir)],
+            # -e: the error log from the start (not the system's /var/log/nginx)
+            [
+                binary,
+                "-c",
+                str(conf),
+                "-p",
+                str(self.workdir),
+                "-e",
+                str(self.workdir / "error.log"),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
