@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP) debian-packages
+setup: $(STAMP)
 
-# tests/realweb/ crawl a Debian documentation tree served by nginx on loopback: both come
-# from Debian with apt-get where it can run (root); elsewhere those tests are skipped, and
-# this says so in one line. RUNLEVEL=1: the package's scripts start no nginx service.
+# tests/realweb/ crawl a Debian documentation tree served by nginx on loopback: make test
+# (make unit) installs both from Debian with apt-get where it can run (root); elsewhere those
+# tests are skipped, and this says so in one line. RUNLEVEL=1: the packages' scripts start no
+# nginx service.
 DEBIAN_PACKAGES := nginx postgresql-doc-15
 debian-packages:
 	@if { command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 \
@@ -47,7 +48,7 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
-unit: setup
+unit: setup debian-packages
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint types unit
