@@ -97,6 +97,14 @@ def host_refusal(host: str) -> str | None:
         return None  # a name, not an address
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 class _Guard:
     """One adapter's policy and the sockets its connections opened."""
 
@@ -127,7 +135,7 @@ class _Guard:
     def _lookup(self, host: str) -> list[str]:
         """The resolver's answer; by the deadline when there is one (the system resolver
         cannot be interrupted, so it runs in a pool thread that is left to finish)."""
-        if self.deadline is None:
+        if self.deadline is None or _is_address(host):  # a literal needs no DNS
             return list(self.resolver(host))
         future = _LOOKUPS.submit(self.resolver, host)
         try:
