@@ -78,7 +78,7 @@ from store.errors import NightlyRunBusyError
 from store.importance import spread_virtual_cash
 from store.measurements import CrawlMeasurements, measure_crawl
 from store.models import PLANS
-from store.nightly_runs import finish_run, heartbeat, start_run
+from store.nightly_runs import finish_run, heartbeat, run_liveness, start_run
 from store.period_use import EndedPeriods, ended_periods
 from store.plans import PlanDetail, PlanSummary, plan_detail
 
@@ -453,15 +453,40 @@ def run_nightly(
 ) -> NightlyReport:
     """Run the nightly stages; see the module docstring. A dry run given the ``reading`` of
     an earlier dry run (:attr:`NightlyReport.reading`) that :meth:`StoreReading.fits` it
-    skips the measure and aggregate stages' reads of the store."""
+    skips the measure and aggregate stages' reads of the store. A real run holds the
+    nightly run lock throughout (:func:`store.nightly_runs.run_liveness`), so that a run
+    killed with SIGKILL is taken over by the next one at once."""
     if reading is not None and not dry_run:
         raise ValueError("only a dry run reuses a reading: a real run estimates in between")
+    if dry_run:
+        return _run_nightly(db, settings, now, True, force, say, reading, alone=None)
+    with run_liveness(db) as alone:
+        return _run_nightly(db, settings, now, False, force, say, reading, alone=alone)
+
+
+def _run_nightly(
+    db: Database,
+    settings: NightlySettings,
+    now: datetime | None,
+    dry_run: bool,
+    force: bool,
+    say: Callable[[str], None],
+    reading: StoreReading | None,
+    *,
+    alone: bool | None,
+) -> NightlyReport:
     when = now or datetime.now(UTC)
     start = cycle_start(when, settings.period_days)
     run_id = (
         None
         if dry_run
-        else start_run(db, cycle_start=start, stale_after=settings.stale_after, now=now)
+        else start_run(
+            db,
+            cycle_start=start,
+            stale_after=settings.stale_after,
+            now=now,
+            others_dead=alone,
+        )
     )
     stages = _Stages(db, run_id, say)
     report = NightlyReport("running", start, run_id=run_id, stages=stages.seconds)

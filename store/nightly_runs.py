@@ -2,7 +2,14 @@
 
 :func:`start_run` is the lock: in one transaction it marks runs whose heartbeat is older than
 ``stale_after`` as ``abandoned`` (they were killed) and refuses to start while another run's
-heartbeat is fresh. Each stage moves the heartbeat (:func:`heartbeat`), and
+heartbeat is fresh. A run that holds :func:`run_liveness` (``crawlplan nightly`` does, for
+its whole life) knows more: the lock is held by a live run's process and freed by the
+kernel or the server when that process dies, so whoever gets it knows every other
+``running`` row is a dead run's, and a run killed with SIGKILL is taken over at once rather
+than after ``stale_after``. The lock is an ``flock`` of ``<db>-nightly`` beside a SQLite
+file, and a session advisory lock on PostgreSQL (any machine that shares the server).
+
+Each stage moves the heartbeat (:func:`heartbeat`), and
 :func:`finish_run` writes the outcome. A killed run costs nothing but its row: everything it
 wrote before the publish stage is recomputed by the next run, and the plan it may have
 published is complete (publishing is one transaction).
@@ -10,22 +17,81 @@ published is complete (publishing is one transaction).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fcntl
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, select, text, update
 
-from store.database import Database
+from store.database import Database, sqlite_path
 from store.errors import NightlyRunBusyError
 from store.models import NIGHTLY_RUNS
 from store.types import utcnow
 
-__all__ = ["NightlyRunRecord", "finish_run", "heartbeat", "recent_runs", "start_run"]
+__all__ = [
+    "NightlyRunRecord",
+    "finish_run",
+    "heartbeat",
+    "recent_runs",
+    "run_liveness",
+    "start_run",
+]
 
 #: The PostgreSQL advisory lock key of :func:`start_run` (any constant of our own).
 _LOCK_KEY = 0x63726177_6C6E6967  # "crawlnig"
+#: The PostgreSQL session advisory lock key of :func:`run_liveness`.
+_LIVENESS_KEY = 0x63726177_6C697665  # "crawlive"
+
+
+@contextmanager
+def run_liveness(db: Database) -> Iterator[bool | None]:
+    """Hold the nightly run lock while the block runs.
+
+    Yields True when this process holds it (no other live run does: pass
+    ``others_dead=True`` to :func:`start_run`), False when another live process holds it
+    (a run is going on), None when the store has no such lock (an in-memory SQLite
+    database): then only heartbeats tell.
+    """
+    if db.dialect == "postgresql":
+        with db.engine.connect() as conn:
+            got = bool(
+                conn.execute(
+                    text("SELECT pg_try_advisory_lock(:key)"), {"key": _LIVENESS_KEY}
+                ).scalar_one()
+            )
+            conn.commit()
+            try:
+                yield got
+            finally:
+                if got:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LIVENESS_KEY})
+                    conn.commit()
+        return
+    path = sqlite_path(db.url)
+    if path is None:
+        yield None
+        return
+    try:
+        fd = os.open(f"{path}-nightly", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # a directory this process may not write: heartbeats decide
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -49,16 +115,32 @@ def start_run(
     cycle_start: datetime,
     stale_after: timedelta,
     now: datetime | None = None,
+    others_dead: bool | None = None,
 ) -> int:
-    """Record a new run as ``running`` and return its id, or raise NightlyRunBusyError."""
+    """Record a new run as ``running`` and return its id, or raise NightlyRunBusyError.
+
+    ``others_dead`` is what :func:`run_liveness` yielded: True marks every ``running`` row
+    ``abandoned`` whatever its heartbeat (its process is gone), False refuses at once (a
+    live run holds the lock), None leaves it to the heartbeats."""
     when = now or utcnow()
     runs = NIGHTLY_RUNS.c
+    if others_dead is False:
+        raise NightlyRunBusyError(
+            "another nightly run is still running (its process holds the nightly run lock): "
+            "wait for it"
+        )
 
     def work(conn: Connection) -> int:
         if conn.dialect.name == "postgresql":
             # Two runs starting at once would both see nothing running (read committed):
             # one lock for the check and the insert. SQLite's writes are serialized already.
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+        if others_dead:
+            conn.execute(
+                update(NIGHTLY_RUNS)
+                .where(runs.status == "running")
+                .values(status="abandoned", message="its process ended before the run did")
+            )
         conn.execute(
             update(NIGHTLY_RUNS)
             .where(runs.status == "running", runs.heartbeat_at < when - stale_after)

@@ -20,7 +20,7 @@ from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
 from store.measurements import measure_crawl
 from store.models import NIGHTLY_RUNS, PLANS
-from store.nightly_runs import recent_runs, start_run
+from store.nightly_runs import recent_runs, run_liveness, start_run
 from store.plans import plan_detail
 from tests.conftest import T0, count_store_reads
 
@@ -242,10 +242,15 @@ def test_killed_after_publish_is_resumed(db: Database, monkeypatch: pytest.Monke
 def test_one_run_at_a_time_and_killed_runs_are_abandoned(db: Database) -> None:
     _crawl_history(db, pages=6, visits=4)
     now = T0 + 4 * DAY
-    start_run(db, cycle_start=now, stale_after=timedelta(minutes=30), now=now)
-    with pytest.raises(NightlyRunBusyError, match="still running"):
-        run_nightly(db, SETTINGS, now=now + timedelta(minutes=1))
-    report = run_nightly(db, SETTINGS, now=now + timedelta(hours=1))
+    with run_liveness(db) as alone:  # a live run: it holds the nightly run lock
+        assert alone is True
+        start_run(
+            db, cycle_start=now, stale_after=timedelta(minutes=30), now=now, others_dead=alone
+        )
+        with pytest.raises(NightlyRunBusyError, match="still running"):
+            run_nightly(db, SETTINGS, now=now + timedelta(hours=1))  # even past stale_after
+    # Its process gone (the lock freed, its row still running): taken over at once.
+    report = run_nightly(db, SETTINGS, now=now + timedelta(minutes=1))
     assert report.status == "published"
     with db.read() as conn:
         statuses = (

@@ -82,10 +82,11 @@ def test_bad_plan_settings_are_one_line(tmp_path: Path) -> None:
 def test_a_busy_nightly_exits_75_for_cron(tmp_path: Path) -> None:
     from datetime import timedelta as td
 
-    from store.nightly_runs import start_run
+    from store.nightly_runs import run_liveness, start_run
 
     url = _store(tmp_path)
     db = open_database(url)
-    start_run(db, cycle_start=utcnow(), stale_after=td(minutes=30))
-    code, _, err = _run("--db", url, env={"CRAWLPLAN_CAPACITY": "10"})
+    with run_liveness(db) as alone:  # a live run holds the nightly run lock
+        start_run(db, cycle_start=utcnow(), stale_after=td(minutes=30), others_dead=alone)
+        code, _, err = _run("--db", url, env={"CRAWLPLAN_CAPACITY": "10"})
     assert code == 75 and "is still running" in err
