@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,22 +49,29 @@ _LIVENESS_KEY = 0x63726177_6C697665  # "crawlive"
 
 
 @contextmanager
-def run_liveness(db: Database) -> Iterator[bool | None]:
+def run_liveness(db: Database, *, wait_seconds: float = 3.0) -> Iterator[bool | None]:
     """Hold the nightly run lock while the block runs.
 
     Yields True when this process holds it (no other live run does: pass
     ``others_dead=True`` to :func:`start_run`), False when another live process holds it
     (a run is going on), None when the store has no such lock (an in-memory SQLite
-    database): then only heartbeats tell.
+    database): then only heartbeats tell. A lock held by another session is tried again
+    for ``wait_seconds``: PostgreSQL frees a killed client's lock when its server process
+    notices the closed connection and exits, which takes a moment after the kill.
     """
     if db.dialect == "postgresql":
         with db.engine.connect() as conn:
-            got = bool(
-                conn.execute(
-                    text("SELECT pg_try_advisory_lock(:key)"), {"key": _LIVENESS_KEY}
-                ).scalar_one()
-            )
-            conn.commit()
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                got = bool(
+                    conn.execute(
+                        text("SELECT pg_try_advisory_lock(:key)"), {"key": _LIVENESS_KEY}
+                    ).scalar_one()
+                )
+                conn.commit()
+                if got or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
             try:
                 yield got
             finally:
