@@ -257,3 +257,31 @@ def test_a_hundred_million_plan_periods_is_a_config_error(tmp_path: Path) -> Non
     assert MAX_PLAN_PERIODS == MAX_MODEL_CELLS  # the model's cells over one bucket
     proc = run("nightly", "--dry-run", cwd=tmp_path, env={"CRAWLPLAN_PERIODS": "100000000"})
     assert_one_line_error(proc, "plan.periods must be <= 100,000", "100000000")
+
+
+def test_a_schedule_whose_arithmetic_failed_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard behind the bandwidth bounds: a NaN schedule is exit 1 and no file."""
+    from dataclasses import replace
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    import planner.schedules.optimal as optimal
+    from service.cli.app import app
+
+    real = optimal.refresh_schedule
+
+    def nan_schedule(*args: object, **kwargs: object) -> object:
+        s = real(*args, **kwargs)  # type: ignore[arg-type]
+        return replace(s, refresh_rate=np.full_like(s.refresh_rate, np.nan))
+
+    monkeypatch.setattr(optimal, "refresh_schedule", nan_schedule)
+    (tmp_path / "pages.csv").write_text("page,rate\nhttp://a.test/1,0.5\n")
+    out = tmp_path / "s.csv"
+    result = CliRunner().invoke(
+        app, ["schedule", "--pages", str(tmp_path / "pages.csv"), "-g", "1", "--out", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "arithmetic failed (NaN)" in result.output and not out.exists()
