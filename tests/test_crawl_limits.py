@@ -8,6 +8,7 @@ between leases.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -103,22 +105,44 @@ def test_seconds_ends_a_lease_between_two_requests(web: HostileWeb, tmp_path: ob
     db.dispose()
 
 
-def test_a_second_sigterm_ends_the_crawl_at_once(web: HostileWeb, tmp_path: object) -> None:
+def _children(pid: int) -> list[int]:
+    """The live (not zombie) child processes of ``pid``, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_second_sigterm_ends_the_crawl_at_once(
+    web: HostileWeb, tmp_path: Path, processes: int
+) -> None:
     # The first SIGTERM waits for the in-flight fetch (a server trickling its headers: up to
-    # the 30 s deadline); the second must not (it used to do nothing).
+    # the 30 s deadline); the second must not (it used to do nothing), nor leave children.
     db = _db(tmp_path, [web.url("slow-headers")])
     db.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLPLAN_")}
     env["CRAWLPLAN_DB_URL"] = f"sqlite:///{tmp_path}/crawl.db"
     command = [sys.executable, "-m", "service", "crawl", "--allow-private", "--workers", "1"]
+    command += ["--processes", str(processes)]
+
+    def slow() -> int:
+        return len([v for v in web.visits("slow-headers") if v.path == "/slow-headers"])
+
+    before = slow()
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    children: list[int] = []
     try:
         waited = time.monotonic() + 30
-        while not [v for v in web.visits("slow-headers") if v.path == "/slow-headers"]:
+        while slow() == before:
             assert time.monotonic() < waited and proc.poll() is None, proc.communicate()
             time.sleep(0.1)
+        children = _children(proc.pid)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert proc.poll() is None  # finishing the fetch
@@ -130,3 +154,24 @@ def test_a_second_sigterm_ends_the_crawl_at_once(web: HostileWeb, tmp_path: obje
             proc.communicate()
     assert proc.returncode == 128 + signal.SIGTERM
     assert "SIGTERM again: stopping now" in errors
+    if processes > 1:
+        assert len(children) >= processes  # the crawl processes (and the resource tracker)
+        time.sleep(0.5)
+        left = [pid for pid in children if Path(f"/proc/{pid}").exists()]
+        alive = [pid for pid in left if "State:\tZ" not in _status(pid)]
+        crawling = [pid for pid in alive if "spawn_main" in _cmdline(pid)]
+        assert crawling == [], crawling
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "State:\tZ"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

@@ -13,6 +13,7 @@ with the same code (what was not reported is fetched again when its leases expir
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import signal
 import threading
@@ -68,6 +69,8 @@ def with_progress(
         name = signal.Signals(signum).name
         if stop.is_set():  # a second signal: the operator will not wait
             err.print(f"{name} again: stopping now; unreported fetches are crawled again")
+            for child in multiprocessing.active_children():  # --processes: theirs too
+                child.kill()
             os._exit(128 + signum)  # threads blocked in I/O would hold a normal exit
         err.print(f"{name}: finishing in-flight fetches (again to stop at once) ...")
         if signals is not None:
