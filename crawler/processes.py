@@ -10,14 +10,16 @@ is still crawled by one worker at a time and politeness holds across processes.
 The parent owns the stop: children ignore SIGINT (a Ctrl-C reaches the whole process group;
 the parent turns it into a graceful stop) and treat SIGTERM as a graceful stop too. Each
 child sends its counters every half second; the parent's :class:`CrawlStats` holds their
-sum. A child that dies (SIGKILL, a crash) loses only what it had not reported: its leases
-expire and their pages return to the pool, as with a killed single-process crawl.
+sum. A child whose parent died (SIGKILL) stops as if told to. A child that dies (SIGKILL,
+a crash) loses only what it had not reported: its leases expire and their pages return to
+the pool, as with a killed single-process crawl.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import signal
 import threading
@@ -64,10 +66,13 @@ def _child(
     db = open_database(db_url)
     stats = CrawlStats()
     done = threading.Event()
+    parent = os.getppid()
 
     def relay() -> None:  # the shared stop to the local one, counters to the parent
         while not done.is_set():
-            if stop.wait(_REPORT_EVERY):
+            # A parent killed with SIGKILL sets no stop: a child that finds itself orphaned
+            # stops by itself (its in-flight fetches end and are reported).
+            if stop.wait(_REPORT_EVERY) or os.getppid() != parent:
                 local_stop.set()
             reports.put((index, _counters(stats), False))
 

@@ -175,3 +175,39 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_the_children_of_a_crawl_killed_9_stop_by_themselves(
+    web: HostileWeb, tmp_path: Path
+) -> None:
+    # A parent killed with SIGKILL cannot tell its --processes children to stop: they used
+    # to crawl on, unsupervised, for good.
+    db = _db(tmp_path, [web.origin("no-answer") + "/ok.html"])
+    db.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLPLAN_")}
+    env["CRAWLPLAN_DB_URL"] = f"sqlite:///{tmp_path}/crawl.db"
+    command = [sys.executable, "-m", "service", "crawl", "--allow-private", "--workers", "1"]
+    proc = subprocess.Popen(
+        [*command, "--processes", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    crawling: list[int] = []
+    try:
+        waited = time.monotonic() + 30
+        while len(crawling) < 2:
+            assert time.monotonic() < waited and proc.poll() is None
+            time.sleep(0.2)
+            crawling = [pid for pid in _children(proc.pid) if "spawn_main" in _cmdline(pid)]
+        time.sleep(1.0)  # crawling (or idle: the one page is soon done)
+        proc.kill()
+        proc.wait()
+        waited = time.monotonic() + 10
+        while [pid for pid in crawling if "State:\tZ" not in _status(pid)]:
+            assert time.monotonic() < waited, "the orphaned crawl processes crawl on"
+            time.sleep(0.2)
+    finally:
+        for pid in crawling:  # only if the test failed: never leave them running
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
