@@ -222,6 +222,7 @@ class SyntheticWeb:
         dies[self.index_in_host == 0] = False
         self.dies = np.where(dies, self.born + rng.uniform(0, c.horizon, n), np.inf)
         self._changes = [self._poisson(rng, r, c.horizon) for r in self.rate]
+        self._changed_before = self._past(c, self.rate, n)
         self._section_changes = {
             (h, s): self._poisson(rng, c.section_rate, c.horizon)
             for h in range(c.hosts)
@@ -229,6 +230,20 @@ class SyntheticWeb:
         }
         self.links = self._link_graph(rng)
         self.garbage = self._garbage_pages()
+
+    @staticmethod
+    def _past(c: WebConfig, rate: np.ndarray, n: int) -> np.ndarray:
+        """When each page last changed before the epoch (s, <= 0): a web has a past. A page
+        there at the epoch last changed an exponential time before it (the backward
+        recurrence time of its Poisson changes, page and section together: what a real
+        server's Last-Modified says of an old page), a static one ten horizons before, as
+        the simulator's worlds do (:class:`scenarios.simulator`). Drawn from a stream of
+        its own, so every other draw of the web stays what it was."""
+        past = np.random.default_rng([c.seed, 1])
+        total = rate + c.section_rate
+        with np.errstate(divide="ignore"):
+            back = past.exponential(1.0, n) / np.where(total > 0, total, 1.0)
+        return np.where(total > 0, -back, -10.0 * c.horizon)
 
     @staticmethod
     def _poisson(rng: np.random.Generator, rate: float, horizon: float) -> np.ndarray:
@@ -321,10 +336,14 @@ class SyntheticWeb:
         return int(np.searchsorted(self.change_times(page), t, side="right"))
 
     def last_change(self, page: int, t: float) -> float:
-        """Time of the latest real change at or before ``t`` (its birth if none)."""
+        """Time of the latest real change at or before ``t``: if none since the epoch, its
+        birth for a page born later, else its last change before the epoch (negative)."""
         times = self.change_times(page)
         k = int(np.searchsorted(times, t, side="right"))
-        return float(times[k - 1]) if k else float(self.born[page])
+        if k:
+            return float(times[k - 1])
+        born = float(self.born[page])
+        return born if born > 0 else float(self._changed_before[page])
 
     def alive(self, page: int, t: float) -> bool:
         """Whether the page exists at ``t``."""
