@@ -222,7 +222,8 @@ def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, backend_ur
         assert first is not None
         port = _free_port()
         serve = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--port", str(port)],
+            # loopback URLs: the API refuses private addresses unless told otherwise
+            [sys.executable, "-m", "service", "serve", "--port", str(port), "--allow-private"],
             env=env,
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
