@@ -127,16 +127,17 @@ def _lease_all(db: Database, now: datetime) -> set[int]:
 
 
 def test_quotas_take_due_pages_and_spill_to_due_pages_before_early_ones(db: Database) -> None:
-    # Periods of a day. Bucket 3: 12 pages, 4 crawls a period (an interval of 3 days); 6 were
-    # fetched 2.5 days ago (due in the period), 6 an hour ago. Bucket 8: 5 pages, 4 crawls a
-    # period (1.25 days); 1 fetched a day ago (due), 4 two hours ago (not due). Bucket 8 is
-    # worth more a crawl; its quota finds one due page and spills 3 crawls: 2 to bucket 3's
-    # due pages left, then 1 to bucket 8's soonest due page not due yet.
+    # Periods of a day; a page is due once half its bucket's interval has passed by the
+    # period's end. Bucket 3: 12 pages, a third of them a period (an interval of 3 days); 6
+    # were fetched 2.5 days ago (due), 6 an hour ago. Bucket 8: a fifth a period (5 days);
+    # 1 fetched 3 days ago (due), 4 two hours ago (not due). Bucket 8 is worth more a crawl;
+    # its quota of 4 finds one due page and spills 3 crawls: 2 to bucket 3's due pages left,
+    # then 1 to bucket 8's soonest due page not due yet.
     old3 = _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
     new3 = _fetched(db, "b", 3, [T0 - timedelta(hours=1, minutes=i) for i in range(6)])
-    due8 = _fetched(db, "c", 8, [T0 - DAY])
+    due8 = _fetched(db, "c", 8, [T0 - 3 * DAY])
     recent8 = _fetched(db, "d", 8, [T0 - timedelta(hours=2, minutes=i) for i in range(4)])
-    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 4 / 12, 8: 4 / 5})
+    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 1 / 3, 8: 1 / 5})
     summary = release_period(db, now=T0, min_delay_seconds=0.0)
     assert summary.by_bucket == {3: 4, 8: 1} and summary.released == 8
     assert summary.spilled == {3: 2, 8: 1} and summary.unspent == 0
@@ -147,9 +148,9 @@ def test_quotas_take_due_pages_and_spill_to_due_pages_before_early_ones(db: Data
 
 def test_without_due_every_page_of_a_bucket_is_eligible(db: Database) -> None:
     _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
-    _fetched(db, "c", 8, [T0 - DAY])
+    _fetched(db, "c", 8, [T0 - 3 * DAY])
     recent8 = _fetched(db, "d", 8, [T0 - timedelta(hours=2, minutes=i) for i in range(4)])
-    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 4 / 12, 8: 4 / 5})
+    _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 1 / 3, 8: 1 / 5})
     summary = release_period(db, now=T0, min_delay_seconds=0.0, due=False)
     assert summary.by_bucket == {3: 4, 8: 4} and summary.spilled == {}
     assert len(set(_due(db)) & set(recent8)) == 3

@@ -420,14 +420,15 @@ def test_spilled_crawls_respect_host_capacity() -> None:
 
 
 def test_due_pages_fill_quotas_then_spill_by_value_then_the_soonest_due() -> None:
-    # Bucket 1 (interval 300 s, value 2): due when last fetched before -200: ids 10, 11 of
-    # 10..13 (fetched -400, -250, -150, -50); quota 3, so 1 crawl to spill. Bucket 2 (interval
-    # 150 s, value 1, no quota): due before -50: ids 20, 21 (-200, -60), not 22 (-40). New
-    # pages (value 1.5): quota 0, one page. Bucket 3 has no interval: never due.
+    # Due: half the interval since the last fetch before the period's end (100). Bucket 1
+    # (interval 600 s, value 2): due when last fetched before -200: ids 10, 11 of 10..13
+    # (fetched -400, -250, -150, -50); quota 3, so 1 crawl to spill. Bucket 2 (interval 300 s,
+    # value 1, no quota): due before -50: ids 20, 21 (-200, -60), not 22 (-40). New pages
+    # (value 1.5): quota 0, one page. Bucket 3 has no interval: never due.
     pages = [(10, 1, 1, -400.0), (11, 2, 1, -250.0), (12, 3, 1, -150.0), (13, 4, 1, -50.0)]
     pages += [(20, 5, 2, -200.0), (21, 6, 2, -60.0), (22, 7, 2, -40.0), (30, 8, 3, -9e3)]
     delays = dict.fromkeys(range(1, 10), 0.0)
-    due = {1: 300.0, 2: 150.0}
+    due = {1: 600.0, 2: 300.0}
     values = {"marginal": {1: 2.0, 2: 1.0}, "new_marginal": 1.5}
     sel = _by_fetch(pages, {1: 3}, new=[(100, 9)], delays=delays, due_interval=due, **values)
     # quota: the due pages of bucket 1; its third crawl: the new page (1.5 > 1.0)
@@ -436,7 +437,7 @@ def test_due_pages_fill_quotas_then_spill_by_value_then_the_soonest_due() -> Non
     ((short,),) = [sel.shortfalls]
     assert (short.bucket, short.reason) == (1, NOT_ENOUGH_DUE)
     # Four more crawls: the due pages by value (the new page, bucket 2's 20 and 21), then the
-    # pages not due yet by value, each bucket's soonest due first: 12 (due 150), 13 (250).
+    # pages not due yet by value, each bucket's soonest due first: 12 (due 450), 13 (550).
     more = _by_fetch(pages, {1: 7}, new=[(100, 9)], delays=delays, due_interval=due, **values)
     assert more.page_id.tolist() == [10, 11, 20, 21, 12, 13, 100]
     assert more.spilled == {1: 2, 2: 2, NEW_PAGES: 1} and more.unspent == 0

@@ -31,10 +31,11 @@ pages. The spill is reported per bucket (:attr:`Selection.spilled`); crawls that
 page are :attr:`Selection.unspent`. Shortfalls still name the quotas not met.
 
 Due pages (``due_interval``, what the service's releases do with a plan's crawl fractions).
-A bucket's quota takes only its pages due by the end of the window: last fetch plus the
-bucket's planned revisit interval (N / x periods). In steady state these are exactly the
-quota's oldest pages; after a re-estimate moves pages between buckets, a bucket does not
-re-crawl a page that arrived in it just after a visit. The crawls left spill to due pages
+A bucket's quota takes only its pages due by the end of the window: last fetch plus half
+(:data:`DUE_SHARE`) the bucket's planned revisit interval (N / x periods). In steady state
+the quota's oldest pages are a whole interval old, so it takes exactly them; after a
+re-estimate moves pages between buckets, a bucket does not re-crawl a page that arrived in
+it just after a visit. The crawls left spill to due pages
 and new pages by value, then to the pages not due yet (by value, each bucket's soonest due
 first).
 
@@ -330,15 +331,15 @@ def select_due_pages(
         merged in that order (longest unvisited overall), then new pages.
     due_interval : with ``last_fetch``, bucket -> the plan's revisit interval of its pages,
         seconds (the period's length over the bucket's planned crawls per page and period):
-        only pages due by the end of the window (last fetch plus their bucket's interval
-        before ``end``) fill the quotas, longest unvisited first, and the crawls left spill
-        first to the other buckets' due pages and new pages by value as above; with
-        ``spill``, crawls still left then go to the pages not due yet, again by value, each
-        bucket's soonest due first (buckets without a value last, soonest due first, those
-        without an interval after them, longest unvisited first), so no crawl is left unspent
-        while a candidate's host has room. A bucket whose pages were re-estimated
-        into it does not re-crawl a page it visited a moment ago because the page is the
-        oldest it holds.
+        only pages due by the end of the window (last fetch plus :data:`DUE_SHARE` of their
+        bucket's interval before ``end``) fill the quotas, longest unvisited first, and the
+        crawls left spill first to the other buckets' due pages and new pages by value as
+        above; with ``spill``, crawls still left then go to the pages not due yet, again by
+        value, each bucket's soonest due first (buckets without a value last, soonest due
+        first, those without an interval after them, longest unvisited first), so no crawl
+        is left unspent while a candidate's host has room. A bucket whose pages were
+        re-estimated into it does not re-crawl a page it visited a moment ago because the
+        page is the oldest it holds.
 
     Returns
     -------
@@ -530,6 +531,14 @@ def _spill(
     return recrawl, new_mask
 
 
+#: A page is due for its bucket's quota once this share of the bucket's revisit interval
+#: has passed since its last fetch. In steady state a quota's oldest pages are a whole
+#: interval old, so the share changes nothing there; it keeps a page that a re-estimate moved
+#: into a faster bucket just after a visit from being crawled again at once, and lets a
+#: quota pull a page forward by at most half an interval (a politeness-bound host, whose
+#: capacity unused is lost, still fills its quota after its pages were visited early).
+DUE_SHARE = 0.5
+
 #: Seconds added to the last fetch of a page whose bucket has no revisit interval: it sorts
 #: after every page with one (about 31,700 years), longest unvisited first among its kind.
 _NEVER_DUE = 1e12
@@ -538,14 +547,17 @@ _NEVER_DUE = 1e12
 def _due_keys(
     last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float]
 ) -> tuple[FloatArray, FloatArray]:
-    """Each candidate's due time (last fetch plus its bucket's interval; +inf without one),
-    and the order key: the due time, or the last fetch plus :data:`_NEVER_DUE`, (n,) each."""
+    """When each candidate becomes eligible for its bucket's quota (last fetch plus
+    :data:`DUE_SHARE` of its bucket's interval; +inf without one), and the order key: the due
+    time (last fetch plus the interval), or the last fetch plus :data:`_NEVER_DUE`, (n,)
+    each."""
     known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
     interval = np.array([float(due_interval[int(b)]) for b in known], dtype=np.float64)
     where, has = _positions(known, bucket)
     step = np.where(has, interval[where] if len(known) else 0.0, np.inf)
     due = last_fetch + step
-    return due, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
+    eligible = last_fetch + DUE_SHARE * step
+    return eligible, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
 
 
 def _spread_per_group(group: IntArray, start: float, end: float) -> FloatArray:
