@@ -52,6 +52,7 @@ from sqlalchemy import func, select
 from crawler.urls import normalize_url, origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from estimators.buckets import BucketScale
+from planner.cycle.due_urls import DUE_SHARE
 from scenarios.demo_report import plot_freshness, reference_freshness, share_of_gain
 from scenarios.ground_truth import score_change_detection, smallest_gaps
 from scenarios.server_process import ServerProcess, context, end_process
@@ -613,7 +614,13 @@ def _cycles(
                         if not pending[side.name].done():
                             continue
                         _nightly_done(side, pending.pop(side.name).result(), report, say)
-                    summary = release_period(side.db, min_delay_seconds=_MIN_DELAY)
+                    # The uniform side is a strict round robin: every page due a whole
+                    # interval after its last fetch (its plan gives every class one rate).
+                    summary = release_period(
+                        side.db,
+                        min_delay_seconds=_MIN_DELAY,
+                        due_share=1.0 if side.name == "uniform" else DUE_SHARE,
+                    )
                     if summary.status == "released" and summary.starts_at is not None:
                         # Counted in the plan period released (the clocks may differ by a
                         # few milliseconds at a boundary), which is the demo's period.

@@ -39,7 +39,14 @@ from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
 from estimators.reliability import LastModifiedPolicy
-from planner.cycle.due_urls import HOST_CAPACITY, NEW_PAGES, Selection, Shortfall, select_due_pages
+from planner.cycle.due_urls import (
+    DUE_SHARE,
+    HOST_CAPACITY,
+    NEW_PAGES,
+    Selection,
+    Shortfall,
+    select_due_pages,
+)
 from planner.cycle.quotas import charge_urgent
 from planner.model.instance import InstanceError
 from store import Database, latest_plan
@@ -341,7 +348,7 @@ def _choose(
     now: datetime,
     min_delay_seconds: float,
     spill: bool,
-    due: bool,
+    due_share: float | None,
 ) -> Selection:
     parts = list(per_bucket.values())
 
@@ -375,7 +382,8 @@ def _choose(
         spill=spill,
         marginal=work.marginal,
         new_marginal=work.new_marginal,
-        due_interval=_due_interval(work) if due else None,
+        due_interval=_due_interval(work) if due_share is not None else None,
+        due_share=due_share,
     )
 
 
@@ -398,6 +406,7 @@ def release_period(
     require_schedule: bool = True,
     spill: bool = True,
     due: bool = True,
+    due_share: float = DUE_SHARE,
 ) -> ReleaseSummary:
     """Release the current period of the published plan: choose the pages and their times.
 
@@ -421,7 +430,9 @@ def release_period(
     (:func:`planner.cycle.due_urls.select_due_pages`, ``due_interval``). Without it, every
     page of a bucket is eligible, longest unvisited first. Estimates move pages between
     buckets every night; ``due`` keeps a bucket from re-crawling a page that has just moved
-    in after a recent visit.
+    in after a recent visit. ``due_share``: the share of the interval after which a page is
+    due (:data:`planner.cycle.due_urls.DUE_SHARE`; 1.0: every class a strict round robin at
+    its interval, what a uniform recrawl for comparison wants).
 
     A period is released only once the plan's page schedule stage has finished
     (:func:`service.page_schedule.schedule_pages`; status ``not scheduled yet`` until then):
@@ -455,7 +466,14 @@ def release_period(
         quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
         work = replace(work, quotas=quotas, new_pages=new_pages)
     per_bucket, new, selection = _read_and_choose(
-        db, work, when, min_delay_seconds, candidate_factor, max_rounds, spill, due
+        db,
+        work,
+        when,
+        min_delay_seconds,
+        candidate_factor,
+        max_rounds,
+        spill,
+        due_share if due else None,
     )
     queued, withdrawn = _queue_chosen(db, work, when, [*per_bucket.values(), new], selection)
     if queued is None:
@@ -486,7 +504,7 @@ def _read_and_choose(
     candidate_factor: float,
     max_rounds: int,
     spill: bool,
-    due: bool,
+    due_share: float | None,
 ) -> tuple[dict[int, Candidates], Candidates, Selection]:
     """Read each quota bucket's candidates (and new pages'), choose the period's pages, and
     read again, up to ``max_rounds`` reads: four times more of a bucket whose quota full hosts
@@ -502,7 +520,7 @@ def _read_and_choose(
             per_bucket.update(refresh_candidates(db, {b: limits[b] for b in to_read}, now=when))
         if read_new:
             new = new_page_candidates(db, new_limit, now=when)
-        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill, due)
+        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill, due_share)
         to_read, read_new = set(), False
         for short in selection.shortfalls:
             if short.reason != HOST_CAPACITY:

@@ -475,6 +475,46 @@ def test_with_due_intervals_a_steady_bucket_takes_what_longest_unvisited_takes()
     due = _by_fetch(pages, {1: 10}, delays=delays, due_interval={1: 400.0})
     assert due.page_id.tolist() == plain.page_id.tolist() == list(range(10))
     assert due.spilled == {} and due.shortfalls == ()
+    # Half the interval (the default) makes 30 of them due, so a quota of 20 is met from
+    # its own bucket; a whole interval (a strict round robin) makes 10 due, and spills 10.
+    half = _by_fetch(pages, {1: 20}, delays=delays, due_interval={1: 400.0}, spill=False)
+    assert half.page_id.tolist() == list(range(20))
+    strict = select_due_pages(
+        page_id=np.arange(40),
+        host_id=np.arange(40),
+        bucket=np.ones(40, np.int64),
+        last_fetch=-400.0 + 10.0 * np.arange(40),
+        quotas={1: 20},
+        new_page_id=np.zeros(0, np.int64),
+        new_host_id=np.zeros(0, np.int64),
+        new_quota=0,
+        host_ids=np.arange(40),
+        host_delay=np.zeros(40),
+        start=0.0,
+        end=100.0,
+        now=0.0,
+        due_interval={1: 400.0},
+        due_share=1.0,
+    )
+    assert strict.page_id.tolist() == list(range(10)) and strict.chosen == {1: 10}
+    with pytest.raises(ValueError, match="due_share"):
+        _ = select_due_pages(
+            page_id=np.arange(1),
+            host_id=np.arange(1),
+            bucket=np.ones(1, np.int64),
+            last_fetch=np.zeros(1),
+            quotas={1: 1},
+            new_page_id=np.zeros(0, np.int64),
+            new_host_id=np.zeros(0, np.int64),
+            new_quota=0,
+            host_ids=np.arange(1),
+            host_delay=np.zeros(1),
+            start=0.0,
+            end=100.0,
+            now=0.0,
+            due_interval={1: 400.0},
+            due_share=1.5,
+        )
 
 
 def _spill_reference(

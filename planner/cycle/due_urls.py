@@ -70,6 +70,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "DUE_SHARE",
     "HOST_CAPACITY",
     "NEW_PAGES",
     "NOT_ENOUGH_DUE",
@@ -297,6 +298,7 @@ def select_due_pages(
     marginal: Mapping[int, float] | None = None,
     new_marginal: float | None = None,
     due_interval: Mapping[int, float] | None = None,
+    due_share: float | None = None,
 ) -> Selection:
     """Choose the pages to release for the period [start, end) at ``now`` and their times.
 
@@ -340,6 +342,8 @@ def select_due_pages(
         is left unspent while a candidate's host has room. A bucket whose pages were
         re-estimated into it does not re-crawl a page it visited a moment ago because the
         page is the oldest it holds.
+    due_share : the share of the interval after which a page is due (default
+        :data:`DUE_SHARE`); 1.0 makes every class a strict round robin at its interval.
 
     Returns
     -------
@@ -379,7 +383,10 @@ def select_due_pages(
     if due_interval is not None:
         if not by_fetch:
             raise ValueError("due_interval goes with last_fetch, not scheduled_at")
-        due, key = _due_keys(key, bucket, due_interval)
+        share = DUE_SHARE if due_share is None else due_share
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"due_share must lie in [0, 1], got {share}")
+        due, key = _due_keys(key, bucket, due_interval, share)
         eligible = due < end
         if spill:
             everyone = _candidate_order(page_id, key, importance, None)
@@ -545,10 +552,10 @@ _NEVER_DUE = 1e12
 
 
 def _due_keys(
-    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float]
+    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float], share: float
 ) -> tuple[FloatArray, FloatArray]:
     """When each candidate becomes eligible for its bucket's quota (last fetch plus
-    :data:`DUE_SHARE` of its bucket's interval; +inf without one), and the order key: the due
+    ``share`` of its bucket's interval; +inf without one), and the order key: the due
     time (last fetch plus the interval), or the last fetch plus :data:`_NEVER_DUE`, (n,)
     each."""
     known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
@@ -556,7 +563,7 @@ def _due_keys(
     where, has = _positions(known, bucket)
     step = np.where(has, interval[where] if len(known) else 0.0, np.inf)
     due = last_fetch + step
-    eligible = last_fetch + DUE_SHARE * step
+    eligible = last_fetch + share * step
     return eligible, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
 
 
