@@ -21,7 +21,9 @@ from scenarios.simulator import CrawlLog, SimulationSettings, simulate
 from scenarios.world import WorldSpec, build_world
 
 #: Most share of a cycle's crawls a plan may move from the previous one, estimated rates.
-ESTIMATED_DRIFT = 0.2
+#: (0.2 until the release took due pages, which changes what is observed: the mixture world
+#: then drifted 0.206, 0.163, 0.174, 0.123 over four cycles.)
+ESTIMATED_DRIFT = 0.25
 
 
 class _Recording(WebFountainPolicy):
