@@ -22,6 +22,7 @@ __all__ = [
     "MIN_RATE",
     "MIN_SATURATED_SHARE",
     "MIN_UNCHANGED",
+    "MIN_VERIFYING_CHANGES",
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
     "PRIOR_MIN_INTERVAL_PAGES",
@@ -101,6 +102,11 @@ MAX_PAGE_VIOLATION_SHARE = 0.1
 #: The same for all pages of a host, once the host has at least MIN_HOST_CHECKS such fetches.
 MAX_HOST_VIOLATION_SHARE = 0.2
 MIN_HOST_CHECKS = 10
+#: Content changes a host's dates must have caught (moved with, between two dated fetches of
+#: one page) before a date is believed beyond what the crawler saw: a page's single fetch, or
+#: its first fetch's age. A server that sends one fixed date for pages that change looks, on
+#: one fetch per page, exactly like a site unchanged since that date.
+MIN_VERIFYING_CHANGES = 3
 #: Level of the rate-consistency test of a page's Last-Modified: its rate C / T must lie where
 #: the page's change/no-change log-likelihood is within chi2_1(0.999) / 2 = 5.41 of its
 #: maximum. Strict, because the two estimates of one honest page share their evidence.

@@ -18,7 +18,7 @@ form and reports what it had to fix.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -347,6 +347,16 @@ class LastModifiedEvidence:
     def n_pages(self) -> int:
         """Number of pages."""
         return int(self.intervals.shape[0])
+
+    def believed(self, verified: BoolArray) -> LastModifiedEvidence:
+        """This evidence without the first-fetch ages of pages whose host is not verified
+        (``verified`` shape (n_pages,):
+        :attr:`~estimators.reliability.LastModifiedReliability.verified`): "unchanged for A
+        days" before the first fetch is the one claim of a date no fetch has checked."""
+        if self.first_fetch_age is None or bool(np.all(verified)):
+            return self
+        age = np.where(verified, self.first_fetch_age, np.nan)
+        return replace(self, first_fetch_age=age)
 
 
 def check_fetch_log(page: ArrayLike, fetched_at: ArrayLike) -> tuple[IntArray, FloatArray]:

@@ -184,7 +184,7 @@ def _fit(
         rules = policy or LastModifiedPolicy()
         reliability = assess_sorted_log(pages, times, out, lm, n_pages, host_ids, rules)
         evidence = sorted_last_modified_evidence(pages, times, lm, n_pages, rules.clock_tolerance)
-        fitted.fit(intervals, evidence, reliability.reliable)
+        fitted.fit(intervals, evidence.believed(reliability.verified), reliability.reliable)
     else:
         fitted.fit(intervals)
     return fitted

@@ -60,6 +60,21 @@ verdict. Such a host is a static site whose files get touched (a rebuild, a depl
 ``touch``), or a cache that stamps its refresh time; either way a date that stayed put while
 the content stayed put is the truth, and "unchanged since ``d``" is the evidence that keeps a
 page unchanged for weeks from looking like one that changes daily.
+
+**Verified hosts.** A date claims more than the crawler can check: "unchanged since ``d``",
+weeks before the first fetch. The checks above test that claim only between two fetches, so
+a server that sends one fixed template date for pages that change passes every check on a
+page fetched once, and its pages look unchanged for as long as the date is old (then the
+plan never fetches them again, and the lie is never seen). Such a host gives itself away
+by its dates: more than ``max_host_violation_share`` of its pages share their first
+fetch's date with another of its pages. A host without repeated dates is verified; one with
+them is verified when it passes the tests of stamped, future and missed dates below and its
+dates have moved with at least ``min_verifying_changes`` of the content changes seen between
+two dated fetches of its pages and missed at most ``max_host_violation_share`` of them; a page
+fetched once is reliable only on a verified host (reason ``unverified``), and
+:attr:`LastModifiedReliability.verified` tells callers whose first-fetch ages to believe.
+Until then such a page is planned as one without an estimate, fetched again, and judged by
+what its own two fetches show. Without host ids every host counts as verified (the old rule).
 """
 
 from __future__ import annotations
@@ -76,6 +91,7 @@ from estimators.defaults import (
     MAX_HOST_VIOLATION_SHARE,
     MAX_PAGE_VIOLATION_SHARE,
     MIN_HOST_CHECKS,
+    MIN_VERIFYING_CHANGES,
 )
 from estimators.evidence import PageRuns, check_fetch_log
 from estimators.likelihood import ChangeLogLikelihood
@@ -104,7 +120,15 @@ VIOLATIONS = (
 )
 #: Reasons recorded per page: reliable ("ok"), no evidence, a failed check, a Last-Modified rate
 #: that the page's change observations rule out, or the host.
-RELIABILITY_REASONS = ("ok", "no_fetch", "missing", *VIOLATIONS, "rate_mismatch", "host")
+RELIABILITY_REASONS = (
+    "ok",
+    "no_fetch",
+    "missing",
+    *VIOLATIONS,
+    "rate_mismatch",
+    "host",
+    "unverified",
+)
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,9 @@ class LastModifiedPolicy:
         Level of the rate-consistency test: the change log-likelihood at the Last-Modified
         rate may fall at most ``chi2_1(rate_confidence) / 2`` below its maximum. None skips
         the test.
+    min_verifying_changes : int
+        Content changes a host's dates must have moved with before a page fetched once (or
+        a first fetch's age) is believed (module docstring, verified hosts).
     """
 
     clock_tolerance: float = CLOCK_TOLERANCE_DAYS
@@ -135,6 +162,7 @@ class LastModifiedPolicy:
     max_host_violation_share: float = MAX_HOST_VIOLATION_SHARE
     min_host_checks: int = MIN_HOST_CHECKS
     rate_confidence: float | None = LAST_MODIFIED_RATE_CONFIDENCE
+    min_verifying_changes: int = MIN_VERIFYING_CHANGES
 
 
 @dataclass(frozen=True)
@@ -165,6 +193,9 @@ class LastModifiedReliability:
         Drop of the change log-likelihood from its maximum at the page's Last-Modified rate
         ``C / T`` (rate consistency); NaN where not tested (no test asked, a page already
         unreliable, or without both kinds of evidence).
+    verified : ndarray of bool, shape (n_pages,)
+        The page's host is verified (module docstring): believe the age of its first
+        fetch's date. All True when no hosts were given.
     """
 
     reliable: BoolArray
@@ -177,6 +208,7 @@ class LastModifiedReliability:
     content_changes: IntArray
     moves: IntArray
     rate_deviance: FloatArray
+    verified: BoolArray
 
 
 def assess_last_modified(
@@ -272,6 +304,7 @@ def assess_sorted_log(
     reason[fetches == 0] = code["no_fetch"]
 
     host_reliable: BoolArray | None = None
+    verified = np.ones(n, dtype=np.bool_)
     if host is not None:
         hosts = np.asarray(host, dtype=np.intp)
         if hosts.shape != (n,):
@@ -301,6 +334,14 @@ def assess_sorted_log(
         lying_host = ~sound[hosts] | (~honest_moves[hosts] & ~still)
         reason[reliable & lying_host] = code["host"]
         reliable &= ~lying_host
+        caught = _host_verified(hosts, rules, violations["static_while_changed"], content_changes)
+        # dates that move without a change (touched files) still catch the changes: only the
+        # sound tests bear on "unchanged since d"
+        suspect = _repeated_dates(pages, dates, hosts, rules)
+        verified = (~suspect | (caught & sound))[hosts]
+        unverified = reliable & (fetches == 1) & ~verified
+        reason[unverified] = code["unverified"]
+        reliable &= ~unverified
 
     rate_deviance = np.full(n, np.nan)
     if rules.rate_confidence is not None and reliable.any():
@@ -322,6 +363,7 @@ def assess_sorted_log(
         content_changes=content_changes,
         moves=moves,
         rate_deviance=rate_deviance,
+        verified=verified,
     )
 
 
@@ -374,6 +416,41 @@ def _host_reliable(
             (host_total >= rules.min_host_checks) & (share > rules.max_host_violation_share)
         )
     return reliable
+
+
+def _repeated_dates(
+    pages: IntArray, dates: FloatArray, hosts: IntArray, rules: LastModifiedPolicy
+) -> BoolArray:
+    """Per host: more than ``max_host_violation_share`` of its pages with a date at their
+    first fetch share that date with another of its pages: the mark of one template date
+    sent for every page (or of a site deployed at once, which one more fetch clears)."""
+    n_hosts = int(hosts.max()) + 1 if hosts.size else 0
+    first = np.ones(pages.shape, dtype=np.bool_)
+    first[1:] = pages[1:] != pages[:-1]
+    first &= ~np.isnan(dates)
+    frame = pd.DataFrame({"host": hosts[pages[first]], "date": dates[first]})
+    shared = frame.duplicated(keep=False).to_numpy()
+    dated = np.bincount(frame["host"].to_numpy(), minlength=n_hosts)
+    repeated = np.bincount(frame["host"].to_numpy(), weights=shared, minlength=n_hosts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(repeated / dated > rules.max_host_violation_share, dtype=np.bool_)
+
+
+def _host_verified(
+    hosts: IntArray, rules: LastModifiedPolicy, missed: IntArray, changes: IntArray
+) -> BoolArray:
+    """Per host: its dates moved with at least ``min_verifying_changes`` of the content
+    changes seen between two dated fetches of its pages, and missed at most
+    ``max_host_violation_share`` of them (``missed``, ``changes``: per page)."""
+    n_hosts = int(hosts.max()) + 1 if hosts.size else 0
+    seen = np.bincount(hosts, weights=changes, minlength=n_hosts)
+    lost = np.bincount(hosts, weights=missed, minlength=n_hosts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = lost / seen
+    caught = (seen - lost >= rules.min_verifying_changes) & (
+        share <= rules.max_host_violation_share
+    )
+    return np.asarray(caught, dtype=np.bool_)
 
 
 def _rate_deviance(

@@ -74,7 +74,9 @@ def test_last_modified_at_or_after_the_fetch_time_gives_no_estimate(age: float) 
 def test_one_fetch_on_an_unreliable_host_gives_no_estimate() -> None:
     # host 0: five pages fetched three times whose Last-Modified is the fetch time (15 checked
     # fetches, all failing), and one page fetched once with a plausible date; host 1: the same
-    # single page alone
+    # single page alone (no repeated dates: verified); host 2: the same single page beside
+    # three pages with one first date (repeated: suspect) that moved with each of their
+    # changes (verified)
     page, at, changed, modified, host = [], [], [], [], []
     for p in range(5):
         for k in range(3):
@@ -83,19 +85,71 @@ def test_one_fetch_on_an_unreliable_host_gives_no_estimate() -> None:
             changed.append(np.nan if k == 0 else 1.0)
             modified.append(1.0 + k)
             host.append(0)
-    for p, h in ((5, 0), (6, 1)):
+    for p in range(7, 10):
+        for k in range(2):
+            page.append(p)
+            at.append(1.0 + k)
+            changed.append(np.nan if k == 0 else 1.0)
+            modified.append(0.5 + k)
+            host.append(2)
+    for p, h in ((5, 0), (6, 1), (10, 2)):
         page.append(p)
         at.append(10.0)
         changed.append(np.nan)
         modified.append(8.0)
         host.append(h)
+    order = np.lexsort((at, page))
+    page, at, changed, modified, host = (
+        np.asarray(v)[order] for v in (page, at, changed, modified, host)
+    )
     result = estimate_fetch_arrays(
         page, at, changed, modified, host, estimator=ChangeRateEstimator(prior=PRIOR)
     )
-    assert result.estimator[5] == "none" and result.bucket[5] == 0
-    assert result.estimator[6] == "last_modified_eb" and result.bucket[6] > 0
-    reliability = assess_last_modified(page, at, changed, modified, host=np.array([0] * 6 + [1]))
+    by_page = dict(zip(result.page.tolist(), range(result.page.size), strict=True))
+    assert result.estimator[by_page[5]] == "none" and result.bucket[by_page[5]] == 0
+    assert result.estimator[by_page[6]] == "last_modified_eb" and result.bucket[by_page[6]] > 0
+    assert result.estimator[by_page[10]] == "last_modified_eb" and result.bucket[by_page[10]] > 0
+    hosts = np.array([0] * 7 + [2] * 4)
+    hosts[6] = 1
+    reliability = assess_last_modified(page, at, changed, modified, host=hosts)
     assert reliability.reason[5] == "host" and reliability.reason[6] == "ok"
+    assert reliability.reason[10] == "ok"
+    assert reliability.verified.tolist() == [False] * 6 + [True] * 5
+
+
+def test_one_fixed_date_for_changing_pages_is_not_believed_on_one_fetch() -> None:
+    # A server that sends one template date, 30 days old, for pages that change every day:
+    # on one fetch per page every page looks unchanged for 30 days. Its pages share their
+    # date, so until its dates have been seen to move with its pages' changes, those pages
+    # get no estimate (planned as unknown, fetched again) and no first-fetch age: two
+    # fetches of three pages, each changed and the date still, leave the host unverified
+    # and those pages on their own change/no-change evidence.
+    n_twice, n_once = 3, 20
+    page, at, changed, modified = [], [], [], []
+    for p in range(n_twice):
+        page += [p, p]
+        at += [10.0, 11.0]
+        changed += [np.nan, 1.0]
+        modified += [-20.0, -20.0]
+    for p in range(n_twice, n_twice + n_once):
+        page.append(p)
+        at.append(10.5)
+        changed.append(np.nan)
+        modified.append(-20.0)
+    n = n_twice + n_once
+    reliability = assess_last_modified(page, at, changed, modified, host=np.zeros(n, np.intp))
+    assert not reliability.verified.any()
+    assert (
+        reliability.reason.tolist() == ["static_while_changed"] * n_twice + ["unverified"] * n_once
+    )
+    result = estimate_fetch_arrays(
+        page, at, changed, modified, [0] * len(page), estimator=ChangeRateEstimator(prior=PRIOR)
+    )
+    assert result.estimator.tolist() == ["poisson_eb"] * n_twice + ["none"] * n_once
+    # the same dates honest (each page's date moved with its change) verify the host
+    moving = [10.5 if k % 2 and k < 2 * n_twice else d for k, d in enumerate(modified)]
+    honest = assess_last_modified(page, at, changed, moving, host=np.zeros(n, np.intp))
+    assert honest.verified.all() and honest.reliable.all()
 
 
 def test_no_prior_or_shrink_never_gives_no_estimate() -> None:

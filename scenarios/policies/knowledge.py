@@ -111,9 +111,11 @@ class RateKnowledge:
             if self.last_modified == "trusted":
                 reliable = np.ones(log.n_pages, dtype=np.bool_)
             else:
-                reliable = assess_last_modified(
+                reliability = assess_last_modified(
                     page, at, changed, lm, n_pages=log.n_pages, host=log.host
-                ).reliable
+                )
+                reliable = reliability.reliable
+                evidence = evidence.believed(reliability.verified)
         dated = False
         if evidence is not None and reliable is not None:
             single = evidence.single_fetch_age
@@ -152,9 +154,11 @@ class RateKnowledge:
         if self.last_modified == "trusted":
             reliable = evidence.intervals > 0
         else:
-            reliable = assess_last_modified(
+            reliability = assess_last_modified(
                 page, at, changed, lm, n_pages=log.n_pages, host=log.host
-            ).reliable
+            )
+            reliable = reliability.reliable
+            evidence = evidence.believed(reliability.verified)
         return np.asarray(estimator.fit(intervals, evidence, reliable).rate_, dtype=float)
 
 
