@@ -43,6 +43,7 @@ from crawler.links import decode_body, parse_html
 __all__ = [
     "SIGNATURE_LENGTH",
     "ChangeSize",
+    "answer_signature",
     "change_size",
     "content_changed",
     "document_text",
@@ -319,6 +320,16 @@ def page_signature(text: str) -> str:
     words = signature_words(text)
     exact = hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
     return f"{_simhash_words(words, 3):016x}{exact}{min(len(words), 0xFFFFFFFF):08x}"
+
+
+def answer_signature(answer: str) -> str:
+    """A :func:`page_signature` for an answer without a page: a redirect's status and target,
+    a gone page's status (``answer``, compared exactly, no noise masked). A redirect that
+    keeps its target is unchanged from fetch to fetch, so its URL gets a change rate (a slow
+    one) like any page's, instead of none and the crawls the plan gives pages without an
+    estimate; a redirect that moves, or a page that comes back, is a change."""
+    exact = hashlib.blake2b(answer.encode(), digest_size=8).hexdigest()
+    return f"{0:016x}{exact}{0:08x}"
 
 
 def content_changed(previous: str | None, current: str, threshold: int = 0) -> bool | None:

@@ -69,6 +69,7 @@ from crawler.politeness import (
 from crawler.robots import RobotsCache, RobotsRules, robots_url
 from crawler.scope import CrawlScope
 from crawler.signature import (
+    answer_signature,
     content_changed,
     document_text,
     main_text,
@@ -664,13 +665,21 @@ class CrawlWorker:
         if outcome.redirect_to is not None or (status is not None and 300 <= status < 400):
             self.stats.add(fetched=1)
             targets = [outcome.redirect_to] if outcome.redirect_to else []
-            return (
-                FetchResult(status="redirect", error=outcome.error, **base),
-                targets,
+            signature = answer_signature(f"{status} {outcome.redirect_to or outcome.error}")
+            changed = content_changed(previous_signature, signature)
+            result = FetchResult(
+                status="redirect",
+                error=outcome.error,
+                changed=changed,
+                signature=signature,
+                **base,
             )
+            return result, targets
         if status in (404, 410):
             self.stats.add(fetched=1)
-            return FetchResult(status="gone", **base), []
+            signature = answer_signature(f"{status}")
+            changed = content_changed(previous_signature, signature)
+            return FetchResult(status="gone", changed=changed, signature=signature, **base), []
         if status != 200:
             self.stats.add(errors=1)
             return FetchResult(status="error", error=f"HTTP {status}", **base), []

@@ -28,7 +28,9 @@ __all__ = [
     "write_estimates",
 ]
 
-_ANSWERED = (200, 304)
+#: The answers whose fetches say whether the URL changed: pages (200), not modified (304),
+#: redirects (their target, ``crawler.signature.answer_signature``) and gone pages (404, 410).
+_ANSWERED = (200, 304, 301, 302, 303, 307, 308, 404, 410)
 
 
 #: One answered fetch as the driver returns it: (page id, host id, fetched_at in epoch

@@ -210,6 +210,12 @@ def test_redirects_are_recorded_and_loops_stopped(crawl: Crawl) -> None:
     moved = _observations(crawl, origin + "/moved/p1")
     assert moved[0].http_status == 301
     assert pages[origin + "/s1/p1.html"].status == "ok"
+    # a redirect's answer (status and target) is its signature: the same target again is
+    # no change, so the URL gets a change rate like a page's
+    for path in ("/loop/a", "/loop/b", "/moved/p1"):
+        observed = _observations(crawl, origin + path)
+        assert all(o.signature is not None for o in observed), path
+        assert [o.changed for o in observed[1:]] == [False] * (len(observed) - 1), path
 
 
 def test_non_html_and_malformed_pages(crawl: Crawl) -> None:

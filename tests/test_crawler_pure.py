@@ -18,7 +18,14 @@ from crawler.politeness import (
     request_delay,
 )
 from crawler.robots import ROBOTS_TTL, RobotsRules, robots_url
-from crawler.signature import content_changed, hamming, page_signature, simhash, visible_text
+from crawler.signature import (
+    answer_signature,
+    content_changed,
+    hamming,
+    page_signature,
+    simhash,
+    visible_text,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = PolitenessPolicy(min_delay=1.0, max_delay=60.0, duration_factor=5.0)
@@ -225,3 +232,12 @@ def test_known_urls_are_bounded_and_remembered_only_when_told() -> None:
     assert known.unknown(["a", "b", "c", "d"]) == ["b"]
     with pytest.raises(ValueError, match="capacity"):
         KnownUrls(capacity=0)
+
+
+def test_an_answer_without_a_page_is_compared_exactly() -> None:
+    # a redirect keeping its target is no change; another target, or a page instead, is one
+    moved = answer_signature("301 https://example.org/a/1")
+    assert content_changed(moved, answer_signature("301 https://example.org/a/1")) is False
+    assert content_changed(moved, answer_signature("301 https://example.org/a/2")) is True
+    assert content_changed(moved, page_signature("the page is back")) is True
+    assert content_changed(None, moved) is None
