@@ -46,7 +46,7 @@ import pandas as pd
 
 from estimators.evidence import ChangeIntervals
 from estimators.opic import OPIC
-from scenarios.world import World
+from scenarios.world import STATIC_DATE_AGE, World
 
 __all__ = [
     "METRICS",
@@ -385,11 +385,14 @@ def _last_modified(
     rng: np.random.Generator,
 ) -> FloatArray:
     """What each page's server sends as Last-Modified (modes of :mod:`scenarios.world`):
-    honest, missing, the fetch time, or a date that moves at random half of the time."""
+    honest, missing, the fetch time, a date that moves at random half of the time, or one
+    fixed template date."""
     moved = rng.random(mode.shape[0]) < 0.5
     random = np.where(moved | np.isnan(previous), fetched_at - rng.random(mode.shape[0]), previous)
-    choices = [last_change, np.full_like(fetched_at, np.nan), fetched_at]
-    return np.asarray(np.select([mode == 0, mode == 1, mode == 2], choices, random), dtype=float)
+    static = np.full_like(fetched_at, -STATIC_DATE_AGE)
+    choices = [last_change, np.full_like(fetched_at, np.nan), fetched_at, random]
+    conditions = [mode == 0, mode == 1, mode == 2, mode == 3]
+    return np.asarray(np.select(conditions, choices, static), dtype=float)
 
 
 def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) -> SimulationResult:

@@ -37,7 +37,8 @@ What a world models (REFERENCE.md sec. 7):
   importance with OPIC as the crawl goes (:class:`scenarios.simulator.SimulationSettings`).
 * **Last-Modified servers**: per host, one behaviour drawn from ``last_modified`` shares:
   ``honest`` (the date of the last change), ``missing`` (no header), ``now`` (always the fetch
-  time) and ``random`` (moves at random, with or without a change).
+  time), ``random`` (moves at random, with or without a change) and ``static`` (one template
+  date, :data:`STATIC_DATE_AGE` periods before the start, for every page, whatever changes).
 
 Changes are drawn per period by :meth:`World.period_changes` in two segments per page, split
 at the page's fixed crawl slot ``slot`` (the crawler's fixed visiting order inside a period):
@@ -59,6 +60,7 @@ from estimators.pagerank import pagerank
 __all__ = [
     "LAST_MODIFIED_MODES",
     "RATE_MODELS",
+    "STATIC_DATE_AGE",
     "PeriodChanges",
     "World",
     "WorldSpec",
@@ -70,7 +72,9 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 RATE_MODELS = ("mixture", "lognormal", "webfountain", "constant")
-LAST_MODIFIED_MODES = ("honest", "missing", "now", "random")
+LAST_MODIFIED_MODES = ("honest", "missing", "now", "random", "static")
+#: How long before the start (periods) a ``static`` server's one date lies.
+STATIC_DATE_AGE = 30.0
 #: WebFountain Table 2 (Brewington & Cybenko): cumulative share at mean lifetimes (days).
 _LIFETIME_CDF = (0.0, 0.12, 0.40, 1.0)
 _LIFETIME_DAYS = (1.0, 10.0, 100.0, 600.0)
