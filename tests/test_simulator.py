@@ -18,7 +18,14 @@ from scenarios.simulator import (
     SimulationSettings,
     simulate,
 )
-from scenarios.world import PeriodChanges, World, WorldSpec, build_world
+from scenarios.world import (
+    LAST_MODIFIED_MODES,
+    STATIC_DATE_AGE,
+    PeriodChanges,
+    World,
+    WorldSpec,
+    build_world,
+)
 
 NAN = math.nan
 
@@ -345,3 +352,30 @@ def test_polite_top_pages_count_the_pages_already_taken() -> None:
     more = top_pages(priority, 10, log, taken=own[:2])
     assert np.count_nonzero(world.host[more] == 0) == 1  # 2 of the 3 already taken
     assert (world.host[top_pages(priority, 10)] == 0).all()  # no log: no caps
+
+
+class _Keeps(UniformPolicy):
+    """The uniform recrawl, keeping the crawl log it was last shown."""
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        self.log = log
+        return super().select(period, budget, log)
+
+
+def test_static_servers_send_one_old_date_whatever_changes() -> None:
+    spec = WorldSpec(
+        pages=400,
+        hosts=8,
+        rate_model="constant",
+        rate=0.5,
+        last_modified={"static": 0.5, "honest": 0.5},
+    )
+    world = build_world(spec, 3, 12)
+    policy = _Keeps()
+    simulate(world, policy, SimulationSettings(periods=12, budget=100, warm_start=False))
+    page, _at, changed, lm = policy.log.fetch_log()
+    static = world.host_last_modified[world.host[page]] == LAST_MODIFIED_MODES.index("static")
+    assert static.any() and (~static).any()
+    assert np.all(lm[static] == -STATIC_DATE_AGE)  # one date, a month before the start
+    assert np.nansum(changed[static]) > 0  # while the pages change
+    assert np.unique(lm[~static]).size > 10  # honest hosts: each page's own last change
