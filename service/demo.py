@@ -124,6 +124,8 @@ class DemoReport:
     plan's quotas per bucket, and the checks."""
 
     seconds: list[float] = field(default_factory=list)
+    #: Per crawl, each sample's time on that crawl's server (seconds since its web's epoch).
+    server_seconds: dict[str, list[float]] = field(default_factory=dict)
     planned: list[float] = field(default_factory=list)
     uniform: list[float] = field(default_factory=list)
     cycles: list[tuple[int, float, float]] = field(default_factory=list)
@@ -519,6 +521,7 @@ def run_demo(
     _checks(report, web, sides[0], logs, delays, say)
     _steady_state(report, demo, web, delays, say)
     _quotas(report, sides[0].db)
+    _page_table(directory / "pages.csv", report, demo, web, sides)
     report.elapsed = time.monotonic() - began
     _write(report, directory, cycle_seconds, say)
     return report
@@ -687,7 +690,9 @@ def _sample(
     fresh = {}
     for side in sides:
         fetched_at = _latest_fetches(side.db, side.by_url, side.server.epoch, truth.web.n_pages)
-        fresh[side.name] = truth.freshness(fetched_at, side.server.now())
+        now = side.server.now()
+        report.server_seconds.setdefault(side.name, []).append(now)
+        fresh[side.name] = truth.freshness(fetched_at, now)
     stats = {}
     for side in sides:
         assert side.crawl is not None
@@ -783,12 +788,14 @@ def _steady_state(
 def _steady_line(report: DemoReport) -> str:
     planned, uniform = report.steady["crawlplan"], report.steady["uniform"]
     share = share_of_gain(planned, uniform, report.optimum)
+    computed = share_of_gain(planned - uniform, 0.0, report.optimum - report.uniform_computed)
     return (
         f"Steady state (cycles {report.warmup_cycles + 1}-{len(report.cycles)}, after "
         f"{report.warmup_cycles} cycles of warm-up): freshness crawlplan {planned:.3f}, uniform "
         f"recrawl {uniform:.3f} (computed {report.uniform_computed:.3f}), optimum at this "
         f"budget {report.optimum:.3f} (computed from the true rates); crawlplan's share of the "
-        f"optimum's gain over uniform: {share:.0%}."
+        f"optimum's gain over uniform: {share:.0%} (of the computed gain, optimum - computed "
+        f"uniform: {computed:.0%})."
     )
 
 
@@ -805,6 +812,59 @@ def _quotas(report: DemoReport, planned_db: Database) -> None:
             select(PAGES.c.bucket, func.avg(PAGES.c.rate)).group_by(PAGES.c.bucket)
         ).all()
     report.bucket_rates = {int(b): float(r) / _DAY for b, r in rows if r is not None}
+
+
+def _page_table(
+    path: Path, report: DemoReport, demo: DemoSettings, web: SyntheticWeb, sides: list[_Side]
+) -> None:
+    """``pages.csv``: per page of the web, its true change rate (per second), crawlplan's
+    estimate (per second; empty: none) and estimator, and each crawl's successful fetches in
+    the steady state (after the warm-up; the whole run when there is none), so that where a
+    plan puts its crawls can be read beside the truth."""
+    first = report.warmup_cycles * demo.periods
+    columns: dict[str, np.ndarray] = {}
+    estimate = np.full(web.n_pages, np.nan)
+    estimator = [""] * web.n_pages
+    for side in sides:
+        times = report.server_seconds.get(side.name, [])
+        since = side.server.epoch + timedelta(
+            seconds=times[first - 1] if 0 < first <= len(times) else 0.0
+        )
+        o = OBSERVATIONS.c
+        with side.db.read() as conn:
+            rows = conn.execute(
+                select(PAGES.c.url, func.count())
+                .join(OBSERVATIONS, o.page_id == PAGES.c.id)
+                .where(o.http_status.in_(_ANSWERED), o.fetched_at > since)
+                .group_by(PAGES.c.url)
+            ).all()
+            pages = conn.execute(select(PAGES.c.url, PAGES.c.rate, PAGES.c.estimator)).all()
+        counts = np.zeros(web.n_pages, dtype=int)
+        for url, n in rows:
+            if url in side.by_url:
+                counts[side.by_url[url]] = n
+        columns[side.name] = counts
+        if side.name == "crawlplan":
+            for url, rate, name in pages:
+                page = side.by_url.get(url)
+                if page is not None and rate is not None:
+                    estimate[page], estimator[page] = rate / _DAY, name or ""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["page", "host", "rate", "estimate", "estimator", *(f"fetches_{n}" for n in columns)]
+        )
+        for page in range(web.n_pages):
+            writer.writerow(
+                [
+                    page,
+                    int(web.host_of[page]),
+                    f"{web.rate[page]:.6g}",
+                    "" if np.isnan(estimate[page]) else f"{estimate[page]:.6g}",
+                    estimator[page],
+                    *(int(c[page]) for c in columns.values()),
+                ]
+            )
 
 
 def _keeping_up(report: DemoReport) -> list[str]:
@@ -910,7 +970,7 @@ def _write(
             say(line)
     say(
         f"report: {directory / 'report.md'}, {directory / 'freshness.csv'}, "
-        f"{directory / 'freshness.png'} ({report.elapsed:.0f} s in all)"
+        f"{directory / 'freshness.png'}, {directory / 'pages.csv'} ({report.elapsed:.0f} s in all)"
     )
 
 

@@ -4,6 +4,7 @@ crawl in a process of its own, as ``crawlplan demo`` runs them."""
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import signal
@@ -97,8 +98,19 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     assert report.impolite == {"crawlplan": 0, "uniform": 0}
     assert report.disallowed == {"crawlplan": 0, "uniform": 0}
     assert any(line.startswith("Steady state (cycles 3-3") for line in lines)
-    for name in ("report.md", "freshness.csv", "freshness.png"):
+    for name in ("report.md", "freshness.csv", "freshness.png", "pages.csv"):
         assert (tmp_path / name).stat().st_size > 0
+    # pages.csv: one row per page of the web (36), its true rate, crawlplan's estimate where
+    # it has one, and each crawl's fetches after the warm-up (at most all of its fetches)
+    with (tmp_path / "pages.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["page"]) for r in rows] == list(range(36))
+    assert all(float(r["rate"]) > 0 for r in rows)
+    assert any(r["estimate"] for r in rows)
+    assert all(r["estimator"] for r in rows if r["estimate"])
+    for name in ("crawlplan", "uniform"):
+        steady = sum(int(r[f"fetches_{name}"]) for r in rows)
+        assert 0 < steady <= report.fetched[name]
 
 
 def test_fast_freshness_matches_the_ground_truth_scorer() -> None:
