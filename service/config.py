@@ -47,6 +47,7 @@ class Setting:
 
     key: str
     env: str
+    #: int, float, str, or tuple: a list of URL glob patterns (``crawl.include``, ``exclude``).
     kind: type
     default: Any
     help: str
@@ -58,6 +59,8 @@ class Setting:
 
     def parse(self, raw: Any, origin: str) -> Any:
         """Convert ``raw`` (a TOML value or an environment string) or raise ConfigError."""
+        if self.kind is tuple:
+            return self._patterns(raw, origin)
         value: Any = raw
         try:
             if self.kind is int:
@@ -82,6 +85,40 @@ class Setting:
             allowed = ", ".join(self.choices)
             raise ConfigError(f"{origin}: {self.key} must be one of {allowed}, got {value!r}")
         return value
+
+    def _patterns(self, raw: Any, origin: str) -> tuple[str, ...]:
+        """A list of URL glob patterns: a TOML array of strings, or one string of
+        comma-separated patterns (the environment's form; a pattern with a comma in it needs
+        the TOML array). Every pattern is a non-empty string, blanks around it dropped."""
+        name = self.key.split(".")[-1]
+        globs = (
+            ["https://example.org/docs/*"] if name == "include" else ["*/private/*", "*/print/*"]
+        )
+        if origin.startswith("$"):
+            example = f"{self.env}='{','.join(globs)}'"
+        else:
+            example = f"{name} = {globs} in [{self.key.split('.')[0]}]".replace("'", '"')
+        if isinstance(raw, str):
+            items: list[Any] = raw.split(",")
+        elif isinstance(raw, list | tuple):
+            items = list(raw)
+        else:
+            raise ConfigError(
+                f"{origin}: {self.key} must be a list of URL glob patterns, e.g. {example}; "
+                f"got {raw!r}"
+            )
+        for item in items:
+            if not isinstance(item, str):
+                raise ConfigError(
+                    f"{origin}: {self.key} pattern {item!r} is not a string: quote it, "
+                    f"e.g. {example}"
+                )
+            if not item.strip():
+                raise ConfigError(
+                    f"{origin}: {self.key} has an empty pattern in {raw!r}: remove it, or "
+                    f"write a glob the whole URL must match, e.g. {example}"
+                )
+        return tuple(item.strip() for item in items)
 
 
 #: Defaults whose owners live in heavy modules (the crawler's worker pool, the estimators, the
@@ -192,6 +229,22 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_CRAWL_SCOPE,
         "links followed: hosts (same host), domains (same registered domain), any",
         choices=("hosts", "domains", "any"),
+    ),
+    Setting(
+        "crawl.include",
+        "CRAWLPLAN_INCLUDE",
+        tuple,
+        (),
+        "URL glob patterns (whole URL, case-sensitive); a link in crawl.scope is followed "
+        "only if it matches one; none: every link. Comma-separated in the environment",
+    ),
+    Setting(
+        "crawl.exclude",
+        "CRAWLPLAN_EXCLUDE",
+        tuple,
+        (),
+        "URL glob patterns of links never followed (e.g. */private/*, */print/*), even if "
+        "crawl.include matches. Comma-separated in the environment",
     ),
     Setting(
         "api.tokens",
@@ -407,7 +460,11 @@ class Settings:
             limits=FetchLimits(
                 max_bytes=self.values["crawl.max_bytes"], allow_private=allow_private
             ),
-            scope=CrawlScope(str(self.values["crawl.scope"])),
+            scope=CrawlScope(
+                str(self.values["crawl.scope"]),
+                include=tuple(self.values["crawl.include"]),
+                exclude=tuple(self.values["crawl.exclude"]),
+            ),
         )
 
 

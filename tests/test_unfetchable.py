@@ -51,9 +51,11 @@ ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
 @dataclass
 class Site:
-    """One host on loopback: pages by path (mutable while it runs), and its request log."""
+    """One host on loopback: pages by path (mutable while it runs), redirects (path to
+    target, answered 301), and its request log."""
 
     pages: dict[str, str] = field(default_factory=dict)
+    redirects: dict[str, str] = field(default_factory=dict)
     robots: str = ROBOTS
     log: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
@@ -78,6 +80,12 @@ def _serve(site: Site) -> ThreadingHTTPServer:
             site.log.append(self.path)
             if self.path == "/robots.txt":
                 body, kind = site.robots, "text/plain"
+            elif self.path in site.redirects:
+                self.send_response(301)
+                self.send_header("Location", site.redirects[self.path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             elif self.path in site.pages:
                 body, kind = site.pages[self.path], "text/html; charset=utf-8"
             else:
