@@ -37,6 +37,8 @@ def masked(key: str, value: Any) -> Any:
     if key == "api.tokens":
         count = sum(1 for t in str(value).split(",") if t.strip())
         return f"*** ({count} token{'s' if count != 1 else ''})" if count else ""
+    if isinstance(value, (tuple, list)):  # pattern lists: as crawlplan.toml would hold them
+        return "[" + ", ".join(f'"{item}"' for item in value) + "]"
     return value
 
 
