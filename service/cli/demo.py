@@ -20,7 +20,7 @@ def demo(
     directory: Annotated[
         Path, typer.Option("--dir", help="Where the stores and the report go (recreated).")
     ] = Path("demo-out"),
-    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 200,
+    hosts: Annotated[int, typer.Option(min=1, max=400, help="Synthetic hosts.")] = 120,
     pages: Annotated[int, typer.Option(min=2, help="Pages per host.")] = 50,
     period: Annotated[float, typer.Option(min=0.5, help="Seconds per plan period.")] = 8.0,
     periods: Annotated[int, typer.Option(min=1, help="Periods per plan cycle.")] = 3,
@@ -29,7 +29,7 @@ def demo(
         int | None,
         typer.Option(
             min=1,
-            help="Crawls per period of each crawl (default: 30 % of the pages per cycle).",
+            help="Crawls per period of each crawl (default: half of the pages per cycle).",
             show_default=False,
         ),
     ] = None,
