@@ -40,6 +40,7 @@ from store.models import (
     PLANS,
     QUOTAS,
 )
+from tests.interrupts import interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,6 +169,7 @@ def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=interruptible,
     )
     assert proc.stdout is not None
     seen = []

@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 
 from store import open_database, upgrade_schema
+from tests.interrupts import interruptible
 
 TOKEN = "serve-test-token-0123456789"
 
@@ -57,6 +58,7 @@ def test_serve_answers_as_soon_as_it_says_it_listens(tmp_path: Path) -> None:
         env=_env(tmp_path),
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     lines = _lines(server.stderr)
     try:
