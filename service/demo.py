@@ -137,6 +137,8 @@ class DemoReport:
     carried_over: dict[str, list[int]] = field(default_factory=dict)
     #: Per crawl, pages of its plans' quotas that releases could not choose, by reason.
     short: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Per crawl, crawls that quotas left unused and releases gave to other pages (spill).
+    spilled: dict[str, int] = field(default_factory=dict)
     quotas: dict[int, float] = field(default_factory=dict)
     #: The last plan's never-fetched pages per period (its new-page quota).
     new_pages_quota: float = 0.0
@@ -639,6 +641,9 @@ def _cycles(
                         short = report.short.setdefault(side.name, {})
                         for gap in summary.shortfalls:
                             short[gap.reason] = short.get(gap.reason, 0) + gap.quota - gap.chosen
+                        report.spilled[side.name] = report.spilled.get(side.name, 0) + sum(
+                            summary.spilled.values()
+                        )
                     assert side.crawl is not None
                     side.crawl.poll()
                 time.sleep(min(0.25, max(left, 0.0)))
@@ -876,10 +881,11 @@ def _keeping_up(report: DemoReport) -> list[str]:
         fetched = sum(report.fetched_per_period.get(name, []))
         carried = report.carried_over.get(name, [])
         short = report.short.get(name, {})
+        spilled = report.spilled.get(name, 0)
         unmet = (
-            f"; quotas not released: {sum(short.values()):,} pages ("
+            f"; quota pages not found: {sum(short.values()):,} ("
             + ", ".join(f"{reason}: {pages:,}" for reason, pages in sorted(short.items()))
-            + ")"
+            + f"), their crawls spilled to other pages: {spilled:,}"
             if short
             else ""
         )
