@@ -337,7 +337,7 @@ def assess_sorted_log(
         caught = _host_verified(hosts, rules, violations["static_while_changed"], content_changes)
         # dates that move without a change (touched files) still catch the changes: only the
         # sound tests bear on "unchanged since d"
-        suspect = _repeated_dates(pages, dates, hosts, rules)
+        suspect = _repeated_dates(runs, dates, hosts, rules)
         verified = (~suspect | (caught & sound))[hosts]
         unverified = reliable & (fetches == 1) & ~verified
         reason[unverified] = code["unverified"]
@@ -419,21 +419,22 @@ def _host_reliable(
 
 
 def _repeated_dates(
-    pages: IntArray, dates: FloatArray, hosts: IntArray, rules: LastModifiedPolicy
+    runs: PageRuns, dates: FloatArray, hosts: IntArray, rules: LastModifiedPolicy
 ) -> BoolArray:
     """Per host: more than ``max_host_violation_share`` of its pages with a date at their
-    first fetch share that date with another of its pages: the mark of one template date
-    sent for every page (or of a site deployed at once, which one more fetch clears)."""
+    first fetch (the first row of each of ``runs``) share that date with another of its
+    pages: the mark of one template date sent for every page (or of a site deployed at once,
+    which one more fetch clears)."""
     n_hosts = int(hosts.max()) + 1 if hosts.size else 0
-    first = np.ones(pages.shape, dtype=np.bool_)
-    first[1:] = pages[1:] != pages[:-1]
-    first &= ~np.isnan(dates)
-    frame = pd.DataFrame({"host": hosts[pages[first]], "date": dates[first]})
+    first = dates[runs.starts]
+    dated = ~np.isnan(first)
+    frame = pd.DataFrame({"host": hosts[runs.page[dated]], "date": first[dated]})
     shared = frame.duplicated(keep=False).to_numpy()
-    dated = np.bincount(frame["host"].to_numpy(), minlength=n_hosts)
-    repeated = np.bincount(frame["host"].to_numpy(), weights=shared, minlength=n_hosts)
+    host_of = frame["host"].to_numpy()
+    with_date = np.bincount(host_of, minlength=n_hosts)
+    repeated = np.bincount(host_of, weights=shared, minlength=n_hosts)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(repeated / dated > rules.max_host_violation_share, dtype=np.bool_)
+        return np.asarray(repeated / with_date > rules.max_host_violation_share, dtype=np.bool_)
 
 
 def _host_verified(
