@@ -515,6 +515,7 @@ def _read_and_choose(
     per_bucket: dict[int, Candidates] = {}
     new = Candidates()
     to_read, read_new = set(limits), new_limit > 0
+    spill_rounds = 0
     for _ in range(max_rounds):
         if to_read:
             per_bucket.update(refresh_candidates(db, {b: limits[b] for b in to_read}, now=when))
@@ -534,8 +535,9 @@ def _read_and_choose(
                 to_read.add(short.bucket)
         if spill and (selection.spilled or selection.unspent):
             more, new_more = _spill_reads(
-                work, per_bucket, new, limits, selection, candidate_factor
+                work, per_bucket, new, limits, selection, candidate_factor, spill_rounds > 0
             )
+            spill_rounds += 1
             to_read |= more
             if new_more > new_limit:
                 new_limit, read_new = new_more, True
@@ -555,6 +557,7 @@ def _spill_reads(
     limits: dict[int, int],
     selection: Selection,
     factor: float,
+    exhaustive: bool = False,
 ) -> tuple[set[int], int]:
     """The reads the crawls to spill need before the selection can place them as the plan
     ranks them: the buckets to read (their raised ``limits`` set here) and the new-page
@@ -567,7 +570,14 @@ def _spill_reads(
     what is still to cover, with the usual margin); one read but not in full counts what
     was read, or reads four times more when crawls went unspent (its hosts were full). So
     an unread bucket worth more than the ones the first choice spilled to is read, and the
-    choice made again."""
+    choice made again.
+
+    A target not read yet is first counted as holding all it is asked for. Buckets are
+    often smaller than that (a plan that gives every crawl to new pages, on a small web, has
+    buckets of a few pages each), and counted so, each further round would read one more
+    bucket and the rounds would end with crawls unspent while pages were left. So from the
+    second spill on (``exhaustive``) an unread target counts for nothing until read: every
+    target still unread in the order is read at once."""
     need = sum(selection.spilled.values()) + selection.unspent
     values: list[tuple[float, int]] = [(v, b) for b, v in work.marginal.items()]
     if work.new_marginal is not None:
@@ -596,7 +606,8 @@ def _spill_reads(
                 if limit:
                     limits[b] = limit
                     reads.add(b)
-            covered += max((limit or read) - quota, 0)
+            unread = done is None
+            covered += max((read if exhaustive and unread else limit or read) - quota, 0)
         if covered >= need:
             break
     return reads, new_limit

@@ -203,13 +203,6 @@ def _stop(process: subprocess.Popen[str], timeout: float = 30.0) -> None:
             process.wait()
 
 
-# Known flaky (2026-11-27): since redirect URLs get a (slow) rate instead of class 0, about
-# one run in three releases 11-24 pages of a 30-crawl capacity in one or two steady periods:
-# this web has 80 fetchable pages for 90 crawls a cycle, and the spill's reads do not always
-# reach the pages of buckets outside the plan before their rounds end (seen on SQLite and
-# PostgreSQL; 6 of 6 runs passed before the change). Rerun twice before failing; the cause
-# (service.pipeline._spill_reads) is open.
-@pytest.mark.flaky(reruns=2)
 @pytest.mark.timeout(240)
 def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, backend_url: str) -> None:
     config = _web()

@@ -867,6 +867,30 @@ def test_unusable_quota_spills_to_the_next_best_buckets_by_value(db: Database) -
     )
 
 
+def test_a_plan_of_new_pages_spills_to_every_small_bucket_it_values(db: Database) -> None:
+    """A plan that gives all 30 crawls of the period to new pages when 4 are left (the
+    live-loop test's cold start on a web of 80 pages): the other 26 go to the re-crawl
+    candidates by value, though every bucket holds only 3 pages. Counting an unread bucket
+    as holding all the reads asked of it, each round read one more bucket and the release
+    stopped at 4 + 7 pages."""
+    buckets = list(range(100, 112))
+    for k, b in enumerate(buckets):
+        _fetched(db, f"b{b}", b, [T0 - timedelta(hours=1 + k + 20 * i) for i in range(3)])
+    _pages(db, "fresh", 4, next_due_at=None)
+    _plan(
+        db,
+        {},
+        new_pages=30,
+        marginal={b: 10.0 - 0.1 * k for k, b in enumerate(buckets)},
+        new_marginal=20.0,
+    )
+    summary = release_period(db, now=T0)
+    assert summary.new_pages == 4
+    assert summary.released == 30 and summary.unspent == 0
+    # by value: the first 8 buckets in full, 2 of the 9th
+    assert summary.spilled == {**{b: 3 for b in buckets[:8]}, buckets[8]: 2}
+
+
 def test_without_values_unusable_quota_goes_to_the_longest_unvisited(db: Database) -> None:
     """A plan without marginal values (published before them): the crawls quotas cannot use
     go to the pages unvisited longest, whatever their bucket, then to new pages; what finds
