@@ -824,14 +824,19 @@ def _quotas(report: DemoReport, planned_db: Database) -> None:
 def _page_table(
     path: Path, report: DemoReport, demo: DemoSettings, web: SyntheticWeb, sides: list[_Side]
 ) -> None:
-    """``pages.csv``: per page of the web, its true change rate (per second), crawlplan's
+    """``pages.csv``: per page of the web, its URL in crawlplan's store, its true change
+    rate (per second), crawlplan's
     estimate (per second; empty: none) and estimator, and each crawl's successful fetches in
-    the steady state (after the warm-up; the whole run when there is none), so that where a
-    plan puts its crawls can be read beside the truth."""
+    the steady state (after the warm-up; the whole run when there is none), and the crawls
+    per second crawlplan's last plan gives the page's class (``planned``; 0: none), so that
+    where the plan puts its crawls, and where the release put them, can be read beside the
+    truth."""
     first = report.warmup_cycles * demo.periods
     columns: dict[str, np.ndarray] = {}
     estimate = np.full(web.n_pages, np.nan)
+    planned = np.zeros(web.n_pages)
     estimator = [""] * web.n_pages
+    urls = [""] * web.n_pages
     for side in sides:
         times = report.server_seconds.get(side.name, [])
         since = side.server.epoch + timedelta(
@@ -845,33 +850,65 @@ def _page_table(
                 .where(o.http_status.in_(_ANSWERED), o.fetched_at > since)
                 .group_by(PAGES.c.url)
             ).all()
-            pages = conn.execute(select(PAGES.c.url, PAGES.c.rate, PAGES.c.estimator)).all()
+            pages = conn.execute(
+                select(PAGES.c.url, PAGES.c.rate, PAGES.c.estimator, PAGES.c.bucket)
+            ).all()
         counts = np.zeros(web.n_pages, dtype=int)
         for url, n in rows:
             if url in side.by_url:
                 counts[side.by_url[url]] = n
         columns[side.name] = counts
         if side.name == "crawlplan":
-            for url, rate, name in pages:
+            for url, page in side.by_url.items():
+                urls[page] = url
+            per_bucket = _planned_per_second(side.db, demo)
+            for url, rate, name, bucket in pages:
                 page = side.by_url.get(url)
-                if page is not None and rate is not None:
+                if page is None:
+                    continue
+                planned[page] = per_bucket.get(int(bucket or 0), 0.0)
+                if rate is not None:
                     estimate[page], estimator[page] = rate / _DAY, name or ""
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(
-            ["page", "host", "rate", "estimate", "estimator", *(f"fetches_{n}" for n in columns)]
+            [
+                "page",
+                "url",
+                "host",
+                "rate",
+                "estimate",
+                "estimator",
+                "planned",
+                *(f"fetches_{n}" for n in columns),
+            ]
         )
         for page in range(web.n_pages):
             writer.writerow(
                 [
                     page,
+                    urls[page],
                     int(web.host_of[page]),
                     f"{web.rate[page]:.6g}",
                     "" if np.isnan(estimate[page]) else f"{estimate[page]:.6g}",
                     estimator[page],
+                    f"{planned[page]:.6g}",
                     *(int(c[page]) for c in columns.values()),
                 ]
             )
+
+
+def _planned_per_second(db: Database, demo: DemoSettings) -> dict[int, float]:
+    """Crawls per second of each page of a class under the latest plan: its crawl fractions
+    summed over the plan's cycle, over the cycle's seconds."""
+    plan = latest_plan(db)
+    if plan is None:
+        return {}
+    per_bucket: dict[int, float] = {}
+    for (_period, bucket), fraction in plan_detail(db, plan.version).fractions.items():
+        per_bucket[bucket] = per_bucket.get(bucket, 0.0) + fraction
+    seconds = demo.period * plan.periods
+    return {b: f / seconds for b, f in per_bucket.items()}
 
 
 def _keeping_up(report: DemoReport) -> list[str]:

@@ -101,12 +101,15 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     assert any(line.startswith("Steady state (cycles 3-3") for line in lines)
     for name in ("report.md", "freshness.csv", "freshness.png", "pages.csv"):
         assert (tmp_path / name).stat().st_size > 0
-    # pages.csv: one row per page of the web (36), its true rate, crawlplan's estimate where
-    # it has one, and each crawl's fetches after the warm-up (at most all of its fetches)
+    # pages.csv: one row per page of the web (36), its URL, its true rate, crawlplan's
+    # estimate where it has one, the last plan's crawls for its class, and each crawl's
+    # fetches after the warm-up (at most all of its fetches)
     with (tmp_path / "pages.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["page"]) for r in rows] == list(range(36))
+    assert len({r["url"] for r in rows}) == 36 and all(r["url"].startswith("http") for r in rows)
     assert all(float(r["rate"]) > 0 for r in rows)
+    assert all(float(r["planned"]) >= 0 for r in rows) and any(float(r["planned"]) for r in rows)
     assert any(r["estimate"] for r in rows)
     assert all(r["estimator"] for r in rows if r["estimate"])
     for name in ("crawlplan", "uniform"):

@@ -100,8 +100,8 @@ def test_reliable_last_modified_is_used_and_a_liar_is_not() -> None:
         liar.append(("l", t, changed, t))
     result = estimate_fetch_table(_table(honest + liar, lm=True), now=20500.0)
     rates = result.rates.set_index("page")
-    assert rates.loc["h", "estimator"] == "last_modified"
-    assert rates.loc["l", "estimator"] == "poisson_mle"
+    assert rates.loc["h", "estimator"] == "last_modified_eb"
+    assert rates.loc["l", "estimator"] == "poisson_eb"
     assert np.isfinite(rates["rate"]).all()
 
 
@@ -138,4 +138,4 @@ def test_array_fast_path_agrees_with_the_table() -> None:
     assert got.estimator.tolist() == expected["estimator"].tolist()
     assert got.fetches.tolist() == expected["fetches"].tolist()
     assert got.bucket.tolist() == expected["bucket"].tolist()
-    assert "last_modified" in got.estimator.tolist()
+    assert "last_modified_eb" in got.estimator.tolist()

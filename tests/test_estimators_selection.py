@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,19 @@ def test_each_kind_of_evidence_gets_its_estimator() -> None:
         age_sum=np.array([0.0, 0.0, 0.0, 2.0, 0.5]),
     )
     reliable = np.array([False, False, False, True, True])
-    fit = ChangeRateEstimator(prior=PRIOR).fit(evidence, lm, reliable)
+    # the default shrinks every page with evidence toward the prior
+    shrunk = ChangeRateEstimator(prior=PRIOR).fit(evidence, lm, reliable)
+    assert shrunk.estimator_.tolist() == [
+        "none",
+        "poisson_eb",
+        "poisson_eb",
+        "last_modified_eb",
+        "last_modified_eb",
+    ]
+    # a page with rich evidence: its posterior mode is near its MLE (ln 2 = 0.69 a day)
+    assert shrunk.rate_[2] == pytest.approx(math.log(2.0), rel=0.15)
+    # shrink="thin": the unshrunk estimators for rich evidence
+    fit = ChangeRateEstimator(prior=PRIOR, shrink="thin").fit(evidence, lm, reliable)
     assert fit.estimator_.tolist() == [
         "none",
         "poisson_eb",
@@ -43,7 +56,7 @@ def test_each_kind_of_evidence_gets_its_estimator() -> None:
     assert fit.rate_[2] == PoissonChangeMLE().fit(evidence.take([2])).rate_[0]
     assert np.all(np.isfinite(fit.rate_[1:]))
     # unreliable Last-Modified: change observations instead
-    fallback = ChangeRateEstimator(prior=PRIOR).fit(evidence, lm, np.zeros(5, bool))
+    fallback = ChangeRateEstimator(prior=PRIOR, shrink="thin").fit(evidence, lm, np.zeros(5, bool))
     assert fallback.estimator_.tolist()[3:] == ["poisson_mle", "poisson_mle"]
 
 
