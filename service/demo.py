@@ -859,8 +859,8 @@ def _page_table(
                 counts[side.by_url[url]] = n
         columns[side.name] = counts
         if side.name == "crawlplan":
-            for url, page in side.by_url.items():
-                urls[page] = url
+            for url, index in side.by_url.items():
+                urls[index] = url
             per_bucket = _planned_per_second(side.db, demo)
             for url, rate, name, bucket in pages:
                 page = side.by_url.get(url)
