@@ -16,7 +16,10 @@
   (:func:`gain_shares`): ``freshness_share`` against the simulated freshness-optimal schedule
   with true rates, ``obsolescence_share`` against the simulated Xyleme sqrt schedule with true
   rates (1: the optimum's gain, 0: no better than uniform, below 0: worse than uniform);
-* ``crawls_by_rate``: crawls per cycle per page by true change rate (log-spaced classes).
+* ``crawls_by_rate``: crawls per cycle per page by true change rate (log-spaced classes);
+* ``accuracy``: for each policy that estimates rates from its own crawls, how well the
+  crawl's evidence at the end of the run tells each known page's rate, by the page's number
+  of fetches, pooled over the seeds (:mod:`scenarios.estimate_accuracy`).
 
 **Reference runs.** The shares need a uniform run and the optimum's run in every variant:
 :func:`reference_policies` adds to the scenario's policies those it does not list
@@ -35,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from planner.schedules.optimal import refresh_schedule
+from scenarios.estimate_accuracy import accuracy_table, page_errors
 from scenarios.policies.registry import make_policy
 from scenarios.scenario_files import Scenario, Variant
 from scenarios.simulator import METRICS, SimulationResult, SimulationSettings, simulate
@@ -83,6 +87,7 @@ class ScenarioRun:
     policies: tuple[dict[str, Any], ...] = ()
     references: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _plays(role: str, entry: Mapping[str, Any]) -> bool:
@@ -214,6 +219,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     frames: list[pd.DataFrame] = []
     summaries: list[dict[str, Any]] = []
     crawl_tables: list[pd.DataFrame] = []
+    errors: dict[tuple[str, str], list[pd.DataFrame]] = {}
     for variant in scenario.variants:
         bounds: list[float] = []
         obs_bounds: list[float] = []
@@ -249,6 +255,21 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
                 table.insert(0, "policy", result.policy)
                 table.insert(0, "variant", variant.name)
                 crawl_tables.append(table)
+                if (
+                    _rates_kind(policy_spec) in ("estimated", "posterior")
+                    and result.log is not None
+                ):
+                    log = result.log
+                    errors.setdefault((variant.name, result.policy), []).append(
+                        page_errors(
+                            log.change_intervals(),
+                            log.fetches,
+                            result.rate,
+                            log.known,
+                            log.host,
+                            log.section,
+                        )
+                    )
         for s in summaries:
             if s["variant"] == variant.name:
                 s["freshness_bound"] = float(np.mean(bounds))
@@ -280,7 +301,19 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
         policies=policies,
         references=references,
         notes=notes,
+        accuracy=_accuracy(errors),
     )
+
+
+def _accuracy(errors: Mapping[tuple[str, str], list[pd.DataFrame]]) -> pd.DataFrame:
+    """The accuracy tables of every variant and estimating policy, seeds pooled."""
+    tables = []
+    for (variant, policy), frames in errors.items():
+        table = accuracy_table(pd.concat(frames, ignore_index=True))
+        table.insert(0, "policy", policy)
+        table.insert(0, "variant", variant)
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
 def _run_one(

@@ -312,6 +312,7 @@ class SimulationResult:
     rate : ndarray (n,), true mean change rates [changes/period].
     lifetime : ndarray (n,), measured periods each page was alive.
     seconds : wall time of the run, s.
+    log : the crawler's knowledge at the end of the run (what its estimates can use).
     """
 
     policy: str
@@ -321,6 +322,7 @@ class SimulationResult:
     lifetime: IntArray
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    log: CrawlLog | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, float]:
         """Means of every metric over the measured periods."""
@@ -500,6 +502,7 @@ def simulate(world: World, policy: RefreshPolicy, settings: SimulationSettings) 
         rate=world.rate,
         lifetime=lifetime,
         seconds=time.perf_counter() - t_start,
+        log=log,
     )
 
 

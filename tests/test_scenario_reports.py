@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from scenarios.estimate_accuracy import FETCH_CLASSES
 from scenarios.reports import crawls_by_rate_table, key_table, write_report
 from scenarios.runner import gain_shares, reference_policies, run_scenario
 from scenarios.scenario_files import Scenario, ScenarioError, load_scenario, parse_scenario
@@ -107,6 +108,24 @@ def test_the_report_shows_the_share_and_the_crawls_by_rate(tmp_path: Path) -> No
     markdown = (tmp_path / "tiny.md").read_text()
     assert "Note: added the reference run 'uniform'" in markdown
     assert "## Crawls per page per cycle (2 periods) by true change rate" in markdown
+
+
+def test_the_report_shows_the_estimating_policies_accuracy(tmp_path: Path) -> None:
+    text = _scenario(
+        '[[policies]]\nkind = "freshness"\nname = "mine"\n\n[[policies]]\nkind = "nutch"\n',
+        metrics='metrics = ["freshness"]',
+    )
+    run = run_scenario(parse_scenario(text))
+    # only the policy that estimates rates from its own crawl is scored
+    assert set(run.accuracy["policy"]) == {"mine"}
+    assert run.accuracy["pages"].sum() == 200  # every page is known from the start
+    assert set(run.accuracy["fetches"]) <= {name for name, _low, _high in FETCH_CLASSES}
+    coverage = run.accuracy["80 % coverage, group priors"]
+    assert ((coverage >= 0) & (coverage <= 1)).all()
+    write_report(run, tmp_path)
+    markdown = (tmp_path / "tiny.md").read_text()
+    assert "## Estimation accuracy by the pages' fetches" in markdown
+    assert "**mine**" in markdown or ", mine**" in markdown
 
 
 @pytest.mark.parametrize(
