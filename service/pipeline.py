@@ -577,7 +577,9 @@ def _spill_reads(
     buckets of a few pages each), and counted so, each further round would read one more
     bucket and the rounds would end with crawls unspent while pages were left. So from the
     second spill on (``exhaustive``) an unread target counts for nothing until read: every
-    target still unread in the order is read at once."""
+    target still unread in the order is read at once, each up to what is still to cover
+    (with the margin). That read is at most every candidate of those buckets, once a period,
+    and only when crawls would otherwise go unspent."""
     need = sum(selection.spilled.values()) + selection.unspent
     values: list[tuple[float, int]] = [(v, b) for b, v in work.marginal.items()]
     if work.new_marginal is not None:
