@@ -54,9 +54,13 @@ def test_consecutive_plans_hold_steady(rate_model: str) -> None:
     spec = WorldSpec(pages=2_000, hosts=20, rate_model=rate_model, section_sigma=1.0)
     budget = 2_000 // 7
     oracle = _Recording("true", RateKnowledge("true"), cycle=7)
-    settings = SimulationSettings(periods=35, budget=budget, warmup=7, oracle=True)
+    # Two drifts from the second plan on show that the plan repeats; each plan is an NLP
+    # solve of about a second, so the oracle runs no longer than that (it ran four).
+    settings = SimulationSettings(periods=21, budget=budget, warmup=7, oracle=True)
     simulate(build_world(spec, 1, 42), oracle, settings)
-    assert _drift(oracle, after=7) == pytest.approx([0.0] * len(_drift(oracle, after=7)))
+    oracle_drift = _drift(oracle, after=7)
+    assert len(oracle_drift) >= 2
+    assert oracle_drift == pytest.approx([0.0] * len(oracle_drift))
 
     estimated = _Recording("estimated", RateKnowledge("estimated", refit_every=7), cycle=7)
     settings = SimulationSettings(periods=56, budget=budget, warmup=7)
