@@ -116,6 +116,7 @@ def _lease(data: dict[str, Any]) -> Lease:
         robots_fetched_at=_time(data["robots_fetched_at"]),
         robots_expires_at=_time(data["robots_expires_at"]),
         pages=pages,
+        robots_failures=int(data.get("robots_failures") or 0),
     )
 
 

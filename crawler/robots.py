@@ -40,9 +40,15 @@ class RobotsRules:
 
     @classmethod
     def from_response(
-        cls, status: int | None, body: str | bytes | None, fetched_at: datetime
+        cls,
+        status: int | None,
+        body: str | bytes | None,
+        fetched_at: datetime,
+        *,
+        unreachable_retry: timedelta = UNREACHABLE_RETRY,
     ) -> RobotsRules:
-        """Rules from a robots.txt fetch; ``status`` None means the request itself failed."""
+        """Rules from a robots.txt fetch; ``status`` None means the request itself failed.
+        Unreachable rules (5xx, no answer) expire after ``unreachable_retry``."""
         text: str | None
         if isinstance(body, bytes):
             text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
@@ -51,7 +57,7 @@ class RobotsRules:
         ok = status is not None and 200 <= status < 300
         parser = Protego.parse(text or "") if ok else None
         unreachable = status is None or status >= 500
-        ttl = UNREACHABLE_RETRY if unreachable else ROBOTS_TTL
+        ttl = unreachable_retry if unreachable else ROBOTS_TTL
         return cls(status, text if ok else None, fetched_at, fetched_at + ttl, parser)
 
     @classmethod

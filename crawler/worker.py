@@ -5,7 +5,11 @@ of its own, with an HTTP session per host; :func:`run_crawl` starts a pool of wo
 each lease (one host, some of its due pages) a worker:
 
 1. makes sure it has the host's robots.txt (fetched again when the stored copy expired);
-   unreachable robots.txt (5xx) means the host is not crawled for now (RFC 9309);
+   unreachable robots.txt (5xx, no answer) means the host is not crawled for now (RFC 9309),
+   and the host's count of consecutive unreachable robots.txt fetches goes up by one (a
+   reachable one sets it to 0); at ``robots_give_up_after`` the host is given up: handed
+   back with ``given_up_at``, which takes every page of it out of the due set
+   (:class:`store.HostUpdate`), so that ``until_idle`` crawls end;
 2. fetches each page no sooner than the host's delay after the previous request ended
    (:func:`~crawler.politeness.request_delay`), conditionally when it has validators;
 3. turns what it saw into observations (reported every ``report_every`` fetches or
@@ -66,7 +70,7 @@ from crawler.politeness import (
     parse_retry_after,
     request_delay,
 )
-from crawler.robots import RobotsCache, RobotsRules, robots_url
+from crawler.robots import UNREACHABLE_RETRY, RobotsCache, RobotsRules, robots_url
 from crawler.scope import CrawlScope
 from crawler.signature import (
     answer_signature,
@@ -140,6 +144,19 @@ class CrawlSettings:
     max_sitemaps: int = 3
     #: Which discovered URLs are followed (:mod:`crawler.scope`): out-of-scope ones are dropped.
     scope: CrawlScope = field(default_factory=CrawlScope)
+    #: Give a host up after this many consecutive robots.txt fetches found it unreachable
+    #: (connection refused, DNS failure, timeout, 5xx): its pages leave the due set until a
+    #: user seeds one of its URLs again. 0: never give up. (``crawl.robots_give_up_after``.)
+    robots_give_up_after: int = 3
+    #: How soon an unreachable robots.txt is asked again (RFC 9309: "later"); a host is thus
+    #: given up about ``(robots_give_up_after - 1) * robots_retry`` after its first failure.
+    robots_retry: timedelta = UNREACHABLE_RETRY
+
+    def __post_init__(self) -> None:
+        if self.robots_give_up_after < 0:
+            raise ValueError("robots_give_up_after must be >= 0 (0: never give up)")
+        if self.robots_retry <= timedelta(0):
+            raise ValueError("robots_retry must be positive")
 
 
 @dataclass
@@ -169,6 +186,8 @@ class CrawlStats:
     #: reserved address and the crawl does not allow those (handed back, still due; each
     #: page counted once per process).
     refused: int = 0
+    #: Hosts given up: their robots.txt was unreachable ``robots_give_up_after`` times in a row.
+    given_up: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -382,9 +401,13 @@ class CrawlWorker:
         # redirect after five hops (or a loop) is "unavailable", as a 4xx: no rules.
         redirected = outcome.status is not None and 300 <= outcome.status < 400
         status = outcome.status if outcome.error is None or redirected else None
-        rules = RobotsRules.from_response(status, outcome.body, outcome.started_at)
+        rules = RobotsRules.from_response(
+            status, outcome.body, outcome.started_at, unreachable_retry=s.robots_retry
+        )
         crawl.rules = rules
         self.robots.put(crawl.lease.origin, rules)
+        failures = crawl.lease.robots_failures + 1 if rules.unreachable else 0
+        give_up = 0 < s.robots_give_up_after <= failures
         crawl.host = replace(
             crawl.host,
             robots_txt=rules.body or "",
@@ -392,7 +415,18 @@ class CrawlWorker:
             robots_fetched_at=rules.fetched_at,
             robots_expires_at=rules.expires_at,
             crawl_delay=rules.crawl_delay(s.agent) or 0.0,
+            robots_failures=failures,
+            given_up_at=rules.fetched_at if give_up else None,
         )
+        if give_up:
+            log.warning(
+                "%s: robots.txt unreachable %d times in a row (%s): host given up; its pages "
+                "are not crawled until a URL of it is seeded again",
+                crawl.lease.origin,
+                failures,
+                outcome.error or f"HTTP {outcome.status}",
+            )
+            self.stats.add(given_up=1)
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
         crawl.next_request = time.monotonic() + delay
         if rules.unreachable:  # RFC 9309: assume complete disallow, ask again later

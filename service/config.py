@@ -127,6 +127,7 @@ class Setting:
 DEFAULT_MAX_BYTES = 1_000_000  # crawler.fetch.FetchLimits().max_bytes
 DEFAULT_USER_AGENT = "crawlplan/0.1 (+https://example.invalid/crawlplan)"  # CrawlSettings()
 DEFAULT_CRAWL_SCOPE = "domains"  # crawler.scope.CrawlScope().mode
+DEFAULT_ROBOTS_GIVE_UP_AFTER = 3  # crawler.worker.CrawlSettings().robots_give_up_after
 DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
 DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
@@ -229,6 +230,15 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_CRAWL_SCOPE,
         "links followed: hosts (same host), domains (same registered domain), any",
         choices=("hosts", "domains", "any"),
+    ),
+    Setting(
+        "crawl.robots_give_up_after",
+        "CRAWLPLAN_ROBOTS_GIVE_UP_AFTER",
+        int,
+        DEFAULT_ROBOTS_GIVE_UP_AFTER,
+        "give a host up after this many unreachable robots.txt fetches in a row (30 minutes "
+        "apart): its pages are not crawled until a URL of it is seeded again; 0: never",
+        minimum=0,
     ),
     Setting(
         "crawl.include",
@@ -465,6 +475,7 @@ class Settings:
                 include=tuple(self.values["crawl.include"]),
                 exclude=tuple(self.values["crawl.exclude"]),
             ),
+            robots_give_up_after=int(self.values["crawl.robots_give_up_after"]),
         )
 
 

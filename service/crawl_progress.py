@@ -22,5 +22,10 @@ def progress_line(stats: CrawlStats) -> str:
         f"errors {stats.errors:,}, blocked {stats.blocked:,}, discovered {stats.discovered:,} "
         f"(+{stats.unfetchable:,} unfetchable, {stats.out_of_scope:,} out of scope), "
         + (f"refused {stats.refused:,} (private addresses), " if stats.refused else "")
+        + (
+            f"given up {stats.given_up:,} hosts (robots.txt unreachable), "
+            if stats.given_up
+            else ""
+        )
         + f"hosts active {stats.active_hosts}"
     )

@@ -37,6 +37,15 @@ unfetchable (status ``blocked``, due again when the worker says: when the rules 
 blocked it expire) and leaves the release queue, and nothing else of it changes: no
 observation is recorded (no fetch happened), its fetch count and last fetch stay as they
 were, so it never counts as a fetched page, nor as a first fetch in the discovery rates.
+
+A host whose robots.txt the worker found unreachable too many times in a row is given up:
+the worker hands it back with ``HostUpdate.given_up_at`` (and its failure count,
+``robots_failures``, which every give-back may carry), and the give-back, in its
+transaction, records it on the host and makes every page of the host unfetchable (status
+``blocked``) with no due time, out of the release queue (counted ``blocked`` in its
+release). The host is held first, then all its pages are locked in id order (with a
+finish's other pages, in one statement), as every writer of pages locks them. A user's
+seed takes the host back (:mod:`store.pages`).
 """
 
 from __future__ import annotations
@@ -149,6 +158,8 @@ class Lease:
     robots_fetched_at: datetime | None
     robots_expires_at: datetime | None
     pages: tuple[LeasedPage, ...]
+    #: Consecutive robots.txt fetches that found the host unreachable, before this lease.
+    robots_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,7 +196,14 @@ class FetchResult:
 
 @dataclass(frozen=True)
 class HostUpdate:
-    """Politeness and robots state a worker hands back with a host; None leaves a field as is."""
+    """Politeness and robots state a worker hands back with a host; None leaves a field as is.
+
+    ``robots_failures``: the host's consecutive unreachable robots.txt fetches (0 after a
+    reachable one). ``given_up_at``: the worker gives the host up (its robots.txt was
+    unreachable too many times in a row): the give-back makes every page of the host
+    unfetchable with no due time, in its transaction (only while the lease is still the
+    host's: a late give-back of an expired lease gives nothing up).
+    """
 
     next_fetch_at: datetime | None = None
     backoff_until: datetime | None = None
@@ -195,6 +213,8 @@ class HostUpdate:
     robots_status: int | None = None
     robots_fetched_at: datetime | None = None
     robots_expires_at: datetime | None = None
+    robots_failures: int | None = None
+    given_up_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +311,7 @@ class _Statements:
                 h.c.robots_status,
                 h.c.robots_fetched_at,
                 h.c.robots_expires_at,
+                h.c.robots_failures,
             )
             .where(
                 h.c.ready_at <= _NOW,
@@ -400,6 +421,17 @@ class _Statements:
             .where(le.c.id == _LEASE)
             .values(released_at=bindparam("at", type_=UTCDateTime()))
         )
+        # Giving a host up: the host's lease, its pages in id order (ix_pages_host), its
+        # queued pages, and the pages made unfetchable with no due time.
+        self.host_lease = select(h.c.lease_id).where(h.c.id == bindparam("host"))
+        self.host_pages = select(p.c.id).where(p.c.host_id == bindparam("host")).order_by(p.c.id)
+        self.host_queued = select(r.c.page_id).where(r.c.host_id == bindparam("host"))
+        self.unqueue_host = r.delete().where(r.c.host_id == bindparam("host"))
+        self.give_up_pages = (
+            update(p)
+            .where(p.c.host_id == bindparam("host"))
+            .values(status=UNFETCHABLE_STATUS, next_due_at=None, lease_id=None, leased_until=None)
+        )
 
 
 #: Columns of a report's observation rows.
@@ -429,6 +461,8 @@ _HOST_FIELDS = (
     "robots_status",
     "robots_fetched_at",
     "robots_expires_at",
+    "robots_failures",
+    "given_up_at",
 )
 
 
@@ -497,6 +531,7 @@ class LeaseQueue:
                 robots_fetched_at=host.robots_fetched_at,
                 robots_expires_at=host.robots_expires_at,
                 pages=sql.leased_pages(by_host[host.id]),
+                robots_failures=int(host.robots_failures or 0),
             )
             for host in hosts
             if host.id in by_host
@@ -587,11 +622,23 @@ class LeaseQueue:
             lowered: list[tuple[list[int], datetime]] = []
             added = self._add_discovered(conn, discovered, when, lowered)
             unfetchable = self._add_blocked(conn, blocked, when, lowered)
+            # A give-up writes every page of the host: locked with the report's own.
+            giving_up = self._giving_up(conn, lease, host) if gives_back else None
             outcome = self._report(
-                conn, lease, results, when, cash_split, found, lowered, gives_back=gives_back
+                conn,
+                lease,
+                results,
+                when,
+                cash_split,
+                found,
+                lowered,
+                gives_back=gives_back,
+                also_lock=giving_up or (),
             )
             returned = (
-                self._release(conn, lease, host, when, pages_locked=True) if gives_back else 0
+                self._release(conn, lease, host, when, pages_locked=True, give_up=giving_up)
+                if gives_back
+                else 0
             )
             return replace(outcome, discovered=added, unfetchable=unfetchable), returned
 
@@ -633,6 +680,19 @@ class LeaseQueue:
             added += add_unfetchable_in(self.db, conn, chunk, now=now, deferred=lowered)
         return added
 
+    def _giving_up(
+        self, conn: Connection, lease: Row[Any], host: HostUpdate | None
+    ) -> list[int] | None:
+        """The pages of the lease's host, in id order, when ``host`` gives the host up and
+        the lease is still the host's (not released, and no newer lease took the host);
+        else None. Read after the host is held, before any page is locked."""
+        if host is None or host.given_up_at is None or lease.released_at is not None:
+            return None
+        q, params = self._sql, {"host": lease.host_id}
+        if conn.execute(q.host_lease, params).scalar() != lease.id:
+            return None
+        return list(conn.execute(q.host_pages, params).scalars())
+
     def _lease_row(self, conn: Connection, lease_id: int) -> Row[Any]:
         row = conn.execute(self._sql.lease_row, {"lease": lease_id}).one_or_none()
         if row is None:
@@ -650,12 +710,14 @@ class LeaseQueue:
         lowered: Sequence[tuple[list[int], datetime]] = (),
         *,
         gives_back: bool = False,
+        also_lock: Sequence[int] = (),
     ) -> ReportOutcome:
         """Record ``results`` in the caller's transaction; outlink ids this report looked up
         in the store go to ``found`` (to remember once the transaction commits); the hosts of
         pages it discovered are lowered to their due times (``lowered``) once its pages are
         locked. ``gives_back``: the caller then gives the lease back (a finish), so the pages
-        the lease holds are locked with the others."""
+        the lease holds are locked with the others; ``also_lock``: pages the give-back
+        writes besides (a host given up: all of its pages)."""
         q = self._sql
         late = lease.released_at is not None or lease.expires_at < now
         unique: dict[int, FetchResult] = {}
@@ -673,7 +735,7 @@ class LeaseQueue:
         # instead of deadlocking.
         targets = link_ids.values() if link_ids else ()
         held = lease.id if gives_back else None
-        lock_pages(conn, self.db.backend.pages, set(ids).union(targets), lease_id=held)
+        lock_pages(conn, self.db.backend.pages, set(ids).union(targets, also_lock), lease_id=held)
         for new_hosts, new_due in lowered:
             lower_ready_to(conn, self.db.backend.host_ready, new_hosts, new_due, held=True)
         if not ids:
@@ -878,7 +940,8 @@ class LeaseQueue:
             lease = self._lease_row(conn, lease_id)
             # The host held first, as a report and a finish hold it (see _release).
             hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
-            return self._release(conn, lease, host, when)
+            giving_up = self._giving_up(conn, lease, host)
+            return self._release(conn, lease, host, when, give_up=giving_up)
 
         return self.db.run_write(work)
 
@@ -890,9 +953,11 @@ class LeaseQueue:
         now: datetime,
         *,
         pages_locked: bool = False,
+        give_up: Sequence[int] | None = None,
     ) -> int:
         """Give the lease's host back (the caller holds the host; ``pages_locked``: a finish,
-        whose report locked the lease's pages already)."""
+        whose report locked the lease's pages already, and ``give_up`` with them). ``give_up``
+        (:meth:`_giving_up`): the host is given up, these are its pages."""
         if lease.released_at is not None:
             return 0
         q = self._sql
@@ -903,13 +968,27 @@ class LeaseQueue:
             "next_fetch_at": update_.next_fetch_at,
         }
         params.update({name: getattr(update_, name) for name in _HOST_FIELDS})
-        # The host held by the caller, the lease's pages locked in id order (as every writer
-        # of pages locks them; a finish has locked them already), then the host written,
-        # then the pages. Its ready time is
+        # The host held by the caller, the lease's pages (a give-up: all the host's pages)
+        # locked in id order (as every writer of pages locks them; a finish has locked them
+        # already), then the host written, then the pages (a give-up writes its pages before
+        # the host, already locked, so that the host's ready time reads them). Its ready time is
         # recomputed from its due times when no writer holds it, else set to the lower bound
         # its politeness gives (store.host_ready: a lease sets it right if nothing is due).
         if not pages_locked:
-            lock_pages(conn, self.db.backend.pages, (), lease_id=lease.id)
+            lock_pages(conn, self.db.backend.pages, give_up or (), lease_id=lease.id)
+        if give_up is not None:
+            # Every page of the host leaves the due set (the pages, then the host's ready
+            # time, computed below from what is left: nothing). Its queued pages count as
+            # turned away by robots.txt in their releases' accounting (RFC 9309: an
+            # unreachable robots.txt is a complete disallow).
+            host_params = {"host": lease.host_id}
+            queued = list(conn.execute(q.host_queued, host_params).scalars())
+            if queued:
+                count_blocked(conn, sorted(queued))
+                conn.execute(q.unqueue_host, host_params)
+            conn.execute(q.give_up_pages, host_params)
+        else:
+            params["given_up_at"] = None
         exact = bool(take_hosts(conn, self.db.backend.host_ready, [lease.host_id]))
         conn.execute(q.release_host if exact else q.release_host_bound, params)
         conn.execute(q.return_pages, {"lease": lease.id})

@@ -75,7 +75,9 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 #: Page statuses. ``new``: known, never fetched. ``ok``: last fetch succeeded (2xx or 304).
 #: ``gone``: 404/410. ``redirect``: the URL redirects elsewhere (the target is its own page).
 #: ``blocked``: unfetchable, robots.txt disallows it (found so when discovered, or when leased;
-#: :data:`UNFETCHABLE_STATUS`). ``error``: the last fetch failed (5xx, timeout, ...).
+#: :data:`UNFETCHABLE_STATUS`), or its host was given up (robots.txt unreachable, RFC 9309's
+#: "complete disallow", too many times in a row: ``hosts.given_up_at``). ``error``: the last
+#: fetch failed (5xx, timeout, ...).
 PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error")
 #: The status of an unfetchable page: never a candidate, never released, not in the pool of
 #: new pages n, not a fetched page of any bucket; due again only to check robots.txt anew.
@@ -139,6 +141,13 @@ class Host(Base):
     due), never later than that:
     leases pick hosts in ``(ready_at, id)`` order through the partial index ``ix_hosts_ready``
     (:mod:`store.host_ready` keeps it).
+
+    ``robots_failures`` counts the host's consecutive robots.txt fetches that found it
+    unreachable (network error, timeout, 5xx; a reachable robots.txt resets it to 0), as the
+    workers hand it back with the host. ``given_up_at`` is when the crawl gave the host up
+    (``robots_failures`` reached ``crawl.robots_give_up_after``; NULL: not given up): every
+    page of it is unfetchable (status ``blocked``) with no due time, so it is never leased,
+    released or planned, until a user adds one of its URLs again (:mod:`store.pages`).
     """
 
     __tablename__ = "hosts"
@@ -157,6 +166,10 @@ class Host(Base):
     lease_id: Mapped[int | None] = mapped_column(BigId)
     leased_until: Mapped[datetime | None]
     ready_at: Mapped[datetime | None] = mapped_column(doc="earliest time it may have work")
+    robots_failures: Mapped[int] = mapped_column(
+        Integer, default=0, server_default=text("0"), doc="consecutive unreachable robots.txt"
+    )
+    given_up_at: Mapped[datetime | None] = mapped_column(doc="when the crawl gave it up")
 
     __table_args__ = (
         Index(
@@ -248,6 +261,8 @@ class Page(Base):
             postgresql_where=text(NEW_PAGE_CONDITION),
             sqlite_where=text(NEW_PAGE_CONDITION),
         ),
+        # A host's pages in id order, due or not (giving a host up, store.leases).
+        Index("ix_pages_host", "host_id", "id"),
         Index(
             "ix_pages_lease",
             "lease_id",

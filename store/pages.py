@@ -10,6 +10,16 @@ it is not a new page (the pool n, the new-page candidates and their releases rea
 ``new`` only), and its ``next_due_at`` is the time to check it again, when the rules that
 blocked it expire: the lease queue then hands it to a worker, which reads robots.txt anew
 and fetches the page if it is allowed now. A URL already stored keeps its row.
+
+**Hosts given up** (``hosts.given_up_at``: their robots.txt was unreachable too many times
+in a row, :mod:`store.leases`). A URL the crawl finds on such a host is added unfetchable
+with no due time, as the host's other pages are: a link does not bring a host back. A user
+does: adding a URL of a given-up host as a seed (:func:`add_pages` without ``discovered``:
+``crawlplan seed``, ``seed --now``, ``notify``, the API's urgent and notification calls)
+takes the host back in the same transaction: its failure count and ``given_up_at`` are
+cleared, its robots.txt is due to be fetched again at once, and its pages without a due
+time are due now (as unfetchable pages coming up for a check), so that the next lease reads
+robots.txt anew and fetches them if it is reachable now, or counts one more failure.
 """
 
 from __future__ import annotations
@@ -17,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Insert, Table, bindparam, select
+from sqlalchemy import BindParameter, Connection, Insert, Table, bindparam, select, update
 
 from store.database import Database
-from store.host_ready import lower_ready_to
-from store.models import HOSTS, UNFETCHABLE_STATUS, Host
+from store.host_ready import hold_hosts, lower_ready_to
+from store.models import HOSTS, PAGES, UNFETCHABLE_STATUS, Host
 from store.plans import PLAN_PUBLISHED
-from store.types import utcnow
+from store.types import UTCDateTime, utcnow
 
 if TYPE_CHECKING:
     from store.backend import PagesSql
@@ -54,9 +64,28 @@ class SeedOutcome:
     hosts_added: int
 
 
-#: Host ids by origin (built once: a crawl report runs it for the URLs it discovered).
-_HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id).where(
+#: Host ids by origin (built once: a crawl report runs it for the URLs it discovered), and
+#: whether each was given up.
+_HOST_IDS = select(HOSTS.c.origin, HOSTS.c.id, HOSTS.c.given_up_at.is_not(None)).where(
     HOSTS.c.origin.in_(bindparam("origins", expanding=True))
+)
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_NOW = bindparam("now", type_=UTCDateTime())
+#: Taking given-up hosts back: the host, then its pages without a due time (in id order).
+_REVIVE_HOSTS = (
+    update(HOSTS)
+    .where(HOSTS.c.id.in_(_IDS), HOSTS.c.given_up_at.is_not(None))
+    .values(given_up_at=None, robots_failures=0, robots_expires_at=_NOW, backoff_until=None)
+)
+_RESTING_PAGES = (
+    select(PAGES.c.id)
+    .where(PAGES.c.host_id.in_(_IDS), PAGES.c.next_due_at.is_(None))
+    .order_by(PAGES.c.id)
+)
+_DUE_NOW = (
+    update(PAGES)
+    .where(PAGES.c.id.in_(_IDS), PAGES.c.status == UNFETCHABLE_STATUS)
+    .values(next_due_at=_NOW)
 )
 
 
@@ -85,11 +114,19 @@ def insert_ignoring_conflicts(db: Database, table: Table) -> Insert:
 
 
 def _host_ids(
-    db: Database, conn: Connection, origins: set[str], now: datetime
+    db: Database,
+    conn: Connection,
+    origins: set[str],
+    now: datetime,
+    given_up: set[int] | None = None,
 ) -> tuple[dict[str, int], int]:
-    found: dict[str, int] = dict(
-        conn.execute(_HOST_IDS, {"origins": sorted(origins)}).tuples().all()
-    )
+    """Host ids by origin, the missing hosts added (and how many); the ids of those given up
+    go to ``given_up``."""
+    found: dict[str, int] = {}
+    for origin, host_id, gave_up in conn.execute(_HOST_IDS, {"origins": sorted(origins)}):
+        found[origin] = host_id
+        if gave_up and given_up is not None:
+            given_up.add(host_id)
     missing = sorted(origins - found.keys())
     added = 0
     if missing:
@@ -121,23 +158,43 @@ def _add_chunk(
     discovered: bool,
     deferred: list[tuple[list[int], datetime]] | None = None,
 ) -> tuple[int, int, int]:
-    host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now)
+    given_up: set[int] = set()
+    host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now, given_up)
+    if given_up and not discovered:  # a user's URLs take their hosts back
+        _take_back(db, conn, sorted(given_up), now)
+        given_up.clear()
     seen: set[str] = set()
     urls: list[str] = []
     hosts: list[int] = []
+    resting: list[str] = []  # found on given-up hosts: unfetchable, not due
+    resting_hosts: list[int] = []
     # In URL order: concurrent writers of the same new URLs insert (and wait on the unique
     # index) in the same order, never in a cycle.
     for url, origin in sorted(chunk):
         if url not in seen:
             seen.add(url)
-            urls.append(url)
-            hosts.append(host_ids[origin])
+            host = host_ids[origin]
+            (resting if host in given_up else urls).append(url)
+            (resting_hosts if host in given_up else hosts).append(host)
+    resting_added = 0
+    if resting:
+        resting_added, _ = db.backend.pages.insert_new(
+            conn,
+            resting,
+            resting_hosts,
+            now=now,
+            due=None,
+            discovered=discovered,
+            status=UNFETCHABLE_STATUS,
+        )
     # Once a plan is published, new pages wait for a period release, which picks them by
     # OPIC cash within the plan's quota of new pages (as fetched pages wait for theirs).
     planned = due and conn.execute(PLAN_PUBLISHED).first() is not None
     due_at = now if due and not planned else None
-    added, hosts = db.backend.pages.insert_new(
-        conn, urls, hosts, now=now, due=due_at, discovered=discovered
+    added, hosts = (
+        db.backend.pages.insert_new(conn, urls, hosts, now=now, due=due_at, discovered=discovered)
+        if urls
+        else (0, [])
     )
     if due_at is not None and added:
         if deferred is not None:  # the caller lowers them once it has locked its pages
@@ -145,7 +202,22 @@ def _add_chunk(
         else:
             # Inserted pages hold their hosts (the foreign key's check): no lock of our own.
             lower_ready_to(conn, db.backend.host_ready, hosts, due_at, held=True)
+    added += resting_added
     return added, len(chunk) - added, hosts_added
+
+
+def _take_back(db: Database, conn: Connection, host_ids: list[int], now: datetime) -> None:
+    """Take given-up hosts back (a user added URLs of theirs): the hosts held, their pages
+    without a due time locked in id order, then the hosts written (failures and
+    ``given_up_at`` cleared, robots.txt due at once, no backoff), then the unfetchable ones
+    of those pages made due now, and the hosts' ready times lowered to now."""
+    hold_hosts(conn, db.backend.host_ready, host_ids)
+    pages = list(conn.execute(_RESTING_PAGES, {"ids": host_ids}).scalars())
+    lock_pages(conn, db.backend.pages, pages)
+    conn.execute(_REVIVE_HOSTS, {"ids": host_ids, "now": now})
+    for start in range(0, len(pages), CHUNK):
+        conn.execute(_DUE_NOW, {"ids": pages[start : start + CHUNK], "now": now})
+    lower_ready_to(conn, db.backend.host_ready, host_ids, now, held=True)
 
 
 def add_pages_in(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import case, func, or_, select
 
 from store.database import Database
 from store.models import UNFETCHABLE_STATUS, Host, Observation, Page, ReleasedPage
@@ -20,7 +20,9 @@ __all__ = ["StoreStatus", "read_status", "work_remaining"]
 class StoreStatus:
     """Counts at one instant. ``by_bucket`` lists only non-empty buckets (0 = no estimate) of
     fetchable pages; ``unfetchable`` counts the pages that can't be fetched, by reason
-    (``robots``: robots.txt disallows them), which are no candidates and in no bucket."""
+    (``robots``: robots.txt disallows them), which are no candidates and in no bucket.
+    ``given_up_hosts``: hosts the crawl gave up (robots.txt unreachable too many times in a
+    row); ``given_up_pages``: their pages (unfetchable too, not due, not in ``unfetchable``)."""
 
     at: datetime
     pages: int
@@ -33,6 +35,8 @@ class StoreStatus:
     active_leases: int
     observations: int
     plan: PlanSummary | None
+    given_up_hosts: int = 0
+    given_up_pages: int = 0
 
 
 def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
@@ -72,6 +76,20 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
             select(func.count()).where(LeaseRow.released_at.is_(None), LeaseRow.expires_at >= when)
         ).scalar_one()
         hosts = conn.execute(select(func.count()).select_from(Host)).scalar_one()
+        # Hosts given up, and their pages (through ix_pages_host): those blocked are counted
+        # here, not as disallowed by robots.txt.
+        given_up_hosts = conn.execute(
+            select(func.count()).where(Host.given_up_at.is_not(None))
+        ).scalar_one()
+        given_up_pages, given_up_blocked = conn.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(case((Page.status == UNFETCHABLE_STATUS, 1), else_=0)), 0),
+            )
+            .select_from(Page)
+            .join(Host, Host.id == Page.host_id)
+            .where(Host.given_up_at.is_not(None))
+        ).one()
         observations = conn.execute(select(func.count()).select_from(Observation)).scalar_one()
         plan = latest_plan(db, conn)
     return StoreStatus(
@@ -80,19 +98,22 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         hosts=int(hosts),
         by_status={k: int(v) for k, v in by_status.items()},
         by_bucket={int(k): int(v) for k, v in by_bucket.items()},
-        unfetchable={"robots": int(by_status.get(UNFETCHABLE_STATUS, 0))},
+        unfetchable={"robots": int(by_status.get(UNFETCHABLE_STATUS, 0)) - int(given_up_blocked)},
         due_now=int(due_now),
         leased_now=int(leased_now),
         active_leases=int(active),
         observations=int(observations),
         plan=plan,
+        given_up_hosts=int(given_up_hosts),
+        given_up_pages=int(given_up_pages),
     )
 
 
 def work_remaining(db: Database, *, now: datetime | None = None) -> bool:
     """Whether any page is due now or held by a live lease (indexed probes, no counts);
     released pages (the release queue) included: a queued page is held while its host's
-    lease is live."""
+    lease is live. Pages of given-up hosts are none of these (no due time, not queued): a
+    store where only they are left has no work."""
     when = now or utcnow()
     free = or_(Page.leased_until.is_(None), Page.leased_until < when)
     with db.read() as conn:

@@ -98,6 +98,8 @@ class HostUpdateIn(_Strict):
     robots_status: int | None = Field(default=None, ge=0, le=999)
     robots_fetched_at: Time | None = None
     robots_expires_at: Time | None = None
+    robots_failures: int | None = Field(default=None, ge=0, le=1_000_000)
+    given_up_at: Time | None = None
 
 
 class ReportRequest(_Strict):

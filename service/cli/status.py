@@ -25,8 +25,8 @@ def status(
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Show pages by status and by change-rate bucket, unfetchable pages (robots.txt), hosts,
-    leases and the current plan."""
+    """Show pages by status and by change-rate bucket, unfetchable pages (robots.txt), hosts
+    given up (robots.txt unreachable), leases and the current plan."""
     from store import read_status
 
     database = open_checked(settings_from(db, config))
@@ -44,6 +44,7 @@ def status(
     )
     out.print(f"seen     {counted(st.observations, 'observation')} (fetches and notifications)")
     out.print(f"unfetchable {_unfetchable(st)}")
+    out.print(f"given up {_given_up(st)}")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -68,6 +69,15 @@ def _unfetchable(st: StoreStatus) -> str:
     reasons = ", ".join(f"{n:,} {_REASONS.get(why, why)}" for why, n in st.unfetchable.items() if n)
     text = f"{counted(total, 'page')}, never released"
     return f"{text} ({reasons})" if reasons else text
+
+
+def _given_up(st: StoreStatus) -> str:
+    """The hosts the crawl gave up (robots.txt unreachable too many times in a row) and their
+    pages, which are not crawled until a user seeds a URL of theirs again."""
+    text = f"{counted(st.given_up_hosts, 'host')} (robots.txt unreachable)"
+    if not st.given_up_hosts:
+        return text
+    return f"{text}, {counted(st.given_up_pages, 'page')} not crawled; seed a URL to try again"
 
 
 def _status_table(st: StoreStatus) -> Table:
