@@ -4,20 +4,27 @@ A synthetic web on loopback (hundreds of hosts, one port each, 20,000 pages by d
 crawled for real by two crawls side by side, each into its own SQLite store and with the same
 budget of crawls per period:
 
-* **crawlplan**: every cycle the nightly pipeline estimates change rates, solves the
-  WebFountain plan for the next cycle's periods, schedules the pages inside the quotas, and
-  each period's work is released to the workers;
+* **crawlplan**: every cycle the nightly pipeline estimates change rates, solves the plan for
+  the next cycle's periods and schedules the pages inside the quotas; the worker API releases
+  each period's work on time and the workers lease it;
 * **uniform**: the same crawler revisiting every page alike, the uniform plan that spends the
-  same budget (what a fixed-schedule crawler does), through the same releases.
+  same budget (what a fixed-schedule crawler does), through the same loop.
 
-Processes: each crawl's server (the same web, deterministic from its
-:class:`~scenarios.synthetic_web.WebConfig`) runs in a process of its own
-(:class:`~scenarios.server_process.ServerProcess`), and so does each crawl (its own
-connection to its store, its own worker threads); this process releases the periods, runs the
-nightly pipeline, samples freshness and prints progress. Python threads of one process share
-one interpreter lock: with everything in one process each crawl was held to about 50 pages a
-second. Every child stops when told, or by itself when this process goes away; a Ctrl-C
-(SIGINT, which the children ignore) stops them all.
+Each side runs the production loop: ``crawlplan serve`` (the worker API over its store, which
+releases each plan period's work on time: :func:`service.api.app.create_app`), ``crawlplan
+worker --api`` (a worker pool that leases and reports over HTTP with a bearer token:
+:class:`crawler.remote.RemoteWorkQueue`), and ``crawlplan nightly`` once per cycle
+(:func:`service.nightly.run_nightly`, run here). The uniform side's worker API releases every
+page a whole interval after its last fetch (``due_share`` 1.0), a strict round robin.
+
+Processes: each side's web server (the same web, deterministic from its
+:class:`~scenarios.synthetic_web.WebConfig`: :class:`~scenarios.server_process.
+ServerProcess`), worker API and worker pool run in processes of their own; this process runs
+the nightly pipeline, samples freshness, counts the releases each worker API reports and
+prints progress. Python threads of one process share one interpreter lock: with everything in
+one process each crawl was held to about 50 pages a second. Every child stops when told, or
+by itself when this process goes away; a Ctrl-C (SIGINT, which the children ignore) stops
+them all.
 
 Every period both repositories are scored against the web's ground truth (the share of pages
 whose stored copy is current); politeness is checked on each server's own request log and
@@ -32,7 +39,9 @@ from __future__ import annotations
 import csv
 import math
 import multiprocessing
+import secrets
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -50,7 +59,7 @@ import numpy as np
 from sqlalchemy import func, select
 
 from crawler.urls import normalize_url, origin_of
-from crawler.worker import CrawlSettings, CrawlStats, run_crawl
+from crawler.worker import CrawlSettings, CrawlStats, run_workers
 from estimators.buckets import BucketScale
 from planner.cycle.due_urls import DUE_SHARE
 from scenarios.demo_report import plot_freshness, reference_freshness, share_of_gain
@@ -61,8 +70,8 @@ from scenarios.web_server import LoggedRequest
 from service.config import Settings, load_settings
 from service.crawl_progress import progress_line
 from service.nightly import NightlyReport, NightlySettings, cycle_start, run_nightly
-from service.pipeline import release_period
-from store import Database, LeasePolicy, LeaseQueue, add_pages, open_database, upgrade_schema
+from service.pipeline import ReleaseSummary
+from store import Database, add_pages, open_database, upgrade_schema
 from store.models import OBSERVATIONS, PAGES
 from store.plans import latest_plan, plan_detail
 
@@ -166,19 +175,8 @@ class DemoReport:
 
 
 # -- the crawl processes ---------------------------------------------------------------------
-def _crawl_main(
-    db_url: str,
-    crawl: CrawlSettings,
-    policy: LeasePolicy,
-    workers: int,
-    control: Connection,
-    results: Connection,
-) -> None:
-    """A crawl process: open the store, wait for "go", crawl until "stop" (or until the
-    parent goes away), sending the counters every half second and once more at the end."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it tells us to stop
-    stop = threading.Event()
-    stats = CrawlStats()
+def _sender(results: Connection, stop: threading.Event) -> Callable[[str, Any], None]:
+    """Send one message to the parent (thread-safe); a parent gone away sets ``stop``."""
     sending = threading.Lock()
 
     def send(kind: str, payload: Any) -> None:
@@ -188,8 +186,74 @@ def _crawl_main(
             except (BrokenPipeError, OSError):
                 stop.set()  # nobody listens any more
 
+    return send
+
+
+def _api_main(
+    db_url: str, options: dict[str, Any], control: Connection, results: Connection
+) -> None:
+    """A worker API process, what ``crawlplan serve`` runs: the app over the store, with its
+    period releaser, on a loopback port of its own (sent as "ready"); every release it makes
+    is sent to the parent, and it serves until "stop" (or until the parent goes away)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it tells us to stop
+    stop = threading.Event()
+    send = _sender(results, stop)
+    db: Database | None = None
     try:
+        import uvicorn
+
+        from service.api.app import ApiSettings, create_app
+
         db = open_database(db_url)
+        app = create_app(
+            db, ApiSettings(**options, on_release=lambda summary: send("release", summary))
+        )
+        sock = socket.create_server(("127.0.0.1", 0))
+        server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", timeout_keep_alive=5, lifespan="on")
+        )
+    except BaseException:
+        send("error", traceback.format_exc())
+        if db is not None:
+            db.engine.dispose()
+        return
+
+    def watch() -> None:
+        with suppress(EOFError, OSError):  # EOF: the parent is gone
+            control.recv()  # "stop"
+        server.should_exit = True
+
+    threading.Thread(target=watch, name="demo-control", daemon=True).start()
+    send("ready", int(sock.getsockname()[1]))
+    try:
+        with sock:
+            server.run(sockets=[sock])
+    except BaseException:
+        send("error", traceback.format_exc())
+    else:
+        send("done", {})
+    finally:
+        db.engine.dispose()
+
+
+def _worker_main(
+    api_url: str,
+    token: str,
+    crawl: CrawlSettings,
+    workers: int,
+    control: Connection,
+    results: Connection,
+) -> None:
+    """A worker pool process, what ``crawlplan worker --api`` runs: wait for "go", lease and
+    report through the worker API at ``api_url`` until "stop" (or until the parent goes away),
+    sending the counters every half second and once more at the end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it tells us to stop
+    stop = threading.Event()
+    stats = CrawlStats()
+    send = _sender(results, stop)
+    try:
+        from crawler.remote import RemoteWorkQueue
+
         send("ready", None)
         if control.recv() != "go":
             return
@@ -211,8 +275,12 @@ def _crawl_main(
     threading.Thread(target=watch, name="demo-control", daemon=True).start()
     threading.Thread(target=report, name="demo-report", daemon=True).start()
     try:
-        run_crawl(
-            db, lambda: LeaseQueue(db, policy), crawl, workers=workers, stop=stop, stats=stats
+        run_workers(
+            lambda: RemoteWorkQueue(api_url, token),
+            crawl,
+            workers=workers,
+            stop=stop,
+            stats=stats,
         )
     except BaseException:
         send("error", traceback.format_exc())
@@ -220,7 +288,6 @@ def _crawl_main(
         send("done", _counters(stats))
     finally:
         stop.set()
-        db.engine.dispose()
 
 
 def _counters(stats: CrawlStats) -> dict[str, int]:
@@ -228,27 +295,24 @@ def _counters(stats: CrawlStats) -> dict[str, int]:
         return {name: int(getattr(stats, name)) for name in _COUNTERS}
 
 
-class _CrawlProcess:
-    """The parent's handle on one crawl process: its latest counters, its stop."""
+class _Child:
+    """The parent's handle on one child process (a worker API or a worker pool): what it sent
+    when ready, its latest counters, the releases it reported, its stop."""
 
     def __init__(
-        self,
-        name: str,
-        db_url: str,
-        crawl: CrawlSettings,
-        policy: LeasePolicy,
-        workers: int,
-        start_method: str,
+        self, what: str, name: str, target: Callable[..., None], args: tuple[Any, ...], method: str
     ) -> None:
-        ctx = context(start_method)
+        ctx = context(method)
         control_reader, self._control = ctx.Pipe(duplex=False)
         self._results, results_writer = ctx.Pipe(duplex=False)
-        self.name = name
+        self.label = f"the {name} {what}"
         self.stats = CrawlStats()
+        self.ready: Any = None
+        self._releases: list[ReleaseSummary] = []
         self.process: BaseProcess = ctx.Process(
-            target=_crawl_main,
-            args=(db_url, crawl, policy, workers, control_reader, results_writer),
-            name=f"demo-crawl-{name}",
+            target=target,
+            args=(*args, control_reader, results_writer),
+            name=f"demo-{what.replace(' ', '-')}-{name}",
             daemon=True,
         )
         self.process.start()
@@ -256,38 +320,50 @@ class _CrawlProcess:
         results_writer.close()
         self._done = False
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = 120.0) -> Any:
+        """What the child sent when ready (raises if it did not start in ``timeout`` s)."""
         if not self._results.poll(timeout):
-            raise RuntimeError(f"the {self.name} crawl process did not start in {timeout:g} s")
+            raise RuntimeError(f"{self.label} process did not start in {timeout:g} s")
         self._receive(self._results.recv())
+        return self.ready
 
     def go(self) -> None:
         self._control.send("go")
         self.stats.started = time.monotonic()
 
     def poll(self) -> CrawlStats:
-        """The latest counters (raises if the crawl process failed or died)."""
+        """The latest counters (raises if the child failed or died)."""
         try:
             while not self._done and self._results.poll():
                 self._receive(self._results.recv())
         except EOFError:
             self._done = True
         if not self._done and not self.process.is_alive():
-            raise RuntimeError(f"the {self.name} crawl process died (exit {self.process.exitcode})")
+            raise RuntimeError(f"{self.label} process died (exit {self.process.exitcode})")
         return self.stats
+
+    def releases(self) -> list[ReleaseSummary]:
+        """The releases reported since the last call."""
+        self.poll()
+        taken, self._releases = self._releases, []
+        return taken
 
     def _receive(self, message: tuple[str, Any]) -> None:
         kind, payload = message
         if kind == "error":
             self._done = True
-            raise RuntimeError(f"the {self.name} crawl failed:\n{payload}")
-        if kind in ("stats", "done"):
+            raise RuntimeError(f"{self.label} failed:\n{payload}")
+        if kind == "ready":
+            self.ready = payload
+        elif kind == "release":
+            self._releases.append(payload)
+        elif kind in ("stats", "done"):
             for name, value in payload.items():
                 setattr(self.stats, name, value)
         self._done = kind == "done"
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Ask the crawl to stop, take its last counters, end the process (terminated, then
+        """Ask the child to stop, take its last counters, end the process (terminated, then
         killed, if it does not end in time)."""
         with suppress(BrokenPipeError, OSError):
             self._control.send("stop")
@@ -431,18 +507,23 @@ class _Side:
     server: ServerProcess
     nightly: NightlySettings
     by_url: dict[str, int] = field(default_factory=dict)
-    crawl: _CrawlProcess | None = None
+    api: _Child | None = None
+    crawl: _Child | None = None
 
 
 @contextmanager
 def _children(sides: list[_Side]) -> Iterator[None]:
-    """Stop every crawl process, then every server, however the block ends."""
+    """Stop every worker pool, then every worker API, then every web server, however the
+    block ends."""
     try:
         yield
     finally:
         for side in sides:
             if side.crawl is not None:
                 side.crawl.stop()
+        for side in sides:
+            if side.api is not None:
+                side.api.stop()
         for side in sides:
             side.server.stop()
 
@@ -470,16 +551,28 @@ def run_demo(
     say(
         f"synthetic web: {demo.hosts} hosts x {demo.pages} pages = {n_pages:,} pages on "
         f"127.0.0.1 (one port per host), change rates {demo.rate_low:g}-{demo.rate_high:g} "
-        "per second; starting its two servers and the two crawls, each in a process of its own"
+        "per second; starting, for each crawl, its web server, its worker API (crawlplan serve) "
+        "and its worker pool (crawlplan worker --api), each in a process of its own"
     )
     method = _start_method()
     sides = [_side(name, directory, config, demo.seed, nightly, method) for name in _NAMES]
-    policy = settings.lease_policy
+    token = secrets.token_urlsafe(24)
     with _children(sides):
         for side in sides:
             side.server.launch()
-        for side in sides:  # the crawl processes import and open their stores meanwhile
-            side.crawl = _CrawlProcess(side.name, side.db_url, crawl, policy, demo.workers, method)
+        for side in sides:  # the worker APIs import and open their stores meanwhile
+            options = {
+                "tokens": (token,),
+                "policy": settings.lease_policy,
+                "min_delay_seconds": _MIN_DELAY,
+                "allow_private": True,
+                # checks for a new period at least ten times a period (and at its start)
+                "release_every": demo.period / 10,
+                # the uniform side is a strict round robin: every page due a whole interval
+                # after its last fetch (its plan gives every class one rate)
+                "due_share": 1.0 if side.name == "uniform" else DUE_SHARE,
+            }
+            side.api = _Child("worker API", side.name, _api_main, (side.db_url, options), method)
         web = SyntheticWeb(config)  # the parent's copy, for ground truth
         truth = _Truth(web)
         for side in sides:
@@ -489,12 +582,16 @@ def run_demo(
             f"both stores seeded with the web's {n_pages:,} URLs (a sitemap); budget: "
             f"{budget:,} crawls per {demo.period:g} s period for each crawl "
             f"({budget * demo.periods / n_pages:.2f} per page per cycle of {demo.periods} "
-            "periods); crawlplan solves the "
-            f"WebFountain plan each cycle, uniform crawls every page alike (every "
-            f"{revisit:.0f} s), both through the same releases"
+            "periods); crawlplan plans each cycle (crawlplan nightly), uniform crawls every "
+            f"page alike (every {revisit:.0f} s), both released on time by their worker APIs"
         )
         for side in sides:
             report.plans += run_nightly(side.db, side.nightly).status == "published"
+        for side in sides:  # each worker pool leases through its side's worker API
+            assert side.api is not None
+            url = f"http://127.0.0.1:{side.api.wait_ready()}"
+            args = (url, token, crawl, demo.workers)
+            side.crawl = _Child("worker pool", side.name, _worker_main, args, method)
         for side in sides:
             assert side.crawl is not None
             side.crawl.wait_ready()
@@ -601,9 +698,10 @@ def _cycles(
     started: float,
     plan_start: datetime,
 ) -> None:
-    """Crawl for ``demo.cycles`` cycles: release each period, sample freshness at each period
-    end, run the nightly pipeline at each cycle end (both stores at once, each in a thread;
-    a store's next period is released as soon as its own plan is published)."""
+    """Crawl for ``demo.cycles`` cycles: sample freshness at each period end, run the nightly
+    pipeline at each cycle end (both stores at once, each in a thread), and count the
+    releases each side's worker API makes (each period on time, a new plan's first period as
+    soon as it is published and scheduled)."""
     total = demo.cycles * demo.periods
     fetched_before = dict.fromkeys(_NAMES, 0)
     for name in _NAMES:
@@ -621,29 +719,9 @@ def _cycles(
                         if not pending[side.name].done():
                             continue
                         _nightly_done(side, pending.pop(side.name).result(), report, say)
-                    # The uniform side is a strict round robin: every page due a whole
-                    # interval after its last fetch (its plan gives every class one rate).
-                    summary = release_period(
-                        side.db,
-                        min_delay_seconds=_MIN_DELAY,
-                        due_share=1.0 if side.name == "uniform" else DUE_SHARE,
-                    )
-                    if summary.status == "released" and summary.starts_at is not None:
-                        # Counted in the plan period released (the clocks may differ by a
-                        # few milliseconds at a boundary), which is the demo's period.
-                        index = round((summary.starts_at - plan_start) / period_length)
-                        index = min(max(index, 0), total - 1)
-                        report.released[side.name][index] += summary.released
-                        # ReleaseSummary.carried_over comes with the released-pages work
-                        # (store migration 0008); 0 where the pipeline does not report it.
-                        queued = int(getattr(summary, "carried_over", 0))
-                        report.carried_over[side.name][index] = queued
-                        short = report.short.setdefault(side.name, {})
-                        for gap in summary.shortfalls:
-                            short[gap.reason] = short.get(gap.reason, 0) + gap.quota - gap.chosen
-                        report.spilled[side.name] = report.spilled.get(side.name, 0) + sum(
-                            summary.spilled.values()
-                        )
+                    assert side.api is not None
+                    for summary in side.api.releases():
+                        _count_release(report, side.name, summary, plan_start, period_length)
                     assert side.crawl is not None
                     side.crawl.poll()
                 time.sleep(min(0.25, max(left, 0.0)))
@@ -666,6 +744,28 @@ def _cycles(
         for side in sides:
             if side.name in pending:
                 _nightly_done(side, pending.pop(side.name).result(), report, say)
+
+
+def _count_release(
+    report: DemoReport,
+    name: str,
+    summary: ReleaseSummary,
+    plan_start: datetime,
+    period_length: timedelta,
+) -> None:
+    """Count one release a side's worker API made in the demo period it released."""
+    if summary.starts_at is None:
+        return
+    # Counted in the plan period released (the clocks may differ by a few milliseconds at
+    # a boundary), which is the demo's period.
+    total = len(report.released[name])
+    index = min(max(round((summary.starts_at - plan_start) / period_length), 0), total - 1)
+    report.released[name][index] += summary.released
+    report.carried_over[name][index] = summary.carried_over
+    short = report.short.setdefault(name, {})
+    for gap in summary.shortfalls:
+        short[gap.reason] = short.get(gap.reason, 0) + gap.quota - gap.chosen
+    report.spilled[name] = report.spilled.get(name, 0) + sum(summary.spilled.values())
 
 
 def _nightly_done(

@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select, update
 
 from crawler.worker import CrawlStats
@@ -133,3 +134,32 @@ def test_api_server_releases_each_period_within_one_percent_of_its_start(db: Dat
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
         late = (at - (start + (period - 1) * period_s * _S)).total_seconds()
         assert 0 <= late < 0.01 * period_s, f"period {period} released {late:.4f} s late"
+
+
+def test_api_server_reports_each_release_it_makes(db: Database) -> None:
+    """``on_release`` hears of every release the server's releaser made (what ``crawlplan
+    demo`` counts), and only of releases: the periods and pages the store recorded."""
+    period_s, periods = 1.0, 3
+    start = _plan_of_short_periods(db, period_s, periods)
+    heard: list[ReleaseSummary] = []
+    settings = ApiSettings(
+        tokens=(TOKEN,), release_every=5.0, min_delay_seconds=0.1, on_release=heard.append
+    )
+    with ApiServer(db, settings):
+        end = start + periods * period_s * _S
+        while datetime.now(UTC) < end:
+            time.sleep(0.2)
+    with db.read() as conn:
+        recorded = dict(
+            conn.execute(select(PERIOD_RELEASES.c.period, PERIOD_RELEASES.c.pages)).tuples().all()
+        )
+    assert sorted(recorded) == list(range(1, periods + 1))
+    assert {s.period: s.released for s in heard} == recorded
+    assert all(s.status == "released" for s in heard)
+
+
+def test_api_settings_refuse_a_due_share_outside_zero_to_one() -> None:
+    for share in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="due_share"):
+            ApiSettings(tokens=(TOKEN,), due_share=share)
+    assert ApiSettings(tokens=(TOKEN,), due_share=1.0).due_share == 1.0

@@ -106,9 +106,15 @@ def _period_releaser(
             while not stop.is_set():
                 wait = every
                 try:
-                    summary = release_period(db, min_delay_seconds=settings.min_delay_seconds)
+                    summary = release_period(
+                        db,
+                        min_delay_seconds=settings.min_delay_seconds,
+                        due_share=settings.due_share,
+                    )
                     if (spilled := summary.spill_line()) is not None:
                         log.info("%s", spilled)
+                    if settings.on_release is not None and summary.status == "released":
+                        settings.on_release(summary)
                     wait = timer.wait_after(summary, datetime.now(UTC))
                 except Exception as error:
                     log.warning("period release failed: %s", error)
