@@ -3,8 +3,9 @@
 Run as a script (``python tests/benchmarks/live_loop.py``; not part of ``make bench``: it
 takes about three minutes a run). For each world of :data:`service.demo.WORLDS` (the demo's
 web, and worlds built to differ from it) and each seed it runs ``crawlplan demo``'s loop
-(:func:`service.demo.run_demo`: the nightly pipeline every cycle, period releases, leasing
-workers in a process of their own, each crawl against its own server) and prints one row:
+(:func:`service.demo.run_demo`: the production loop, with the nightly pipeline every cycle,
+each side's worker API releasing its periods and its worker pool leasing over HTTP, each in a
+process of its own, each crawl against its own server) and prints one row:
 
 * steady-state freshness (mean of the samples after the warm-up: at least one uniform
   revisit of every page) of crawlplan and of the uniform recrawl;
