@@ -83,7 +83,7 @@ _NAMES = ("crawlplan", "uniform")
 _MIN_DELAY = 0.05
 #: The server log's clock resolution against the crawler's waits, seconds.
 _CLOCK = 0.005
-#: CrawlStats counters a crawl process sends back.
+#: CrawlStats counters a worker pool process sends back.
 _COUNTERS = tuple(f.name for f in fields(CrawlStats) if f.name not in ("started", "lock"))
 
 
@@ -174,7 +174,7 @@ class DemoReport:
     elapsed: float = 0.0
 
 
-# -- the crawl processes ---------------------------------------------------------------------
+# -- the child processes ---------------------------------------------------------------------
 def _sender(results: Connection, stop: threading.Event) -> Callable[[str, Any], None]:
     """Send one message to the parent (thread-safe); a parent gone away sets ``stop``."""
     sending = threading.Lock()
@@ -499,7 +499,8 @@ def _host_delays(config: WebConfig, min_delay: float) -> np.ndarray:
 
 @dataclass
 class _Side:
-    """One of the two crawls: its store, its server, its crawl process, its nightly."""
+    """One of the two crawls: its store, its web server, its worker API and worker pool
+    processes, its nightly settings."""
 
     name: str
     db: Database
