@@ -6,9 +6,17 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scenarios.synthetic_web import SyntheticWeb
 
-__all__ = ["ChangeDetection", "repository_freshness", "score_change_detection", "smallest_gaps"]
+__all__ = [
+    "ChangeDetection",
+    "repository_freshness",
+    "score_change_detection",
+    "smallest_gaps",
+    "time_averaged_freshness",
+]
 
 
 @dataclass(frozen=True)
@@ -69,3 +77,42 @@ def repository_freshness(web: SyntheticWeb, fetched_at: Mapping[int, float], t: 
         1 for p in alive if p in fetched_at and web.version(p, fetched_at[p]) == web.version(p, t)
     )
     return fresh / len(alive)
+
+
+def time_averaged_freshness(
+    web: SyntheticWeb, served: Mapping[int, Sequence[float]], start: float, end: float
+) -> float:
+    """The repository's freshness averaged over the time from ``start`` to ``end`` (seconds
+    since the web's epoch), exactly: the integral over that time of the live pages whose copy
+    is current, over the integral of the live pages.
+
+    ``served[page]`` are the server times (s) at which the page was served (200 or 304): from
+    each on the crawler holds the version of that moment, until the page changes
+    or is served again. A page never served before a moment is not fresh at it.
+
+    Why not the mean of freshness samples: a crawl releases its pages at the start of each
+    period and fetches most of them within seconds, so samples taken at the ends of the
+    periods all find the copies at their oldest in the period; their mean lies below the time
+    average, by more for a crawl that spends more of its fetches on fast pages. The
+    references computed from the true rates (:func:`scenarios.demo_report.periodic_freshness`)
+    are time averages, and so is this.
+    """
+    if end <= start:
+        raise ValueError(f"the window must have end > start, got {start} .. {end}")
+    lo = np.maximum(web.born, start)
+    hi = np.minimum(web.dies, end)
+    exposure = float(np.clip(hi - lo, 0.0, None).sum())
+    if exposure <= 0:
+        return 1.0
+    fresh = 0.0
+    for page, times in served.items():
+        if not len(times) or lo[page] >= hi[page]:
+            continue
+        at = np.sort(np.asarray(times, dtype=float))
+        changes = web.change_times(page)
+        following = np.searchsorted(changes, at, side="right")
+        stale_from = np.append(changes, np.inf)[following]
+        until = np.minimum(np.append(at[1:], np.inf), stale_from)
+        span = np.minimum(until, hi[page]) - np.maximum(at, lo[page])
+        fresh += float(span[span > 0].sum())
+    return fresh / exposure

@@ -63,7 +63,11 @@ from crawler.worker import CrawlSettings, CrawlStats, run_workers
 from estimators.buckets import BucketScale
 from planner.cycle.due_urls import DUE_SHARE
 from scenarios.demo_report import plot_freshness, reference_freshness, share_of_gain
-from scenarios.ground_truth import score_change_detection, smallest_gaps
+from scenarios.ground_truth import (
+    score_change_detection,
+    smallest_gaps,
+    time_averaged_freshness,
+)
 from scenarios.server_process import ServerProcess, context, end_process
 from scenarios.synthetic_web import HostBehavior, SyntheticWeb, WebConfig
 from scenarios.web_server import LoggedRequest
@@ -161,9 +165,12 @@ class DemoReport:
     min_delay: float = 0.0
     #: Cycles of warm-up (at least one uniform revisit of every page) before the steady state.
     warmup_cycles: int = 0
-    #: Steady-state freshness (mean of the samples after the warm-up), measured per crawl,
-    #: and the references computed from the true rates at the same budget.
+    #: Steady-state freshness (time-averaged from the end of the warm-up to the last sample,
+    #: from each crawl's server log and the true change times), measured per crawl, the mean
+    #: of its period-end samples over the same time, and the references computed from the
+    #: true rates at the same budget.
     steady: dict[str, float] = field(default_factory=dict)
+    sampled: dict[str, float] = field(default_factory=dict)
     uniform_computed: float = float("nan")
     optimum: float = float("nan")
     detection: str = ""
@@ -621,7 +628,7 @@ def run_demo(
     logs = {side.name: side.server.log for side in sides}
     delays = _host_delays(config, crawl.politeness.min_delay)
     _checks(report, web, sides[0], logs, delays, say)
-    _steady_state(report, demo, web, delays, say)
+    _steady_state(report, demo, web, delays, logs, say)
     _quotas(report, sides[0].db)
     _page_table(directory / "pages.csv", report, demo, web, sides)
     report.elapsed = time.monotonic() - began
@@ -867,11 +874,17 @@ def _steady_state(
     demo: DemoSettings,
     web: SyntheticWeb,
     delays: np.ndarray,
+    logs: dict[str, list[LoggedRequest]],
     say: Callable[[str], None],
 ) -> None:
     """Steady-state freshness of both crawls after the warm-up, beside the references
     computed from the true rates at the same budget (per period; each host's polite
-    capacity bounds the optimum) and crawlplan's share of the optimum's gain."""
+    capacity bounds the optimum) and crawlplan's share of the optimum's gain.
+
+    The measure is the time average over the steady state, from each crawl's server log
+    (:func:`scenarios.ground_truth.time_averaged_freshness`), as the references are; the mean
+    of the period-end samples (:attr:`DemoReport.sampled`) finds every copy at its oldest in
+    its period and lies below it."""
     revisit = web.n_pages * demo.period / demo.budget
     report.warmup_cycles = math.ceil(revisit / (demo.period * demo.periods) - 1e-9)
     ref = reference_freshness(
@@ -890,7 +903,11 @@ def _steady_state(
         )
         return
     for name, series in (("crawlplan", report.planned), ("uniform", report.uniform)):
-        report.steady[name] = float(np.mean(series[first:]))
+        report.sampled[name] = float(np.mean(series[first:]))
+        times = report.server_seconds[name]
+        start = times[first - 1] if first > 0 else times[0] - demo.period
+        served = _served(web, logs[name])
+        report.steady[name] = time_averaged_freshness(web, served, start, times[-1])
 
 
 def _steady_line(report: DemoReport) -> str:
@@ -900,7 +917,9 @@ def _steady_line(report: DemoReport) -> str:
     return (
         f"Steady state (cycles {report.warmup_cycles + 1}-{len(report.cycles)}, after "
         f"{report.warmup_cycles} cycles of warm-up): freshness crawlplan {planned:.3f}, uniform "
-        f"recrawl {uniform:.3f} (computed {report.uniform_computed:.3f}), optimum at this "
+        f"recrawl {uniform:.3f} (computed {report.uniform_computed:.3f}; time averages, the "
+        f"period-end samples give {report.sampled['crawlplan']:.3f} and "
+        f"{report.sampled['uniform']:.3f}), optimum at this "
         f"budget {report.optimum:.3f} (computed from the true rates); crawlplan's share of the "
         f"optimum's gain over uniform: {share:.0%} (of the computed gain, optimum - computed "
         f"uniform: {computed:.0%})."
@@ -1148,17 +1167,24 @@ def _merged_quota_rows(report: DemoReport, small: float = 5.0) -> list[str]:
     return rows
 
 
+def _served(web: SyntheticWeb, log: list[LoggedRequest]) -> dict[int, list[float]]:
+    """Per synthetic page, the server times (s) at which the server served it (200 or 304),
+    in the log's order."""
+    served: dict[int, list[float]] = {}
+    for r in log:
+        page = web.page_at(r.host, r.path)
+        if page is not None and r.status in _ANSWERED:
+            served.setdefault(page, []).append(r.t)
+    return served
+
+
 def served_and_observed(
     database: Database, web: SyntheticWeb, by_url: dict[str, int], log: list[LoggedRequest]
 ) -> tuple[dict[int, list[float]], dict[int, list[bool | None]]]:
     """Per synthetic page: when the server served it, and what the crawler flagged.
 
     ``by_url`` maps each page's normalized URL (on this server's ports) to its page id."""
-    served: dict[int, list[float]] = {}
-    for r in log:
-        page = web.page_at(r.host, r.path)
-        if page is not None and r.status in _ANSWERED:
-            served.setdefault(page, []).append(r.t)
+    served = _served(web, log)
     observed: dict[int, list[bool | None]] = {}
     with database.read() as conn:
         rows = conn.execute(

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import func, select
 
 from scenarios.demo_report import periodic_freshness, reference_freshness, share_of_gain
-from scenarios.ground_truth import repository_freshness
+from scenarios.ground_truth import repository_freshness, time_averaged_freshness
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from service.demo import (
     WORLDS,
@@ -99,7 +99,8 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     # and no gap under a host's delay in either server's log.
     assert report.warmup_cycles == 2
     assert set(report.steady) == {"crawlplan", "uniform"}
-    assert report.steady["crawlplan"] == pytest.approx(float(np.mean(report.planned[6:])))
+    assert report.sampled["crawlplan"] == pytest.approx(float(np.mean(report.planned[6:])))
+    assert 0.0 < report.steady["crawlplan"] <= 1.0 and 0.0 < report.steady["uniform"] <= 1.0
     assert 0.0 < report.uniform_computed <= report.optimum < 1.0
     assert report.impolite == {"crawlplan": 0, "uniform": 0}
     assert report.disallowed == {"crawlplan": 0, "uniform": 0}
@@ -120,6 +121,43 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     for name in ("crawlplan", "uniform"):
         steady = sum(int(r[f"fetches_{name}"]) for r in rows)
         assert 0 < steady <= report.fetched[name]
+
+
+def test_time_averaged_freshness_of_one_page_is_its_fresh_share_of_the_window() -> None:
+    web = SyntheticWeb(WebConfig(hosts=1, pages_per_host=1, rate_low=0.05, rate_high=0.05))
+    changes = web.change_times(0)
+    c0, c1 = float(changes[0]), float(changes[1])  # two changes (horizon 3,600 s, 0.05/s)
+    # Served just before the first change, again halfway to the second: fresh from each
+    # fetch to the next change, stale between c0 and the second fetch and after c1.
+    a, b = c0 - 1.0, (c0 + c1) / 2
+    start, end = a - 2.0, c1 + 3.0
+    expected = ((c0 - a) + (c1 - b)) / (end - start)
+    assert time_averaged_freshness(web, {0: [b, a]}, start, end) == pytest.approx(expected)
+    assert time_averaged_freshness(web, {}, start, end) == 0.0
+    still = SyntheticWeb(WebConfig(hosts=1, pages_per_host=2, static_share=1.0))
+    assert still.change_times(0).size == 0  # a page that never changes: fresh once served
+    assert time_averaged_freshness(still, {0: [5.0]}, 0.0, 10.0) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="end > start"):
+        time_averaged_freshness(web, {0: [a]}, end, start)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_time_averaged_freshness_is_the_mean_of_dense_samples(seed: int) -> None:
+    """The exact integral against the instant scorer sampled every 0.05 s (pages born and
+    dying within the window too)."""
+    web = SyntheticWeb(
+        WebConfig(hosts=2, pages_per_host=8, born_share=0.3, dies_share=0.3, seed=seed)
+    )
+    rng = np.random.default_rng(seed)
+    served = {p: sorted(rng.uniform(0, 400, int(rng.integers(0, 6)))) for p in range(web.n_pages)}
+    grid = np.arange(100.0, 300.0, 0.05) + 0.025
+    alive = [sum(web.alive(p, t) for p in range(web.n_pages)) for t in grid]
+    fresh = []
+    for t in grid:
+        latest = {p: max(x for x in ts if x <= t) for p, ts in served.items() if ts and ts[0] <= t}
+        fresh.append(repository_freshness(web, latest, t) * alive[len(fresh)])
+    dense = sum(fresh) / sum(alive)
+    assert time_averaged_freshness(web, served, 100.0, 300.0) == pytest.approx(dense, abs=2e-3)
 
 
 def test_fast_freshness_matches_the_ground_truth_scorer() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from planner.model.instance import CrawlInstance, InstanceError
 from planner.model.paper_instances import bucket_lifetimes, paper_instance
-from planner.model.webfountain import build_model, simulate, uniform_crawl
+from planner.model.webfountain import build_model, round_robin_crawl, simulate, uniform_crawl
 from planner.model.weights import Strategy, strategy_weights, weights_from_mapping
 from planner.solver.ipopt import IPOPT_STATUS, SolveStatus
 from planner.solver.plan_solver import PlanSolver, solve_plan
@@ -85,6 +85,31 @@ def test_uniform_crawl_satisfies_every_constraint() -> None:
             assert body <= pyo.value(con.upper) + 1e-9 * scale, con.name
     traj = uniform_crawl(inst)
     assert np.all(traj.x <= traj.b + 1e-6)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_round_robin_fetches_new_pages_first_and_is_feasible(version: int) -> None:
+    inst = paper_instance(version, periods=6, buckets=5)
+    traj = round_robin_crawl(inst)
+    again = simulate(inst, traj.x, traj.z)
+    np.testing.assert_allclose(again.n, traj.n)
+    assert np.all(traj.x >= -1e-9) and np.all(traj.x <= traj.b + 1e-6)
+    assert np.all(traj.z <= np.concatenate([[inst.n0], traj.n[:-1]]) + 1e-6)
+    spent = (inst.crawl_cost * traj.x).sum(axis=0) + inst.new_crawl_cost * traj.z
+    assert np.all(spent <= inst.capacity * (1 + 1e-9))
+    for t in range(inst.periods):
+        waiting = inst.n0 if t == 0 else traj.n[t - 1]
+        room = inst.capacity[t] / inst.new_crawl_cost[t]
+        # every new page waiting is fetched before any re-crawl, as far as capacity goes
+        assert traj.z[t] == pytest.approx(min(waiting, room))
+        if waiting >= room:
+            assert np.allclose(traj.x[:, t], 0.0)
+        else:  # the rest of the capacity, the same fraction of every bucket
+            before = inst.b0 if t == 0 else traj.b[:, t - 1]
+            share = traj.x[:, t] / before
+            assert np.allclose(share, share[0])
+    # it drains the new pages no later than the uniform crawl does
+    assert np.cumsum(traj.z)[-1] >= np.cumsum(uniform_crawl(inst).z)[-1] - 1e-6
 
 
 def test_one_bucket_one_period_known_optimum() -> None:

@@ -37,7 +37,8 @@ has none).
 
 Steps: the instance over the populated classes (:func:`planner.cycle.plan_inputs.plan_inputs`);
 no fetched page yet: new pages up to capacity (:func:`~planner.cycle.plan_inputs.
-cold_start_cycle`); ``optimize = False``: the uniform crawl; else, over
+cold_start_cycle`); ``optimize = False``: the uniform crawl, a round robin (never-fetched
+pages first: :func:`~planner.model.webfountain.round_robin_crawl`); else, over
 ``model_horizon(periods, horizon)`` periods, the steady-rate model (``model = "steady"``, the
 default: :mod:`planner.model.steady_rates`, one convex solve, with the classes' rate beliefs
 ``CrawlMeasures.rate_shape`` and host caps when given) or the WebFountain model (``model =
@@ -74,7 +75,7 @@ from planner.cycle.plan_inputs import (
     warm_start,
 )
 from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
-from planner.model.webfountain import Trajectory, uniform_crawl
+from planner.model.webfountain import Trajectory, round_robin_crawl
 from planner.model.weights import ObjectiveWeights, strategy_weights
 from planner.solver.plan_solver import PlanSolution, PlanSolver
 from planner.solver.steady_solver import SteadySolution, solve_steady
@@ -397,7 +398,7 @@ def plan_cycle(
         return PlanOutcome(inputs, cycle, SolverRecord("cold start", note="no page fetched yet"))
     buckets = int(instance.buckets)
     if not settings.optimize:
-        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
+        cycle = cycle_from_trajectory(inputs, round_robin_crawl(instance), settings.periods)
         return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
     if settings.model == "steady":
         return _plan_steady(inputs, settings, measures.host_caps, measures.rate_shape)
@@ -426,7 +427,7 @@ def _failed(inputs: PlanInputs, settings: CycleSettings, record: SolverRecord) -
     instance = inputs.instance
     assert instance is not None
     if settings.fallback_uniform:
-        cycle = cycle_from_trajectory(inputs, uniform_crawl(instance), settings.periods)
+        cycle = cycle_from_trajectory(inputs, round_robin_crawl(instance), settings.periods)
         note = "the solve failed: the uniform crawl instead"
         return PlanOutcome(inputs, cycle, replace(record, fallback=True, note=note))
     return PlanOutcome(inputs, None, record)

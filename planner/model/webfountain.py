@@ -85,6 +85,7 @@ __all__ = [
     "build_model",
     "initialize_model",
     "read_trajectory",
+    "round_robin_crawl",
     "set_data",
     "simulate",
     "uniform_crawl",
@@ -339,6 +340,37 @@ def uniform_crawl(instance: CrawlInstance) -> Trajectory:
         work = float(instance.crawl_cost[:, t] @ b) + instance.new_crawl_cost[t] * n
         f = 1.0 if work <= 0 else min(1.0, float(instance.capacity[t]) / work)
         x[:, t], z[t] = f * b, f * n
+        n = n + float(instance.oldnwt[:, t] @ x[:, t]) + (instance.newnwt[t] - 1.0) * z[t]
+        n = max(n + instance.nconst, 0.0)
+        b = b + instance.p * z[t]
+    return simulate(instance, x, z)
+
+
+def round_robin_crawl(instance: CrawlInstance) -> Trajectory:
+    """The crawl a fixed-schedule crawler follows: every known page once a lap, the page
+    unvisited longest first, so never-fetched pages before every re-crawl.
+
+    In period t it fetches ``z = min(n[t-1], C[t] / d[t])`` new pages and then the same
+    fraction ``f = min(1, (C[t] - d[t] z) / sum_i c[i,t] b[i,t-1])`` of every bucket. Once the
+    new pages are drained it is :func:`uniform_crawl`; before, it finishes the first lap in
+    ``n0 d / C`` periods, where :func:`uniform_crawl`, crawling the same fraction of the new
+    pages as of every bucket, drains them geometrically and leaves some unfetched for many
+    laps. This is the uniform baseline the nightly run plans with ``optimize = False`` (the
+    simulator's ``uniform`` policy is the same round robin, page by page). The result is
+    feasible for the model.
+    """
+    B, T = instance.buckets, instance.periods
+    x = np.zeros((B, T))
+    z = np.zeros(T)
+    b, n = instance.b0.copy(), instance.n0
+    for t in range(T):
+        capacity = float(instance.capacity[t])
+        new_cost = float(instance.new_crawl_cost[t])
+        z[t] = min(n, capacity / new_cost) if new_cost > 0 else n
+        left = max(capacity - new_cost * z[t], 0.0)
+        work = float(instance.crawl_cost[:, t] @ b)
+        f = 1.0 if work <= 0 else min(1.0, left / work)
+        x[:, t] = f * b
         n = n + float(instance.oldnwt[:, t] @ x[:, t]) + (instance.newnwt[t] - 1.0) * z[t]
         n = max(n + instance.nconst, 0.0)
         b = b + instance.p * z[t]

@@ -7,8 +7,9 @@ web, and worlds built to differ from it) and each seed it runs ``crawlplan demo`
 each side's worker API releasing its periods and its worker pool leasing over HTTP, each in a
 process of its own, each crawl against its own server) and prints one row:
 
-* steady-state freshness (mean of the samples after the warm-up: at least one uniform
-  revisit of every page) of crawlplan and of the uniform recrawl;
+* steady-state freshness (time-averaged after the warm-up, at least one uniform revisit of
+  every page, from each server's request log and the true change times) of crawlplan and of
+  the uniform recrawl (a round robin, never-fetched pages first);
 * the references computed from the true rates at the same budget: the uniform recrawl and
   the freshness-optimal schedule (each host's polite capacity respected), and crawlplan's
   share of the optimum's gain over the measured uniform, ``(crawlplan - uniform) /
