@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -26,6 +28,7 @@ from crawler.signature import (
     simhash,
     visible_text,
 )
+from crawler.worker import IDLE_BACKOFF, CrawlSettings, CrawlStats, CrawlWorker
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = PolitenessPolicy(min_delay=1.0, max_delay=60.0, duration_factor=5.0)
@@ -241,3 +244,46 @@ def test_an_answer_without_a_page_is_compared_exactly() -> None:
     assert content_changed(moved, answer_signature("301 https://example.org/a/2")) is True
     assert content_changed(moved, page_signature("the page is back")) is True
     assert content_changed(None, moved) is None
+
+
+# -- the worker's idle wait ------------------------------------------------------------------
+class _Waits(threading.Event):
+    """A stop event that records each wait and returns at once, set after ``limit`` waits."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        if len(self.waits) >= self.limit:
+            self.set()
+        return self.is_set()
+
+
+class _EmptyThenWork:
+    """A queue with nothing to lease except on the calls in ``work_on`` (counted from 1)."""
+
+    def __init__(self, work_on: set[int]) -> None:
+        self.work_on = work_on
+        self.calls = 0
+
+    def lease(self, worker: str, *, max_urls: int) -> list[object]:
+        self.calls += 1
+        return [object()] if self.calls in self.work_on else []
+
+
+def test_an_idle_worker_backs_off_and_waits_short_again_once_it_leases_work() -> None:
+    class Worker(CrawlWorker):
+        def crawl_batch(self, leases: list[Any]) -> int:
+            return 0
+
+    stop = _Waits(limit=9)
+    queue = _EmptyThenWork(work_on={6})
+    settings = CrawlSettings(idle_sleep=0.2)
+    Worker(queue, "w", settings, stop=stop, stats=CrawlStats()).run()  # type: ignore[arg-type]
+    # doubling from idle_sleep to IDLE_BACKOFF x idle_sleep, then from idle_sleep again
+    top = IDLE_BACKOFF * 0.2
+    assert stop.waits == pytest.approx([0.2, 0.4, 0.8, top, top, 0.2, 0.4, 0.8, top])
+    assert queue.calls == 10
