@@ -26,6 +26,7 @@ __all__ = [
     "N_BUCKETS",
     "PRIOR_MAX_PAGES",
     "PRIOR_MIN_INTERVAL_PAGES",
+    "PRIOR_UNIDENTIFIED_SIGMA",
     "SATURATED_SHARE",
     "SMOOTHING_WEIGHT",
     "SOLVER_MAX_ITER",
@@ -91,6 +92,16 @@ PRIOR_MAX_PAGES = 5000
 #: Pages with a change/no-change interval from which on the prior is fitted to the intervals
 #: alone; below it, pages fetched once join the fit through a reliable Last-Modified.
 PRIOR_MIN_INTERVAL_PAGES = 100
+#: The population prior's sigma (natural-log units) while the pages' evidence cannot fit it:
+#: fewer than PRIOR_MIN_INTERVAL_PAGES pages with two or more intervals or a date (one
+#: interval says only changed or not, so one interval a page, all about as long as a round
+#: robin makes them, fits only the share of pages that changed, on a ridge of (mu, sigma)
+#: along which the fit slid to the lowest sigma allowed, 0.25, and shrank every page onto
+#: one rate). A spread of rates over two and a half decades (ln 10^2.5 / sqrt 12 for
+#: log-uniform rates; Cho & Garcia-Molina saw pages from daily to monthly and slower): in
+#: the simulator, 1 to 2 planned within 0.001 of freshness of each other on the demo's web
+#: and on fast pages with lying dates, 3 lost 0.003, 0.25 lost 0.003-0.004.
+PRIOR_UNIDENTIFIED_SIGMA = 1.5
 
 #: Last-Modified within this of the fetch time counts as "the fetch time" (a server stamping
 #: responses with now); later than the fetch by more than this is "in the future". One minute

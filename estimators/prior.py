@@ -23,6 +23,14 @@ Last-Modified ``d`` at ``t``: one change in ``A = t - d`` (the backward recurren
 Poisson process is exponential). That is what lets a store in cold start, every page fetched
 at most once, have a prior, and so estimates (``last_modified_eb``).
 
+``sigma`` needs pages that say more than whether they changed: one interval a page, all about
+as long (what a first round robin gives), fits only the share of pages that changed, which a
+ridge of ``(mu, sigma)`` pairs fits equally well; the fit slid along it to the smallest sigma
+allowed and shrank every page onto one rate, whatever its Last-Modified dates said. So while
+fewer than ``min_interval_pages`` pages have two or more intervals or dates (or single-fetch
+ages), ``sigma`` is held at ``unidentified_sigma`` (a spread of rates over decades,
+:data:`estimators.defaults.PRIOR_UNIDENTIFIED_SIGMA`) and ``mu`` alone is fitted.
+
 Exposure evidence joins the fit only while fewer than ``min_interval_pages`` (default 100)
 pages have an interval; from there on the fit is the intervals' alone, exactly as without it.
 Why not always: the interval evidence rests on content comparisons, a single date only on the
@@ -41,7 +49,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
-from estimators.defaults import PRIOR_MAX_PAGES, PRIOR_MIN_INTERVAL_PAGES
+from estimators.defaults import (
+    PRIOR_MAX_PAGES,
+    PRIOR_MIN_INTERVAL_PAGES,
+    PRIOR_UNIDENTIFIED_SIGMA,
+)
 from estimators.evidence import ChangeIntervals
 
 __all__ = ["LogNormalRatePrior"]
@@ -68,6 +80,10 @@ class LogNormalRatePrior:
     min_interval_pages : int
         From this many pages with a change/no-change interval on, :meth:`fit` ignores the
         exposure evidence it is given and fits the intervals alone (see the module docstring).
+        Also the pages with more than a changed-or-not to say (two or more intervals, or
+        dates) that ``sigma`` needs to be fitted.
+    unidentified_sigma : float
+        ``sigma`` while fewer pages than that can fit it: ``mu`` is then fitted alone.
 
     Attributes
     ----------
@@ -75,6 +91,8 @@ class LogNormalRatePrior:
         Mean of ``ln lambda`` (lambda per day).
     sigma_ : float
         Standard deviation of ``ln lambda``.
+    sigma_fitted_ : bool
+        Whether ``sigma_`` was fitted (False: ``unidentified_sigma``).
     n_pages_ : int
         Pages used in the fit.
     n_exposure_pages_ : int
@@ -92,8 +110,10 @@ class LogNormalRatePrior:
         sigma_range: tuple[float, float] = (0.25, 5.0),
         random_state: int = 0,
         min_interval_pages: int = PRIOR_MIN_INTERVAL_PAGES,
+        unidentified_sigma: float = PRIOR_UNIDENTIFIED_SIGMA,
     ) -> None:
         self.max_pages = max_pages
+        self.unidentified_sigma = unidentified_sigma
         self.grid_step = grid_step
         self.rate_range = rate_range
         self.sigma_range = sigma_range
@@ -110,6 +130,7 @@ class LogNormalRatePrior:
         prior.sigma_ = float(sigma)
         prior.n_pages_ = 0
         prior.n_exposure_pages_ = 0
+        prior.sigma_fitted_ = False
         prior.log_marginal_likelihood_ = math.nan
         return prior
 
@@ -197,23 +218,39 @@ class LogNormalRatePrior:
             marginal = scaled @ weights
             return -float(np.sum(np.log(np.maximum(marginal, 1e-300)))) - offset
 
+        # Pages whose evidence says more than changed or not: two or more intervals, dates.
+        identified = (
+            int(np.count_nonzero(sample.n_intervals >= 2)) + on_dates.size + c.size
+            >= self.min_interval_pages
+        )
         start = np.array(
             [
                 float(np.clip(np.median(np.log(rates)), lo_mu, hi_mu)),
                 float(np.clip(math.log(max(float(np.std(np.log(rates))), 0.5)), lo_s, hi_s)),
             ]
         )
-        result = optimize.minimize(
-            negative_log_marginal,
-            start,
-            method="L-BFGS-B",
-            bounds=[(lo_mu, hi_mu), (lo_s, hi_s)],
-        )
-        self.mu_ = float(result.x[0])
-        self.sigma_ = float(math.exp(result.x[1]))
+        if identified:
+            result = optimize.minimize(
+                negative_log_marginal,
+                start,
+                method="L-BFGS-B",
+                bounds=[(lo_mu, hi_mu), (lo_s, hi_s)],
+            )
+            mu, log_sigma, value = float(result.x[0]), float(result.x[1]), float(result.fun)
+        else:  # sigma fixed at unidentified_sigma, mu fitted alone
+            log_sigma = float(np.clip(math.log(self.unidentified_sigma), lo_s, hi_s))
+            best = optimize.minimize_scalar(
+                lambda m: negative_log_marginal(np.array([m, log_sigma])),
+                bounds=(lo_mu, hi_mu),
+                method="bounded",
+            )
+            mu, value = float(best.x), float(best.fun)
+        self.mu_ = mu
+        self.sigma_ = float(math.exp(log_sigma))
+        self.sigma_fitted_ = identified
         self.n_pages_ = int(sample.n_pages + on_dates.size + c.size)
         self.n_exposure_pages_ = int(c.size)
-        self.log_marginal_likelihood_ = -float(result.fun)
+        self.log_marginal_likelihood_ = -value
         return self
 
     def _exposure_pages(

@@ -150,6 +150,29 @@ def test_prior_recovers_a_lognormal_population() -> None:
     assert prior.sigma_ == pytest.approx(1.0, abs=0.1)
 
 
+def test_one_interval_a_page_fits_mu_with_sigma_held_and_the_share_that_changed() -> None:
+    """One equal-length interval per page says only what share of the pages changed: sigma
+    is held at ``unidentified_sigma`` (the fit used to slide to its lower bound, 0.25), and
+    mu is the one at which the prior predicts that share."""
+    rng = np.random.default_rng(SEED)
+    n, length = 3000, 10.0
+    rates = np.exp(rng.uniform(math.log(0.006), math.log(1.2), n))
+    changed = rng.random(n) < -np.expm1(-rates * length)
+    one = ChangeIntervals(np.arange(n), np.full(n, length), changed, n)
+    prior = LogNormalRatePrior(unidentified_sigma=1.5).fit(one)
+    assert not prior.sigma_fitted_ and prior.sigma_ == pytest.approx(1.5)
+    theta = np.linspace(-25.0, 15.0, 8001)
+    density = np.exp(-0.5 * ((theta - prior.mu_) / 1.5) ** 2)
+    predicted = float((-np.expm1(-np.exp(theta) * length) * density).sum() / density.sum())
+    assert predicted == pytest.approx(changed.mean(), abs=0.005)
+    # a second interval for enough pages identifies sigma: fitted again
+    k = LogNormalRatePrior().min_interval_pages
+    page = np.concatenate([np.arange(n), np.arange(k)])
+    again = rng.random(k) < -np.expm1(-rates[:k] * length)
+    two = ChangeIntervals(page, np.full(n + k, length), np.concatenate([changed, again]), n)
+    assert LogNormalRatePrior().fit(two).sigma_fitted_
+
+
 def test_prior_needs_some_evidence() -> None:
     with pytest.raises(ValueError, match="no page has"):
         LogNormalRatePrior().fit(ChangeIntervals.from_lists([[]], [[]]))

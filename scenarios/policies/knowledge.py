@@ -25,8 +25,11 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Pages sampled to fit the population prior of change rates at each refit.
 PRIOR_PAGES = 3000
-#: Rate refits between two fits of the population prior.
+#: Rate refits between two fits of the population prior, once it has settled: it is fitted
+#: again sooner whenever the pages with an interval have grown by half since its last fit.
 PRIOR_REFITS = 4
+#: Growth of the pages with a change/no-change interval that refits the prior at once.
+PRIOR_GROWTH = 1.5
 
 
 class RateKnowledge:
@@ -59,6 +62,7 @@ class RateKnowledge:
         self._rate: FloatArray | None = None
         self._fitted_at = -(10**9)
         self._prior: LogNormalRatePrior | None = None
+        self._prior_pages = 0
         self._fits = 0
         self._posterior: RatePosterior | None = None
         self._posterior_fit: GammaRatePosterior | None = None
@@ -140,11 +144,21 @@ class RateKnowledge:
         intervals = log.change_intervals()
         if intervals.page.size == 0:
             return np.full(log.n_pages, np.nan)
-        # The population prior moves slowly: it is refitted every PRIOR_REFITS refits only,
-        # on a sample of pages and a coarser grid than production's defaults (each fit costs
-        # about half a second).
-        if self._prior is None or self._fits % PRIOR_REFITS == 0:
+        # Production fits the population prior every night. Here, where each fit costs about
+        # half a second (on a sample of pages and a coarser grid than production's), it is
+        # refitted every PRIOR_REFITS refits once it has settled, and at once while the pages
+        # it can be fitted to still grow fast: a prior fitted in the first lap, to the few
+        # pages with an interval then, would otherwise hold every thin page's estimate for
+        # PRIOR_REFITS x refit_every periods (on a log-uniform web, 0.08-0.11 a period for
+        # pages from 0.01 to 10).
+        with_interval = int(np.count_nonzero(intervals.n_intervals))
+        if (
+            self._prior is None
+            or self._fits % PRIOR_REFITS == 0
+            or with_interval >= PRIOR_GROWTH * self._prior_pages
+        ):
             self._prior = LogNormalRatePrior(max_pages=PRIOR_PAGES, grid_step=0.1)
+            self._prior_pages = with_interval
         self._fits += 1
         estimator = ChangeRateEstimator(prior=self._prior)
         if self.last_modified == "ignore":
