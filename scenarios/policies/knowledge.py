@@ -150,12 +150,14 @@ class RateKnowledge:
         # it can be fitted to still grow fast: a prior fitted in the first lap, to the few
         # pages with an interval then, would otherwise hold every thin page's estimate for
         # PRIOR_REFITS x refit_every periods (on a log-uniform web, 0.08-0.11 a period for
-        # pages from 0.01 to 10).
+        # pages from 0.01 to 10). A prior whose sigma the evidence could not fit yet (held at
+        # its default) is refitted at every refit until it can.
         with_interval = int(np.count_nonzero(intervals.n_intervals))
         if (
             self._prior is None
             or self._fits % PRIOR_REFITS == 0
             or with_interval >= PRIOR_GROWTH * self._prior_pages
+            or not getattr(self._prior, "sigma_fitted_", True)
         ):
             self._prior = LogNormalRatePrior(max_pages=PRIOR_PAGES, grid_step=0.1)
             self._prior_pages = with_interval
