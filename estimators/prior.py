@@ -223,13 +223,13 @@ class LogNormalRatePrior:
             int(np.count_nonzero(sample.n_intervals >= 2)) + on_dates.size + c.size
             >= self.min_interval_pages
         )
-        start = np.array(
-            [
-                float(np.clip(np.median(np.log(rates)), lo_mu, hi_mu)),
-                float(np.clip(math.log(max(float(np.std(np.log(rates))), 0.5)), lo_s, hi_s)),
-            ]
-        )
         if identified:
+            start = np.array(
+                [
+                    float(np.clip(np.median(np.log(rates)), lo_mu, hi_mu)),
+                    float(np.clip(math.log(max(float(np.std(np.log(rates))), 0.5)), lo_s, hi_s)),
+                ]
+            )
             result = optimize.minimize(
                 negative_log_marginal,
                 start,

