@@ -43,6 +43,7 @@ from planner.cycle.due_urls import (
     DUE_SHARE,
     HOST_CAPACITY,
     NEW_PAGES,
+    RECRAWLS,
     Selection,
     Shortfall,
     select_due_pages,
@@ -350,6 +351,9 @@ def _choose(
     spill: bool,
     due_share: float | None,
 ) -> Selection:
+    """Choose the period's pages among the candidates read; ``due_share`` None: no due
+    intervals (every candidate of a quota bucket eligible), else the quotas pooled
+    (:func:`planner.cycle.due_urls.select_due_pages`, ``pooled``)."""
     parts = list(per_bucket.values())
 
     def column(name: str, dtype: type) -> npt.NDArray[Any]:
@@ -364,6 +368,7 @@ def _choose(
     delay = np.array(
         [max(min_delay_seconds, robots.get(h) or 0.0) for h in hosts.tolist()], dtype=float
     )
+    interval = _due_interval(work) if due_share is not None else None
     return select_due_pages(
         page_id=page_id,
         host_id=host_id,
@@ -382,8 +387,9 @@ def _choose(
         spill=spill,
         marginal=work.marginal,
         new_marginal=work.new_marginal,
-        due_interval=_due_interval(work) if due_share is not None else None,
+        due_interval=interval,
         due_share=due_share,
+        pooled=interval is not None,
     )
 
 
@@ -511,6 +517,10 @@ def _read_and_choose(
     left short while it has more candidates unread, and, while crawls are left to spill, the
     buckets (or new pages) they go to next (:func:`_spill_reads`)."""
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
+    interval = _due_interval(work) if due_share is not None else None
+    if interval is not None:  # pooled: every bucket with an interval may have due pages
+        for b in interval:
+            limits[b] = max(limits.get(b, 0), POOLED_READ)
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
     new = Candidates()
@@ -523,8 +533,12 @@ def _read_and_choose(
             new = new_page_candidates(db, new_limit, now=when)
         selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill, due_share)
         to_read, read_new = set(), False
+        if interval is not None and due_share is not None:
+            for b in _pooled_reads(per_bucket, selection, interval, due_share, work):
+                limits[b] *= 4
+                to_read.add(b)
         for short in selection.shortfalls:
-            if short.reason != HOST_CAPACITY:
+            if short.reason != HOST_CAPACITY or short.bucket == RECRAWLS:
                 continue
             if short.bucket == NEW_PAGES:
                 if not new.exhausted.get(NEW_PAGES, True):
@@ -548,6 +562,34 @@ def _read_and_choose(
 
 #: Every bucket a page can be in.
 _BUCKETS = range(256)
+
+#: Candidates read at least from every bucket with a planned interval when quotas are
+#: pooled: a bucket whose quota rounds to 0 this period still has pages due.
+POOLED_READ = 64
+
+
+def _pooled_reads(
+    per_bucket: dict[int, Candidates],
+    selection: Selection,
+    interval: dict[int, float],
+    share: float,
+    work: PeriodWork,
+) -> set[int]:
+    """The buckets to read further when quotas are pooled: those not read in full whose
+    last candidate read is due by the period's end and either was taken (the pages after it
+    may be as overdue as the ones taken) or could have been (the pooled total fell short)."""
+    short = any(s.bucket == RECRAWLS for s in selection.shortfalls)
+    taken = set(selection.page_id.tolist()) if not short else set()
+    end = _epoch(work.ends_at)
+    out = set()
+    for b, found in per_bucket.items():
+        if found.exhausted.get(b, True) or not found.page_id or b not in interval:
+            continue
+        if found.last_fetch_s[-1] + share * interval[b] >= end:
+            continue  # its last candidate read is not due: nothing unread is
+        if short or found.page_id[-1] in taken:
+            out.add(b)
+    return out
 
 
 def _spill_reads(

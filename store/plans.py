@@ -167,7 +167,7 @@ def publish_plan(db: Database, draft: PlanDraft, *, now: datetime | None = None)
                 "marginal": None if bucket not in p.marginal else float(p.marginal[bucket]),
             }
             for p in draft.periods
-            for bucket in sorted(set(p.quotas) | set(p.marginal))
+            for bucket in sorted(set(p.quotas) | set(p.marginal) | set(p.fractions))
         ]
         if quota_rows:
             conn.execute(QUOTAS.insert(), quota_rows)

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
 
-from planner.cycle.due_urls import HOST_CAPACITY, NEW_PAGES, NOT_ENOUGH_DUE
-from service.pipeline import ReleaseSummary, release_period
+from planner.cycle.due_urls import HOST_CAPACITY, NEW_PAGES, NOT_ENOUGH_DUE, RECRAWLS
+from service.pipeline import POOLED_READ, ReleaseSummary, release_period
 from store import (
     Database,
     FetchResult,
@@ -126,24 +126,45 @@ def _lease_all(db: Database, now: datetime) -> set[int]:
     return leased
 
 
-def test_quotas_take_due_pages_and_spill_to_due_pages_before_early_ones(db: Database) -> None:
+def test_pooled_quotas_take_the_most_overdue_pages_then_spill_to_early_ones(db: Database) -> None:
     # Periods of a day; a page is due once half its bucket's interval has passed by the
-    # period's end. Bucket 3: 12 pages, a third of them a period (an interval of 3 days); 6
-    # were fetched 2.5 days ago (due), 6 an hour ago. Bucket 8: a fifth a period (5 days);
-    # 1 fetched 3 days ago (due), 4 two hours ago (not due). Bucket 8 is worth more a crawl;
-    # its quota of 4 finds one due page and spills 3 crawls: 2 to bucket 3's due pages left,
-    # then 1 to bucket 8's soonest due page not due yet.
+    # period's end, and the quotas are pooled: their total (8) goes to the due pages most
+    # overdue for their bucket's interval, whatever each bucket's own quota. Bucket 3: 12
+    # pages, a third of them a period (an interval of 3 days); 6 were fetched 2.5 days ago
+    # (1.17 intervals by the period's end), 6 an hour ago (0.35: not due). Bucket 8: a fifth
+    # a period (5 days); 1 fetched 3 days ago (0.8 intervals: due), 4 two hours ago (not
+    # due). Bucket 3's quota of 4 does not cap it: all 6 of its due pages go, with bucket 8's
+    # one; the crawl left spills by value (bucket 8 is worth more) to bucket 8's soonest due
+    # page not due yet.
     old3 = _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
     new3 = _fetched(db, "b", 3, [T0 - timedelta(hours=1, minutes=i) for i in range(6)])
     due8 = _fetched(db, "c", 8, [T0 - 3 * DAY])
     recent8 = _fetched(db, "d", 8, [T0 - timedelta(hours=2, minutes=i) for i in range(4)])
     _plan(db, {3: 4, 8: 4}, marginal={3: 2.0, 8: 3.0}, fractions={3: 1 / 3, 8: 1 / 5})
     summary = release_period(db, now=T0, min_delay_seconds=0.0)
-    assert summary.by_bucket == {3: 4, 8: 1} and summary.released == 8
-    assert summary.spilled == {3: 2, 8: 1} and summary.unspent == 0
+    assert summary.by_bucket == {3: 6, 8: 1} and summary.released == 8
+    assert summary.spilled == {8: 1} and summary.unspent == 0
+    ((short,),) = [summary.shortfalls]
+    assert (short.bucket, short.quota, short.chosen) == (RECRAWLS, 8, 7)
     due = set(_due(db))
     assert set(old3) | set(due8) <= due and not set(new3) & due
     assert due & set(recent8) == {recent8[3]}  # fetched longest ago of the four
+
+
+def test_pooled_quotas_reach_a_bucket_whose_quota_rounded_to_nothing(db: Database) -> None:
+    # Bucket 5 is planned 0.4 crawls of each page a period, yet its quota rounded to 0 this
+    # period; its 100 pages are 3.6 intervals overdue by the period's end, more than a first
+    # read of a bucket takes (POOLED_READ). Bucket 3's quota of 100 has 150 pages due but
+    # only 0.75 of an interval old. The total goes to bucket 5's pages: the release reads it
+    # on once every page it read was taken.
+    overdue5 = _fetched(db, "e", 5, [T0 - 8 * DAY - timedelta(minutes=i) for i in range(100)])
+    old3 = _fetched(db, "a", 3, [T0 - 2 * DAY - timedelta(minutes=i) for i in range(150)])
+    _plan(db, {3: 100}, marginal={3: 1.0}, fractions={3: 1 / 4, 5: 0.4})
+    summary = release_period(db, now=T0, min_delay_seconds=0.0)
+    assert POOLED_READ < 100
+    assert summary.by_bucket == {5: 100} and summary.shortfalls == ()
+    due = set(_due(db))
+    assert set(overdue5) <= due and not due & set(old3)
 
 
 def test_without_due_every_page_of_a_bucket_is_eligible(db: Database) -> None:

@@ -18,6 +18,7 @@ from planner.cycle.due_urls import (
     host_capacity,
     select_due_pages,
 )
+from planner.cycle.quotas import integer_quotas
 
 
 def _select(
@@ -597,3 +598,93 @@ def test_spill_properties_on_random_instances(inst: dict[str, Any], data: Any) -
             mine = sorted((t, pid) for pid, _, bb, t in inst["cands"] if bb == b)[:q]
             assert set(sel.page_id[: sum(sel.chosen.values())].tolist()) >= {p for _, p in mine}
     assert np.all(sel.release_at >= inst["now"]) and np.all(sel.release_at < 100.0)
+
+
+# -- pooled quotas (what the service's releases do) ------------------------------------------
+
+
+def _crawls_per_bucket(pooled: bool, periods: int = 300) -> np.ndarray:
+    """Run releases period after period on a fixed plan and count each bucket's crawls.
+
+    Six buckets of 3, 5, 2, 40, 11 and 4 pages, planned x = 0.15, 0.5, 0.4, 1.6, 0.55, 0.8
+    crawls a period (4 in all); the quotas are what :func:`integer_quotas` makes of x every
+    period (the same whole numbers each time). Periods of 100 s; a chosen page is fetched at
+    its release time."""
+    sizes = [3, 5, 2, 40, 11, 4]
+    x = np.array([0.15, 0.5, 0.4, 1.6, 0.55, 0.8])
+    bucket = np.repeat(np.arange(1, 7), sizes)
+    n = bucket.size
+    page_id = np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(5)
+    last_fetch = -rng.uniform(0, 2000.0, n)
+    quotas_bt = integer_quotas(
+        x[:, None], np.zeros(1), np.ones((6, 1)), np.ones(1), np.array([10.0])
+    ).old[:, 0]
+    quotas = {b + 1: int(q) for b, q in enumerate(quotas_bt)}
+    interval = {b + 1: 100.0 * sizes[b] / x[b] for b in range(6)}
+    crawls = np.zeros(6, dtype=np.int64)
+    for t in range(periods):
+        start = 100.0 * t
+        sel = select_due_pages(
+            page_id=page_id,
+            host_id=page_id,
+            bucket=bucket,
+            last_fetch=last_fetch,
+            quotas=quotas,
+            new_page_id=np.zeros(0, np.int64),
+            new_host_id=np.zeros(0, np.int64),
+            new_quota=0,
+            host_ids=page_id,
+            host_delay=np.zeros(n),
+            start=start,
+            end=start + 100.0,
+            now=start,
+            spill=True,
+            due_interval=interval,
+            pooled=pooled,
+        )
+        assert sel.page_id.size == 4
+        last_fetch[sel.page_id] = sel.release_at
+        crawls += np.bincount(bucket[sel.page_id] - 1, minlength=6)
+    return crawls
+
+
+def test_pooled_quotas_crawl_every_bucket_at_its_planned_rate_however_it_rounds() -> None:
+    # Every period rounds the same way: buckets 1-3 (x = 0.15, 0.5, 0.4) get no quota and
+    # buckets 4-6 get 2, 1, 1. Pooled, each bucket still gets its x crawls a period.
+    x = np.array([0.15, 0.5, 0.4, 1.6, 0.55, 0.8])
+    pooled = _crawls_per_bucket(pooled=True)
+    assert np.all(np.abs(pooled - 300 * x) <= 0.03 * 300 * x + 2), pooled
+    # Quota by quota, the rounding decides: buckets 4-6 take 2, 1, 1 every period (their
+    # pages are always due at half an interval) and buckets 1-3 are never crawled.
+    per_quota = _crawls_per_bucket(pooled=False)
+    assert per_quota.tolist() == [0, 0, 0, 600, 300, 300]
+
+
+def test_pooled_takes_the_most_overdue_share_of_an_interval_first() -> None:
+    # Bucket 1 (interval 1000 s): pages fetched 1500 and 900 s before the period's end (1.5,
+    # 0.9 intervals); bucket 2 (interval 100 s): fetched 130 and 40 s before it (1.3, 0.4:
+    # not due at half). Two crawls: 1.5 and 1.3, not the oldest two.
+    pages = [(1, 1, 1, -1400.0), (2, 2, 1, -800.0), (3, 3, 2, -30.0), (4, 4, 2, 60.0)]
+    delays = dict.fromkeys(range(1, 5), 0.0)
+    arr = np.array(pages, dtype=float)
+    sel = select_due_pages(
+        page_id=arr[:, 0].astype(np.int64),
+        host_id=arr[:, 1].astype(np.int64),
+        bucket=arr[:, 2].astype(np.int64),
+        last_fetch=arr[:, 3],
+        quotas={1: 2},
+        new_page_id=np.zeros(0, np.int64),
+        new_host_id=np.zeros(0, np.int64),
+        new_quota=0,
+        host_ids=np.array(sorted(delays), dtype=np.int64),
+        host_delay=np.zeros(4),
+        start=0.0,
+        end=100.0,
+        now=0.0,
+        spill=True,
+        due_interval={1: 1000.0, 2: 100.0},
+        pooled=True,
+    )
+    assert sorted(sel.page_id.tolist()) == [1, 3]
+    assert sel.chosen == {1: 1, 2: 1} and sel.shortfalls == () and sel.spilled == {}

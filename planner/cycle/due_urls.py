@@ -39,6 +39,19 @@ it just after a visit. The crawls left spill to due pages
 and new pages by value, then to the pages not due yet (by value, each bucket's soonest due
 first).
 
+Pooled quotas (``pooled``, with ``due_interval``: what the service's releases do). The
+plan's quotas are whole pages a period, rounded from the model's fractional crawls x_it; a
+bucket of a few pages planned 0.2 crawls a period rounds to 0 every period, and one planned
+0.6 to 1, period after period: rounding alone starved the slow, small buckets and fed the
+others (on the live-loop protocol's simulated web the planner kept 12 % of the optimum's gain
+over a round robin, the page-level schedule on the same estimates 42 %). Pooled, the quotas
+give only the period's total; it goes to the due pages most overdue for their bucket's
+interval (the share of the interval elapsed by the window's end, highest first), whatever
+their bucket. A bucket's interval is its pages over its planned crawls, so each bucket is
+crawled at its planned rate however its crawls round, and the rounding is carried by each
+page's own last fetch (the planner then kept 42 %). What the due pages cannot use spills as
+above.
+
 Release times (when the lease queue may hand the page out, ``next_due_at``): never before
 ``now``; each bucket's chosen pages (its quota's, then those spilled to it) are spread
 evenly over the window from ``now`` in their order, the j-th of k at ``now + window j / k``,
@@ -63,7 +76,7 @@ epoch); arrays are 1-D, one entry per candidate page.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +87,7 @@ __all__ = [
     "HOST_CAPACITY",
     "NEW_PAGES",
     "NOT_ENOUGH_DUE",
+    "RECRAWLS",
     "Selection",
     "Shortfall",
     "host_capacity",
@@ -85,6 +99,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: ``Shortfall.bucket`` of the new-page quota.
 NEW_PAGES = -1
+#: ``Shortfall.bucket`` of the pooled re-crawl quota (``pooled``: every bucket's quota as one).
+RECRAWLS = -2
 #: Shortfall reasons.
 NOT_ENOUGH_DUE = "not enough due pages"
 HOST_CAPACITY = "host capacity"
@@ -299,6 +315,8 @@ def select_due_pages(
     new_marginal: float | None = None,
     due_interval: Mapping[int, float] | None = None,
     due_share: float | None = None,
+    pooled: bool = False,
+    kept: Collection[int] = (),
 ) -> Selection:
     """Choose the pages to release for the period [start, end) at ``now`` and their times.
 
@@ -344,6 +362,13 @@ def select_due_pages(
         page is the oldest it holds.
     due_share : the share of the interval after which a page is due (default
         :data:`DUE_SHARE`); 1.0 makes every class a strict round robin at its interval.
+    pooled : with ``due_interval``, the quotas are pooled (module docstring, "Pooled
+        quotas"): their total goes to the due pages most overdue for their class's interval,
+        whatever their bucket; ``chosen`` then counts each bucket's pages taken, and a total
+        not met is one shortfall of :data:`RECRAWLS`.
+    kept : with ``pooled``, the buckets whose quotas are not pooled: each takes its own due
+        pages, most overdue first, for its own quota, and no others (a politeness-bound
+        host's classes, whose capacity unused in a period is lost).
 
     Returns
     -------
@@ -391,10 +416,30 @@ def select_due_pages(
         if spill:
             everyone = _candidate_order(page_id, key, importance, None)
             early = everyone[~eligible[everyone]]
+    if pooled:
+        if due_interval is None:
+            raise ValueError("pooled goes with due_interval")
+        # One quota, the total, over every bucket's due pages, most overdue first: the
+        # order key becomes minus the share of the interval elapsed at the window's end.
+        key = _overdue_key(np.asarray(last_fetch, dtype=np.float64), bucket, due_interval, end)
+        own = sorted({int(b) for b in kept if quotas.get(int(b), 0) > 0})
+        pooled_total = sum(max(q, 0) for b, q in quotas.items() if int(b) not in set(kept))
+        quota_buckets = np.array([RECRAWLS, *own], dtype=np.int64)
+        quota_of = np.array([pooled_total, *(quotas[b] for b in own)], dtype=np.int64)
+        if spill:
+            everyone = _candidate_order(page_id, key, importance, None)
+            early = everyone[~eligible[everyone]] if eligible is not None else early
     order = _candidate_order(page_id, key, importance, eligible)
-    gpos, in_quota = _positions(quota_buckets, bucket)
-    first = order[in_quota[order]]
-    cand_group = gpos[first]
+    if pooled:
+        # kept buckets' pages fill their own quotas only; every other page the pooled one
+        is_kept = np.isin(bucket[order], np.asarray(sorted(set(kept)), dtype=np.int64))
+        gpos, in_own = _positions(quota_buckets, bucket)
+        first = order[~is_kept | in_own[order]]
+        cand_group = np.where(in_own[first], gpos[first], 0)
+    else:
+        gpos, in_quota = _positions(quota_buckets, bucket)
+        first = order[in_quota[order]]
+        cand_group = gpos[first]
     cand_host = hosts.positions(host_id[first])
     taken, skipped = _greedy(cand_group, cand_host, quota_of, room)
     chosen_idx = first[taken]
@@ -449,11 +494,16 @@ def select_due_pages(
     spilled = Counter(bucket[spill_idx].tolist())
     if new_spill.any():
         spilled[NEW_PAGES] = int(new_spill.sum())
+    if pooled:
+        chosen = dict(sorted(Counter(bucket[chosen_idx].tolist()).items()))
+        shortfalls = [s for s in shortfalls if s.bucket != RECRAWLS or s.quota > 0]
+    else:
+        chosen = dict(zip(quota_buckets.tolist(), counts.tolist(), strict=True))
     return Selection(
         page_id=np.concatenate([page_id[recrawl_idx], new_page_id[new_idx]]),
         release_at=release,
         bucket=np.concatenate([bucket[recrawl_idx], np.full(len(new_idx), NEW_PAGES, np.int64)]),
-        chosen={int(b): int(c) for b, c in zip(quota_buckets, counts, strict=True)},
+        chosen={int(b): int(c) for b, c in chosen.items()},
         new_chosen=new_chosen,
         shortfalls=tuple(shortfalls),
         spilled={int(b): int(c) for b, c in sorted(spilled.items())},
@@ -565,6 +615,22 @@ def _due_keys(
     due = last_fetch + step
     eligible = last_fetch + share * step
     return eligible, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
+
+
+def _overdue_key(
+    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float], end: float
+) -> FloatArray:
+    """The pooled order key, ascending: minus the share of its class's interval each
+    candidate has waited by ``end`` (most overdue first); a candidate whose bucket has no
+    interval sorts after all of them, longest unvisited first, (n,)."""
+    known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
+    interval = np.array([float(due_interval[int(b)]) for b in known], dtype=np.float64)
+    where, has = _positions(known, bucket)
+    step = np.where(has, interval[where] if len(known) else 1.0, 1.0)
+    ratio = (end - last_fetch) / step
+    # no interval: after every ratio (all are finite), the oldest first
+    behind = float(np.max(np.abs(ratio), initial=0.0)) + 1.0
+    return np.where(has, -ratio, behind + (last_fetch - float(np.min(last_fetch, initial=0.0))))
 
 
 def _spread_per_group(group: IntArray, start: float, end: float) -> FloatArray:

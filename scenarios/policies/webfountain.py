@@ -107,7 +107,7 @@ PAPER_MODEL_BUCKETS = 16
 #: by the plan's values. With estimated rates "due" kept 0.005-0.008 more freshness on
 #: gap-mixture's world at 1/28 and 1/7 (docs/benchmarks.md, "Estimated rates: the release
 #: order").
-RELEASE_ORDERS = ("oldest", "due")
+RELEASE_ORDERS = ("oldest", "due", "overdue")
 
 #: ``bucket_range`` values: ``"fixed"``, the nightly run's buckets (the estimators' default
 #: scale, rates per day, so a simulation plans on the deployed buckets and pages keep their
@@ -164,7 +164,7 @@ class WebFountainPolicy(Policy):
         cycle: int = 7,
         cold_start: str = "median",
         within_bucket: str | None = None,
-        release_order: str = "due",
+        release_order: str = "overdue",
         horizon: int = 0,
         terminal_value: bool = True,
         explore: float = EXPLORE_REVISITS,
@@ -255,7 +255,7 @@ class WebFountainPolicy(Policy):
             cycle=cycle,
             cold_start=str(spec.get("cold_start", "median")),
             within_bucket=None if "within_bucket" not in spec else str(spec["within_bucket"]),
-            release_order=str(spec.get("release_order", "due")),
+            release_order=str(spec.get("release_order", "overdue")),
             horizon=int(spec.get("horizon", 0)),
             terminal_value=bool(spec.get("terminal_value", True)),
             explore=float(spec.get("explore", EXPLORE_REVISITS)),
@@ -433,7 +433,7 @@ class WebFountainPolicy(Policy):
         quotas = {int(b): int(self._old[b, k]) for b in range(1, self._old.shape[0])}
         hosts = np.arange(log.n_hosts, dtype=np.int64)
         ranking: dict[str, Any]
-        if self.within_bucket == LONGEST_UNVISITED and self.release_order == "due":
+        if self.within_bucket == LONGEST_UNVISITED and self.release_order != "oldest":
             # what the service's releases do: only pages due for their class's planned
             # interval, oldest first; the rest of a quota spilled by the plan's values to due
             # pages, then to pages not due yet
@@ -444,6 +444,9 @@ class WebFountainPolicy(Policy):
                 "spill": True,
                 "marginal": self._marginal[k] if has_values else None,
                 "new_marginal": self._new_marginal[k] if has_values else None,
+                "pooled": self.release_order == "overdue",
+                # a bound host's classes keep their quotas: its capacity unused is lost
+                "kept": [b for b in quotas if b >= HOST_CLASS_STRIDE],
             }
         elif self.within_bucket == LONGEST_UNVISITED:
             # the service's releases with ``due = False``: longest unvisited first in every

@@ -162,14 +162,21 @@ def crawl_with_progress(
     return with_progress(run, release, signals=signals)
 
 
+def _quota_name(bucket: int) -> str:
+    from planner.cycle.due_urls import NEW_PAGES, RECRAWLS  # numpy: not at start-up
+
+    if bucket == NEW_PAGES:
+        return "new pages"
+    return "re-crawls" if bucket == RECRAWLS else f"bucket {bucket}"
+
+
 def release_line(summary: ReleaseSummary, console: Console = err) -> None:
     """One line (stderr by default) when a period's work was released, and one more when
     crawls its quotas could not use were spilled elsewhere; nothing otherwise."""
     if summary.status != "released":
         return
     shortfalls = "; ".join(
-        f"{'new pages' if s.bucket < 0 else f'bucket {s.bucket}'}: {s.chosen} of {s.quota} "
-        f"({s.reason})"
+        f"{_quota_name(s.bucket)}: {s.chosen} of {s.quota} ({s.reason})"
         for s in summary.shortfalls
     )
     console.print(
