@@ -359,7 +359,12 @@ class _Truth:
         #: first change the stored copy missed (a page never fetched: stale since birth)
         self.sigma = born.copy()
         self.last_crawl = born.copy()
-        self.last_change = born - rng.exponential(10.0, n)
+        # the initial web has a past: its last change an Exp(rate) age before the run (the
+        # age of a stationary Poisson process); a page born later was written at its birth
+        with np.errstate(divide="ignore"):
+            scale = np.where(world.rate > 0, 1.0 / np.maximum(world.rate, 1e-300), np.inf)
+        age = rng.exponential(1.0, n) * scale
+        self.last_change = np.where(world.born == 0, born - np.minimum(age, 1e9), born)
         self.reported = np.full(n, np.nan)  # Last-Modified last reported
         if settings.warm_start:
             initial = np.flatnonzero(world.born == 0)

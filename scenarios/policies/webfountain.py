@@ -32,11 +32,12 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    ``explore`` > 0 every bucket explored; a failed solve plans the uniform crawl (a
    simulated crawler has no previous plan to keep);
 4. in each period, chooses the pages with the deployed due-URL selection
-   (:func:`planner.cycle.due_urls.select_due_pages`): inside a bucket the most overdue first,
-   where a page is due at its last fetch plus its interval under the bucket's share of the
-   plan. With ``within_bucket = "longest-unvisited"`` (the steady-rate model's default, what
-   it assumes) every page of a bucket has the same interval, so the page unvisited longest
-   goes first; with an objective's name, the page-level schedule inside the bucket
+   (:func:`planner.cycle.due_urls.select_due_pages`): by default the period's quotas pooled
+   and spent on the pages most overdue for their class's planned interval (``release_order``),
+   a page being due at its last fetch plus half that interval. With ``within_bucket =
+   "longest-unvisited"`` (the steady-rate model's default, what it assumes) every page of a
+   bucket has the same interval, so inside a bucket the page unvisited longest goes first;
+   with an objective's name, the page-level schedule inside the bucket
    (:func:`planner.schedules.optimal.bucket_intervals`, e.g. Xyleme's sqrt rule);
    never-fetched pages by importance (the OPIC cash stand-in) or, with ``cold_start =
    "section"``, by their section's observed change ratio (sampling for pages with no history).
@@ -99,14 +100,18 @@ IntArray = npt.NDArray[np.int64]
 #: Buckets of the paper's model when a scenario names none (its solve takes a minute at 255).
 PAPER_MODEL_BUCKETS = 16
 
-#: ``release_order`` values (``within_bucket = "longest-unvisited"``): ``"due"`` (the
-#: default), what the service's releases do: only the pages due for their class's planned
-#: interval (pages / planned crawls), oldest first, the rest spilled by value to due pages,
-#: then to pages not due yet; ``"oldest"``, the service's releases with ``due = False``: every
-#: page of a class eligible, the longest unvisited first, a quota that cannot be filled spilled
-#: by the plan's values. With estimated rates "due" kept 0.005-0.008 more freshness on
-#: gap-mixture's world at 1/28 and 1/7 (docs/benchmarks.md, "Estimated rates: the release
-#: order").
+#: ``release_order`` values (``within_bucket = "longest-unvisited"``): ``"overdue"`` (the
+#: default), what the service's releases do: the period's quotas pooled, their total to the
+#: pages due for their class's planned interval (pages / planned crawls), most overdue for it
+#: first whatever their class (a bound host's classes keep their own quotas), the rest
+#: spilled by value; ``"due"``: each quota from its own class's due pages, oldest first, the
+#: rest spilled by value to due pages, then to pages not due yet; ``"oldest"``: the service's
+#: releases with ``due = False``, every page of a class eligible, the longest unvisited first,
+#: a quota that cannot be filled spilled by the plan's values. With estimated rates "due" kept
+#: 0.005-0.008 more freshness than "oldest" on gap-mixture's world at 1/28 and 1/7, and
+#: "overdue" 0.001-0.013 more than "due" on most shipped worlds (docs/benchmarks.md,
+#: "Estimated rates: the release order", "Pooled quotas"): quotas rounded the same way
+#: every period starve small classes.
 RELEASE_ORDERS = ("oldest", "due", "overdue")
 
 #: ``bucket_range`` values: ``"fixed"``, the nightly run's buckets (the estimators' default

@@ -176,8 +176,7 @@ def release_line(summary: ReleaseSummary, console: Console = err) -> None:
     if summary.status != "released":
         return
     shortfalls = "; ".join(
-        f"{_quota_name(s.bucket)}: {s.chosen} of {s.quota} ({s.reason})"
-        for s in summary.shortfalls
+        f"{_quota_name(s.bucket)}: {s.chosen} of {s.quota} ({s.reason})" for s in summary.shortfalls
     )
     console.print(
         f"released plan {summary.plan} period {summary.period}: {summary.released:,} pages "

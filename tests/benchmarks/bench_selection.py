@@ -10,7 +10,9 @@ same database:
 
 * read: the candidate queries (per bucket by the covering index ``(bucket, last_fetch_at,
   ...)``, longest unvisited first, new pages by cash, the hosts' delays);
-* select: the pure selection (``planner.cycle.due_urls``) on those candidates;
+* select: the pure selection (``planner.cycle.due_urls``) on those candidates, the quotas
+  pooled as the release does (every bucket planned a thirtieth of its pages a period), and
+  beside it quota by quota, as releases chose before they pooled;
 * release: ``release_period`` end to end (its own read and select again, then one write
   transaction that queues the chosen pages in ``released_pages`` with their URLs and
   validators, read in the same statement from the candidate indexes' entries, which hold
@@ -99,6 +101,9 @@ NEW = 10_000
 BASE = datetime(2026, 3, 1, tzinfo=UTC)  # the period starts here; now is one minute later
 SPREAD_S = 15 * 86_400  # last fetches (and scheduled times) within +-15 days of BASE
 MIN_DELAY = 1.0
+#: Every bucket's planned crawls per page and period: an interval of 30 days, so a page is due
+#: after 15 (``DUE_SHARE``), about half of them, and the release pools the quotas.
+FRACTION = 1 / 30
 
 # Columns of the bulk rows, as SQL expressions of the row number i (1..N).
 _SQLITE_ROWS = """
@@ -263,6 +268,7 @@ def _publish(db: Database) -> None:
                     capacity=float(BUCKETS * PER_BUCKET + NEW),
                     new_pages=NEW,
                     quotas=dict.fromkeys(range(1, BUCKETS + 1), PER_BUCKET),
+                    fractions=dict.fromkeys(range(1, BUCKETS + 1), FRACTION),
                 )
             ],
             inputs={},
@@ -386,8 +392,8 @@ def bench(db: Database, pages: int, build: bool, cache: str, repeat: int = 1) ->
     figures["read_s"] = time.perf_counter() - t0
     figures["candidates"] = sum(len(c.page_id) for c in per_bucket.values()) + len(new.page_id)
     parts = list(per_bucket.values())
-    t0 = time.perf_counter()
-    selection = select_due_pages(
+    length = (work.ends_at - work.starts_at).total_seconds()
+    inputs = dict(
         page_id=np.concatenate([np.asarray(c.page_id, np.int64) for c in parts]),
         host_id=np.concatenate([np.asarray(c.host_id, np.int64) for c in parts]),
         bucket=np.concatenate([np.asarray(c.bucket, np.int64) for c in parts]),
@@ -405,8 +411,15 @@ def bench(db: Database, pages: int, build: bool, cache: str, repeat: int = 1) ->
         spill=True,
         marginal=work.marginal,
         new_marginal=work.new_marginal,
+        due_interval={b: length / f for b, f in work.crawl_fraction.items() if f > 0},
     )
+    # the release's choice (pooled quotas), and quota by quota beside it (the baseline)
+    t0 = time.perf_counter()
+    selection = select_due_pages(**inputs, pooled=True)  # type: ignore[arg-type]
     figures["select_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    select_due_pages(**inputs)  # type: ignore[arg-type]
+    figures["select_per_quota_s"] = time.perf_counter() - t0
 
     spans: list[tuple[float, float, float, float]] = []  # release, lease: wall, CPU
     for run in range(repeat):
@@ -494,7 +507,8 @@ def _print(results: dict[str, dict[str, float]]) -> None:
         base_sel, base_upd = f["baseline_select_s"], f["baseline_update_s"]
         rows = [
             ("read candidates ({:,} rows)".format(int(f["candidates"])), f["read_s"], base_sel),
-            ("pure selection", f["select_s"], base_sel),
+            ("pure selection, pooled quotas", f["select_s"], base_sel),
+            ("pure selection, quota by quota (before)", f["select_per_quota_s"], base_sel),
             ("release_period (read+select+write)", f["release_s"], base_sel + base_upd),
             (
                 "lease {:,} URLs (batches of 100 hosts)".format(int(f["leased"])),
