@@ -11,7 +11,7 @@ same database:
 * read: the candidate queries (per bucket by the covering index ``(bucket, last_fetch_at,
   ...)``, longest unvisited first, new pages by cash, the hosts' delays);
 * select: the pure selection (``planner.cycle.due_urls``) on those candidates, the quotas
-  pooled as the release does (every bucket planned a thirtieth of its pages a period), and
+  pooled as the release does (every bucket planned a tenth of its pages a period), and
   beside it quota by quota, as releases chose before they pooled;
 * release: ``release_period`` end to end (its own read and select again, then one write
   transaction that queues the chosen pages in ``released_pages`` with their URLs and
@@ -101,9 +101,10 @@ NEW = 10_000
 BASE = datetime(2026, 3, 1, tzinfo=UTC)  # the period starts here; now is one minute later
 SPREAD_S = 15 * 86_400  # last fetches (and scheduled times) within +-15 days of BASE
 MIN_DELAY = 1.0
-#: Every bucket's planned crawls per page and period: an interval of 30 days, so a page is due
-#: after 15 (``DUE_SHARE``), about half of them, and the release pools the quotas.
-FRACTION = 1 / 30
+#: Every bucket's planned crawls per page and period: an interval of 10 days, so a page is due
+#: after 5 (``DUE_SHARE``), about 40 % of them (last fetches 13 days after to 17 days before
+#: the period's end), four times a bucket's quota; the release pools the quotas.
+FRACTION = 1 / 10
 
 # Columns of the bulk rows, as SQL expressions of the row number i (1..N).
 _SQLITE_ROWS = """
