@@ -241,6 +241,27 @@ def test_weeks_old_dates_fetched_twice_unchanged_are_not_estimated_fast(site: Si
         assert page.last_modified is not None
         days = (page.last_fetch_at - page.last_modified).total_seconds() / 86_400
         assert days > 3  # the package's file dates: days or weeks before the crawl
-        assert page.estimator == "last_modified_eb", page.url
+        # (a failure once found estimator 'none' here: the message shows the page's evidence)
+        assert page.estimator == "last_modified_eb", _evidence(site, page)
         # about one change in the date's age (1/12 a day for dates 12 days old), not 200
-        assert page.rate is not None and 0 < page.rate < 2 / days, (page.url, page.rate, days)
+        assert page.rate is not None and 0 < page.rate < 2 / days, _evidence(site, page)
+
+
+def _evidence(site: Site, page: Page) -> str:
+    """What the store holds of ``page`` that its estimate reads: its row and its fetches."""
+    rows = orm_all(
+        site.db,
+        select(Observation)
+        .where(Observation.page_id == page.id)
+        .order_by(Observation.fetched_at, Observation.id),
+    )
+    fetches = [
+        f"{o.kind} {o.fetched_at:%H:%M:%S.%f} status={o.http_status} changed={o.changed} "
+        f"lm={o.last_modified} prev={o.previous_fetch_at}"
+        for o in rows
+    ]
+    return (
+        f"{page.url}: estimator={page.estimator} rate={page.rate} status={page.status} "
+        f"fetches={page.fetches} changes={page.changes} last_fetch={page.last_fetch_at} "
+        f"last_modified={page.last_modified}; observations: " + "; ".join(fetches)
+    )
