@@ -287,18 +287,18 @@ class ReleaseSummary:
     """What :func:`release_period` did.
 
     ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
-    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls
-    outside the published plan's periods); ``not scheduled yet`` (the plan's page schedule
-    has not finished). ``by_bucket`` maps each quota bucket to the pages
-    chosen for it; ``new_pages`` counts never-fetched pages chosen; ``released`` the pages
-    queued (given a due time); ``carried_over`` the pages of earlier releases still queued,
-    not fetched yet, when this one ran (they stay queued and come first in their hosts'
-    leases: a number that grows from period to period says the workers fetch less than the
-    plan releases); ``withdrawn`` the pages due from before the plan that the release read
-    but did not choose (their due time cleared); ``shortfalls`` names the quotas not met and
-    why; ``urgent`` the urgent crawls of the previous period's span charged against this
-    period's quotas. ``spilled`` maps bucket (:data:`~planner.cycle.due_urls.NEW_PAGES`: new
-    pages) to the pages chosen there with crawls that quotas left unused, and ``unspent``
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls outside
+    the published plan's periods); ``not scheduled yet`` (the plan's page schedule has not
+    finished). ``by_bucket`` maps each bucket to the pages chosen for its quota (pooled quotas:
+    to the pages the pool took of it); ``new_pages`` counts never-fetched pages chosen;
+    ``released`` the pages queued (given a due time); ``carried_over`` the pages of earlier
+    releases still queued, not fetched yet, when this one ran (they stay queued and come first
+    in their hosts' leases: a number that grows from period to period says the workers fetch
+    less than the plan releases); ``withdrawn`` the pages due from before the plan that the
+    release read but did not choose (their due time cleared); ``shortfalls`` names the quotas
+    not met and why; ``urgent`` the urgent crawls of the previous period's span charged against
+    this period's quotas. ``spilled`` maps bucket (:data:`~planner.cycle.due_urls.NEW_PAGES`:
+    new pages) to the pages chosen there with crawls that quotas left unused, and ``unspent``
     counts such crawls that found no page.
     """
 
@@ -351,9 +351,9 @@ def _choose(
     spill: bool,
     due_share: float | None,
 ) -> Selection:
-    """Choose the period's pages among the candidates read; ``due_share`` None: no due
-    intervals (every candidate of a quota bucket eligible), else the quotas pooled
-    (:func:`planner.cycle.due_urls.select_due_pages`, ``pooled``)."""
+    """Choose the period's pages among the candidates read; ``due_share`` None, or a plan
+    without crawl fractions: no due intervals (every candidate of a quota bucket eligible),
+    else the quotas pooled (:func:`planner.cycle.due_urls.select_due_pages`, ``pooled``)."""
     parts = list(per_bucket.values())
 
     def column(name: str, dtype: type) -> npt.NDArray[Any]:
@@ -430,11 +430,16 @@ def release_period(
     to spill to are read in that order, as many as the unused crawls need, within the same
     ``max_rounds`` reads.
 
-    ``due``: a bucket's quota takes only its pages due in the period (last fetch plus the
-    plan's revisit interval for the bucket before the period's end), longest unvisited
-    first; what it cannot use spills as above to due pages first, then to pages not due yet
-    (:func:`planner.cycle.due_urls.select_due_pages`, ``due_interval``). Without it, every
-    page of a bucket is eligible, longest unvisited first. Estimates move pages between
+    ``due``: with a plan that records crawl fractions, the period's re-crawl quotas are
+    pooled: their total goes to the pages due in the period (last fetch plus ``due_share``
+    of the plan's revisit interval for their bucket before the period's end), most overdue
+    for that interval first, whatever their bucket; what they cannot use spills as above to
+    due pages first, then to pages not due yet
+    (:func:`planner.cycle.due_urls.select_due_pages`, ``due_interval``, ``pooled``). Every
+    bucket with an interval is read (at least :data:`POOLED_READ` candidates), and read
+    further while its last candidate read is as overdue as a page the pool took. Without
+    ``due`` (or fractions), each quota takes its own bucket's pages, every page eligible,
+    longest unvisited first. Estimates move pages between
     buckets every night; ``due`` keeps a bucket from re-crawling a page that has just moved
     in after a recent visit. ``due_share``: the share of the interval after which a page is
     due (:data:`planner.cycle.due_urls.DUE_SHARE`; 1.0: every class a strict round robin at
@@ -512,10 +517,12 @@ def _read_and_choose(
     spill: bool,
     due_share: float | None,
 ) -> tuple[dict[int, Candidates], Candidates, Selection]:
-    """Read each quota bucket's candidates (and new pages'), choose the period's pages, and
-    read again, up to ``max_rounds`` reads: four times more of a bucket whose quota full hosts
-    left short while it has more candidates unread, and, while crawls are left to spill, the
-    buckets (or new pages) they go to next (:func:`_spill_reads`)."""
+    """Read each quota bucket's candidates (pooled: every bucket's with an interval) and new
+    pages', choose the period's pages, and read again, up to ``max_rounds`` reads: four times
+    more of a bucket whose quota full hosts left short while it has more candidates unread
+    (pooled: whose last candidate read may be more overdue than a page taken,
+    :func:`_pooled_reads`), and, while crawls are left to spill, the buckets (or new pages)
+    they go to next (:func:`_spill_reads`)."""
     limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
     interval = _due_interval(work) if due_share is not None else None
     if interval is not None:  # pooled: every bucket with an interval may have due pages
@@ -576,18 +583,29 @@ def _pooled_reads(
     work: PeriodWork,
 ) -> set[int]:
     """The buckets to read further when quotas are pooled: those not read in full whose
-    last candidate read is due by the period's end and either was taken (the pages after it
-    may be as overdue as the ones taken) or could have been (the pooled total fell short)."""
-    short = any(s.bucket == RECRAWLS for s in selection.shortfalls)
-    taken = set(selection.page_id.tolist()) if not short else set()
+    last candidate read is due by the period's end and at least as overdue (the share of
+    its bucket's interval waited by then) as the least overdue due page the pool took, or
+    any due one when the pooled total fell short: the pages after it in the bucket may be
+    more overdue than pages the pool took, whether the pool took that candidate or its
+    host was full."""
     end = _epoch(work.ends_at)
+    short = any(s.bucket == RECRAWLS for s in selection.shortfalls)
+    threshold = share
+    if not short:
+        waited = {
+            p: (end - t) / interval[b]
+            for found in per_bucket.values()
+            for p, b, t in zip(found.page_id, found.bucket, found.last_fetch_s, strict=True)
+            if b in interval
+        }
+        taken = [waited[p] for p in selection.page_id.tolist() if p in waited]
+        taken = [r for r in taken if r >= share]  # the pool's due pages, not the spilled
+        threshold = min(taken, default=math.inf)
     out = set()
     for b, found in per_bucket.items():
         if found.exhausted.get(b, True) or not found.page_id or b not in interval:
             continue
-        if found.last_fetch_s[-1] + share * interval[b] >= end:
-            continue  # its last candidate read is not due: nothing unread is
-        if short or found.page_id[-1] in taken:
+        if (end - found.last_fetch_s[-1]) / interval[b] >= max(threshold, share):
             out.add(b)
     return out
 

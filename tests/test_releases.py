@@ -167,6 +167,26 @@ def test_pooled_quotas_reach_a_bucket_whose_quota_rounded_to_nothing(db: Databas
     assert set(overdue5) <= due and not due & set(old3)
 
 
+def test_pooled_quotas_read_past_a_full_host_to_more_overdue_pages(db: Database) -> None:
+    # Bucket 1 (interval 10 days, quota 10): its 100 oldest pages (5.1 intervals by the
+    # period's end) are on a host that takes one request a day, more than a first read; its
+    # next 30 (4.1 intervals) each on a host of its own. Bucket 2 (no quota): 100 pages 0.7
+    # of an interval old. The first read of bucket 1 holds only the full host's pages; the
+    # pool must not go to bucket 2 for want of reading on.
+    slow = _fetched(db, "slow", 1, [T0 - 50 * DAY - timedelta(minutes=i) for i in range(100)])
+    free = [_fetched(db, f"f{i}", 1, [T0 - 40 * DAY])[0] for i in range(30)]
+    young = _fetched(db, "b", 2, [T0 - 6 * DAY - timedelta(minutes=i) for i in range(100)])
+    with db.write() as conn:
+        conn.execute(
+            update(HOSTS).where(HOSTS.c.origin == "http://slow.test").values(crawl_delay=90_000.0)
+        )
+    _plan(db, {1: 10}, marginal={1: 1.0}, fractions={1: 0.1, 2: 0.1})
+    summary = release_period(db, now=T0, min_delay_seconds=0.0)
+    assert summary.by_bucket == {1: 10}, summary
+    due = set(_due(db))
+    assert len(due & set(slow)) == 1 and len(due & set(free)) == 9 and not due & set(young)
+
+
 def test_without_due_every_page_of_a_bucket_is_eligible(db: Database) -> None:
     _fetched(db, "a", 3, [T0 - timedelta(hours=60, minutes=i) for i in range(6)])
     _fetched(db, "c", 8, [T0 - 3 * DAY])

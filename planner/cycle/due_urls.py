@@ -8,8 +8,10 @@ The published plan says how many pages of each change-rate bucket to re-crawl in
   the order the planning model assumes: a bucket's crawls of a period take the pages that
   have waited longest, spread over the period, so every page of a bucket that gets x crawls
   a period out of b pages comes round every b / x periods (a round robin, not random draws);
-  importance plays no part but breaking ties. Every fetched page of a bucket is a
-  candidate: the quota, not a due time, says how many are crawled;
+  importance plays no part but breaking ties. Without due intervals every fetched page of
+  a bucket is a candidate and the quota says how many are crawled; with them, only due
+  pages, and pooled (what the service's releases do: "Pooled quotas" below) the quotas'
+  total goes to the most overdue across buckets;
 * never-fetched pages by OPIC cash, highest first (the caller gives them in that order);
 * never more pages of one host than the host allows in the period: its polite delay
   ``max(configured minimum, robots crawl_delay)`` seconds between two requests, so at most
@@ -17,8 +19,8 @@ The published plan says how many pages of each change-rate bucket to re-crawl in
   of the period; a page whose host is full is skipped and the next candidate is taken.
 
 Buckets compete for host capacity in that order (one merged pass over all buckets'
-candidates, oldest last fetch first); new pages take what capacity is left after the
-re-crawls.
+candidates, oldest last fetch first; pooled, most overdue first); new pages take what
+capacity is left after the re-crawls.
 
 Spilling (``spill``, what the service's releases do). Crawls the quotas leave unused (a
 bucket with fewer candidates than its quota, hosts full) are not lost: they go, in the same
@@ -30,7 +32,7 @@ after those with one: re-crawls merged oldest first, then new pages; a plan with
 pages. The spill is reported per bucket (:attr:`Selection.spilled`); crawls that found no
 page are :attr:`Selection.unspent`. Shortfalls still name the quotas not met.
 
-Due pages (``due_interval``, what the service's releases do with a plan's crawl fractions).
+Due pages (``due_interval``: the service's releases, pooled, with a plan's crawl fractions).
 A bucket's quota takes only its pages due by the end of the window: last fetch plus half
 (:data:`DUE_SHARE`) the bucket's planned revisit interval (N / x periods). In steady state
 the quota's oldest pages are a whole interval old, so it takes exactly them; after a
@@ -114,7 +116,8 @@ _US = 1_000_000
 class Shortfall:
     """A quota the selection could not meet.
 
-    ``bucket`` is the change-rate bucket, or :data:`NEW_PAGES`; ``reason`` is
+    ``bucket`` is the change-rate bucket, :data:`NEW_PAGES`, or :data:`RECRAWLS` (the
+    pooled total of the re-crawl quotas); ``reason`` is
     :data:`HOST_CAPACITY` when candidates were skipped because their host was full (more
     candidates, or a longer period, might meet it), else :data:`NOT_ENOUGH_DUE`.
     ``host_skipped`` counts those skipped candidates.
@@ -131,12 +134,12 @@ class Shortfall:
 class Selection:
     """The chosen pages: re-crawls (for the quotas, then spilled), then new pages (likewise).
 
-    ``page_id`` (m,) int64; ``release_at`` (m,) float seconds, each in [now, end);
-    ``bucket`` (m,) int64, :data:`NEW_PAGES` for new pages; ``chosen`` maps bucket to pages
-    chosen for its quota (quota buckets only); ``new_chosen`` counts new pages chosen for
-    theirs; ``shortfalls`` lists the quotas not met; ``spilled`` maps bucket (or
-    :data:`NEW_PAGES`) to the pages chosen there with the crawls the quotas left unused, and
-    ``unspent`` counts those crawls that found no page (both 0 without ``spill``).
+    ``page_id`` (m,) int64; ``release_at`` (m,) float seconds, each in [now, end); ``bucket``
+    (m,) int64, :data:`NEW_PAGES` for new pages; ``chosen`` maps bucket to pages chosen for its
+    quota (quota buckets only; pooled, every bucket the pool took pages of); ``new_chosen``
+    counts new pages chosen for theirs; ``shortfalls`` lists the quotas not met; ``spilled``
+    maps bucket (or :data:`NEW_PAGES`) to the pages chosen there with the crawls the quotas left
+    unused, and ``unspent`` counts those crawls that found no page (both 0 without ``spill``).
     """
 
     page_id: IntArray

@@ -37,10 +37,11 @@ def release(
 ) -> None:
     """Release the current plan period's work to the workers (once per period).
 
-    Chooses, per bucket, the pages unvisited longest up to the plan's quota, and new pages
-    by OPIC cash, within each host's polite capacity; crawls a quota cannot use go to the
-    next best buckets or new pages by the plan's marginal values. Gives each a due time
-    inside the period. `crawlplan crawl` does this by itself when a period begins.
+    Spends the period's re-crawl quotas, pooled, on the pages most overdue for their
+    bucket's planned revisit interval, and the new-page quota on new pages by OPIC cash,
+    within each host's polite capacity; crawls the due pages cannot use go to new pages and
+    pages not due yet by the plan's marginal values. Gives each a due time inside the
+    period. `crawlplan crawl` does this by itself when a period begins.
     """
     from planner.schedules.objectives import OBJECTIVES
     from service.page_schedule import schedule_pages
