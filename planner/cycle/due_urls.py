@@ -408,34 +408,30 @@ def select_due_pages(
     quota_of = np.array([quotas[int(b)] for b in quota_buckets], dtype=np.int64)
     eligible: npt.NDArray[np.bool_] | None = None if by_fetch or pull_forward else key < end
     early = np.zeros(0, dtype=np.int64)
+    if pooled and due_interval is None:
+        raise ValueError("pooled goes with due_interval")
     if due_interval is not None:
         if not by_fetch:
             raise ValueError("due_interval goes with last_fetch, not scheduled_at")
         share = DUE_SHARE if due_share is None else due_share
         if not 0.0 <= share <= 1.0:
             raise ValueError(f"due_share must lie in [0, 1], got {share}")
-        due, key = _due_keys(key, bucket, due_interval, share)
+        # pooled, most overdue first across buckets; else each bucket's soonest due first
+        due, key = _due_keys(key, bucket, due_interval, share, overdue_at=end if pooled else None)
         eligible = due < end
         if spill:
             everyone = _candidate_order(page_id, key, importance, None)
             early = everyone[~eligible[everyone]]
-    if pooled:
-        if due_interval is None:
-            raise ValueError("pooled goes with due_interval")
-        # One quota, the total, over every bucket's due pages, most overdue first: the
-        # order key becomes minus the share of the interval elapsed at the window's end.
-        key = _overdue_key(np.asarray(last_fetch, dtype=np.float64), bucket, due_interval, end)
-        own = sorted({int(b) for b in kept if quotas.get(int(b), 0) > 0})
-        pooled_total = sum(max(q, 0) for b, q in quotas.items() if int(b) not in set(kept))
+    kept_set = {int(b) for b in kept}
+    if pooled:  # one quota, the total, over every bucket but the kept ones
+        own = sorted(b for b in kept_set if quotas.get(b, 0) > 0)
+        pooled_total = sum(max(q, 0) for b, q in quotas.items() if int(b) not in kept_set)
         quota_buckets = np.array([RECRAWLS, *own], dtype=np.int64)
         quota_of = np.array([pooled_total, *(quotas[b] for b in own)], dtype=np.int64)
-        if spill:
-            everyone = _candidate_order(page_id, key, importance, None)
-            early = everyone[~eligible[everyone]] if eligible is not None else early
     order = _candidate_order(page_id, key, importance, eligible)
     if pooled:
         # kept buckets' pages fill their own quotas only; every other page the pooled one
-        is_kept = np.isin(bucket[order], np.asarray(sorted(set(kept)), dtype=np.int64))
+        is_kept = np.isin(bucket[order], np.asarray(sorted(kept_set), dtype=np.int64))
         gpos, in_own = _positions(quota_buckets, bucket)
         first = order[~is_kept | in_own[order]]
         cand_group = np.where(in_own[first], gpos[first], 0)
@@ -499,7 +495,6 @@ def select_due_pages(
         spilled[NEW_PAGES] = int(new_spill.sum())
     if pooled:
         chosen = dict(sorted(Counter(bucket[chosen_idx].tolist()).items()))
-        shortfalls = [s for s in shortfalls if s.bucket != RECRAWLS or s.quota > 0]
     else:
         chosen = dict(zip(quota_buckets.tolist(), counts.tolist(), strict=True))
     return Selection(
@@ -605,35 +600,29 @@ _NEVER_DUE = 1e12
 
 
 def _due_keys(
-    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float], share: float
+    last_fetch: FloatArray,
+    bucket: IntArray,
+    due_interval: Mapping[int, float],
+    share: float,
+    overdue_at: float | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """When each candidate becomes eligible for its bucket's quota (last fetch plus
-    ``share`` of its bucket's interval; +inf without one), and the order key: the due
-    time (last fetch plus the interval), or the last fetch plus :data:`_NEVER_DUE`, (n,)
-    each."""
+    ``share`` of its bucket's interval; +inf without one), and the order key, ascending:
+    the due time (last fetch plus the interval), or with ``overdue_at`` (pooled quotas)
+    minus the share of the interval waited by then, most overdue first; a candidate without
+    an interval after all those with one, longest unvisited first, (n,) each."""
     known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
     interval = np.array([float(due_interval[int(b)]) for b in known], dtype=np.float64)
     where, has = _positions(known, bucket)
     step = np.where(has, interval[where] if len(known) else 0.0, np.inf)
-    due = last_fetch + step
     eligible = last_fetch + share * step
-    return eligible, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
-
-
-def _overdue_key(
-    last_fetch: FloatArray, bucket: IntArray, due_interval: Mapping[int, float], end: float
-) -> FloatArray:
-    """The pooled order key, ascending: minus the share of its class's interval each
-    candidate has waited by ``end`` (most overdue first); a candidate whose bucket has no
-    interval sorts after all of them, longest unvisited first, (n,)."""
-    known = np.array(sorted(b for b, v in due_interval.items() if v > 0), dtype=np.int64)
-    interval = np.array([float(due_interval[int(b)]) for b in known], dtype=np.float64)
-    where, has = _positions(known, bucket)
-    step = np.where(has, interval[where] if len(known) else 1.0, 1.0)
-    ratio = (end - last_fetch) / step
-    # no interval: after every ratio (all are finite), the oldest first
-    behind = float(np.max(np.abs(ratio), initial=0.0)) + 1.0
-    return np.where(has, -ratio, behind + (last_fetch - float(np.min(last_fetch, initial=0.0))))
+    if overdue_at is None:
+        due = last_fetch + step
+        return eligible, np.where(np.isfinite(due), due, last_fetch + _NEVER_DUE)
+    ratio = np.where(has, (overdue_at - last_fetch) / np.where(has, step, 1.0), 0.0)
+    behind = float(np.max(np.abs(ratio), initial=0.0)) + 1.0  # past every ratio's key
+    oldest = float(np.min(last_fetch, initial=np.inf)) if len(last_fetch) else 0.0
+    return eligible, np.where(has, -ratio, behind + (last_fetch - oldest))
 
 
 def _spread_per_group(group: IntArray, start: float, end: float) -> FloatArray:
