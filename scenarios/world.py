@@ -11,7 +11,8 @@ What a world models (REFERENCE.md sec. 7):
   ``sections_per_host`` sections. A page's URL tells the crawler its host and section.
 * **Change rates** spread over orders of magnitude. ``rate_model``:
   ``"mixture"`` (default) a two-cluster mixture of log-normals, fast churners plus near-static
-  pages; ``"lognormal"`` one log-normal; ``"webfountain"`` the WebFountain paper's
+  pages; ``"lognormal"`` one log-normal; ``"loguniform"`` log-uniform between ``rate_low``
+  and ``rate_high`` (the live demo's web); ``"webfountain"`` the WebFountain paper's
   Brewington & Cybenko mean-lifetime distribution (its Table 2, as in
   :mod:`planner.model.paper_instances`), versions 1-3; ``"constant"`` every page at ``rate``
   (for closed-form checks). Rates of a section share a log-normal factor
@@ -71,7 +72,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-RATE_MODELS = ("mixture", "lognormal", "webfountain", "constant")
+RATE_MODELS = ("mixture", "lognormal", "loguniform", "webfountain", "constant")
 LAST_MODIFIED_MODES = ("honest", "missing", "now", "random", "static")
 #: How long before the start (periods) a ``static`` server's one date lies.
 STATIC_DATE_AGE = 30.0
@@ -95,6 +96,8 @@ class WorldSpec:
     rate : every page's rate with ``rate_model = "constant"`` [changes/period].
     fast_share, fast_median, fast_sigma, slow_median, slow_sigma : the mixture's share of fast
         pages, medians [changes/day] and log-normal sigmas; ``lognormal`` uses the fast ones.
+    rate_low, rate_high : ``loguniform``'s range [changes/day]: ``ln rate`` uniform between
+        their logs (the live demo's web; a box no log-normal fits).
     webfountain_version : 1, 2 or 3 (rates of version 3 halved; version 2 puts more pages in
         the fastest and slowest quarters of lifetimes).
     section_sigma : log-normal sigma of a rate factor shared by a section's pages.
@@ -120,6 +123,8 @@ class WorldSpec:
     fast_sigma: float = 1.0
     slow_median: float = 0.01
     slow_sigma: float = 1.0
+    rate_low: float = 0.005
+    rate_high: float = 1.0
     webfountain_version: int = 1
     section_sigma: float = 0.5
     weekday_rhythm: float = 0.0
@@ -155,6 +160,7 @@ class WorldSpec:
             need(getattr(self, key) > 0, key, "give a median rate > 0 changes per day")
         for key in ("fast_sigma", "slow_sigma", "section_sigma", "importance_sigma"):
             need(getattr(self, key) >= 0, key, "give a sigma >= 0")
+        need(0 < self.rate_low <= self.rate_high, "rate_low", "give 0 < rate_low <= rate_high")
         need(self.webfountain_version in (1, 2, 3), "webfountain_version", "use 1, 2 or 3")
         need(0 <= self.weekday_rhythm < 1, "weekday_rhythm", "give a value in [0, 1)")
         need(
@@ -346,6 +352,9 @@ def _base_rates(spec: WorldSpec, n: int, rng: np.random.Generator) -> FloatArray
         lifetime = 10.0 ** np.interp(q, _LIFETIME_CDF, np.log10(_LIFETIME_DAYS))
         rate = d / lifetime
         return rate / 2.0 if spec.webfountain_version == 3 else rate
+    if spec.rate_model == "loguniform":
+        low, high = np.log(spec.rate_low * d), np.log(spec.rate_high * d)
+        return np.exp(rng.uniform(low, high, n))
     fast = np.exp(np.log(spec.fast_median * d) + spec.fast_sigma * rng.standard_normal(n))
     if spec.rate_model == "lognormal":
         return fast

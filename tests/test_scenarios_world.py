@@ -49,6 +49,21 @@ def test_rates_spread_over_orders_of_magnitude_and_importance_is_centered() -> N
     np.testing.assert_allclose(halved.rate, lifetimes.rate / 2)
 
 
+def test_loguniform_rates_fill_their_range_evenly_in_log() -> None:
+    spec = WorldSpec(
+        pages=40_000, rate_model="loguniform", rate_low=0.005, rate_high=1.0, section_sigma=0.0
+    )
+    log_rate = np.log(build_world(spec, 1, 1).rate)
+    low, high = np.log(0.005), np.log(1.0)
+    assert log_rate.min() >= low and log_rate.max() <= high
+    # uniform in log: each fifth of the log range holds a fifth of the pages
+    counts = np.histogram(log_rate, bins=5, range=(low, high))[0] / log_rate.size
+    np.testing.assert_allclose(counts, 0.2, atol=0.01)
+    assert log_rate.std() == pytest.approx((high - low) / np.sqrt(12), rel=0.02)
+    half_day = build_world(WorldSpec(**{**spec.__dict__, "period_days": 0.5}), 1, 1)
+    np.testing.assert_allclose(half_day.rate, np.exp(log_rate) / 2)
+
+
 def test_sections_share_a_rate_factor() -> None:
     spec = WorldSpec(
         pages=20_000, hosts=50, rate_model="lognormal", fast_sigma=0.5, section_sigma=1.0
@@ -97,6 +112,7 @@ def test_working_hours_shape() -> None:
         ({"pages": 0}, "pages"),
         ({"hosts": 0}, "hosts"),
         ({"rate_model": "zipf"}, "rate_model"),
+        ({"rate_low": 2.0, "rate_high": 1.0}, "rate_low"),
         ({"weekday_rhythm": 0.5, "period_days": 2.0}, "weekday_rhythm"),
         ({"death_rate": 1.0}, "death_rate"),
         ({"last_modified": {"liar": 1.0}}, "last_modified"),
