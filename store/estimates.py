@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text
 
 from store.database import PG_BY_ID, Database, driver_rows
-from store.models import OBSERVATIONS, PAGES, UNFETCHABLE_STATUS
+from store.models import DUPLICATE_STATUS, OBSERVATIONS, PAGES, UNPLANNED_STATUSES
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
@@ -43,7 +43,9 @@ def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list
 
     Keyset pagination on page id: each chunk is one indexed range scan however large the
     store. Times come out of SQL as epoch seconds, rows as the driver's tuples: no datetime
-    or Row object per row, which is most of the cost at tens of millions of fetches.
+    or Row object per row, which is most of the cost at tens of millions of fetches. A
+    duplicate's fetches are left out (status ``duplicate``, :mod:`store.duplicates`): they
+    are its directory URL's document seen twice, not evidence of a page of its own.
     """
     p, o = PAGES, OBSERVATIONS
     dialect = db.dialect
@@ -73,6 +75,7 @@ def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list
                     o.c.page_id > after,
                     o.c.page_id <= last,
                     o.c.http_status.in_(_ANSWERED),
+                    p.c.status != DUPLICATE_STATUS,
                 )
                 .order_by(o.c.page_id, o.c.fetched_at),
             )
@@ -163,8 +166,9 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
     """Yield every fetchable page's bucket, rate and last fetch, ``chunk_pages`` at a time
     (driver tuples, times in epoch seconds: no datetime object per page).
 
-    Unfetchable pages (status ``blocked``: robots.txt disallows them) are left out: the plan
-    can crawl none of them, so they are neither new pages (n) nor fetched ones of any
+    Unfetchable pages (status ``blocked``: robots.txt disallows them) and duplicates (status
+    ``duplicate``: another URL of a page kept, :mod:`store.duplicates`) are left out: the
+    plan crawls none of them, so they are neither new pages (n) nor fetched ones of any
     bucket, class 0 included."""
     p = PAGES
     after = 0
@@ -173,7 +177,7 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
             rows = driver_rows(
                 conn,
                 select(p.c.id, p.c.bucket, p.c.rate, epoch_seconds(p.c.last_fetch_at, db.dialect))
-                .where(p.c.id > after, p.c.status != UNFETCHABLE_STATUS)
+                .where(p.c.id > after, p.c.status.not_in(UNPLANNED_STATUSES))
                 .order_by(p.c.id)
                 .limit(chunk_pages),
             )

@@ -46,6 +46,11 @@ transaction, records it on the host and makes every page of the host unfetchable
 release). The host is held first, then all its pages are locked in id order (with a
 finish's other pages, in one statement), as every writer of pages locks them. A user's
 seed takes the host back (:mod:`store.pages`).
+
+A directory URL and its index file (``X/`` and ``X/index.html``) that answered as one
+document are one page: a report that reads either settles the pair in its transaction, the
+index file becoming ``duplicate`` (never planned, released or leased again) or, when its
+directory answered gone or redirect, a page again (:mod:`store.duplicates`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from sqlalchemy import (
 
 from store.backend import LeaseBatch, LeasedPage
 from store.database import Database, DriverStatement
+from store.duplicates import alias_pairs, settle_duplicates
 from store.errors import InvalidReportError, LeaseNotFoundError
 from store.host_ready import (
     due_once,
@@ -734,8 +740,16 @@ class LeaseQueue:
         # host is written: two reports whose pages link to each other's wait for one another
         # instead of deadlocking.
         targets = link_ids.values() if link_ids else ()
+        # A directory URL and its index file among the pages read, with their stored alias:
+        # locked with the rest, settled once the pages are written (store.duplicates).
+        aliases = alias_pairs(conn, [pid for pid in ids if unique[pid].status in _READ])
         held = lease.id if gives_back else None
-        lock_pages(conn, self.db.backend.pages, set(ids).union(targets, also_lock), lease_id=held)
+        lock_pages(
+            conn,
+            self.db.backend.pages,
+            set(ids).union(targets, also_lock, aliases.page_ids),
+            lease_id=held,
+        )
         for new_hosts, new_due in lowered:
             lower_ready_to(conn, self.db.backend.host_ready, new_hosts, new_due, held=True)
         if not ids:
@@ -764,6 +778,7 @@ class LeaseQueue:
         observations = []
         newer_updates: list[dict[str, object]] = []
         older_updates: list[dict[str, object]] = []
+        newest: list[int] = []  # the pages whose state this report moved forward
         for pid in fresh:
             r, page = unique[pid], pages[pid]
             newer = page.last_fetch_at is None or r.fetched_at > page.last_fetch_at
@@ -794,6 +809,8 @@ class LeaseQueue:
             (newer_updates if newer else older_updates).append(
                 self._page_update(page, r, lease.id, newer=newer, planned=planned)
             )
+            if newer:
+                newest.append(pid)
         if observations:
             q.insert_observation.execute(conn, observations)
         if newer_updates:
@@ -802,8 +819,11 @@ class LeaseQueue:
             q.update_older.execute(conn, older_updates)
         if fresh:
             conn.execute(q.unqueue, {"ids": fresh})
+        revived: dict[int, datetime] = {}
+        if aliases.pairs and newest:
+            _, revived = settle_duplicates(conn, aliases, newest, due=None if planned else now)
         dues = [u["p_next_due_at"] for u in newer_updates + blocked_updates]
-        due = min((d for d in dues if isinstance(d, datetime)), default=None)
+        due = min((d for d in [*dues, *revived.values()] if isinstance(d, datetime)), default=None)
         if due is not None:  # the host's next work may come earlier (once this lease ends)
             # (report and finish hold the lease's host from their start)
             lower_ready(conn, self.db.backend.host_ready, {int(lease.host_id): due}, held=True)

@@ -37,6 +37,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from store.types import UTCDateTime
 
 __all__ = [
+    "DUPLICATE_STATUS",
     "HOSTS",
     "LEASES",
     "NIGHTLY_RUNS",
@@ -52,6 +53,7 @@ __all__ = [
     "QUOTAS",
     "RELEASED_PAGES",
     "UNFETCHABLE_STATUS",
+    "UNPLANNED_STATUSES",
     "URGENT_REQUESTS",
     "URGENT_SOURCES",
     "Base",
@@ -77,11 +79,19 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 #: ``blocked``: unfetchable, robots.txt disallows it (found so when discovered, or when leased;
 #: :data:`UNFETCHABLE_STATUS`), or its host was given up (robots.txt unreachable, RFC 9309's
 #: "complete disallow", too many times in a row: ``hosts.given_up_at``). ``error``: the last
-#: fetch failed (5xx, timeout, ...).
-PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error")
+#: fetch failed (5xx, timeout, ...). ``duplicate``: a directory's index file
+#: (``X/index.html``) that answered as its directory URL ``X/`` does, one document under two
+#: URLs (:data:`DUPLICATE_STATUS`, :mod:`store.duplicates`, migration 0018).
+PAGE_STATUSES = ("new", "ok", "gone", "redirect", "blocked", "error", "duplicate")
 #: The status of an unfetchable page: never a candidate, never released, not in the pool of
 #: new pages n, not a fetched page of any bucket; due again only to check robots.txt anew.
 UNFETCHABLE_STATUS = "blocked"
+#: The status of a page that is another URL of a page the crawl keeps (its canonical page: a
+#: directory URL, for its index file): never a candidate, never released, not in n, not a
+#: fetched page of any bucket, its fetches not evidence for the estimates; no due time.
+DUPLICATE_STATUS = "duplicate"
+#: The statuses of pages the plan never crawls: no candidates, in no bucket.
+UNPLANNED_STATUSES = (UNFETCHABLE_STATUS, DUPLICATE_STATUS)
 
 #: Observation kinds. ``fetch``: a worker fetched the page. ``notification``: the site pushed a
 #: change notification (API call or sitemap lastmod) without us fetching.

@@ -8,7 +8,15 @@ from datetime import datetime
 from sqlalchemy import case, func, or_, select
 
 from store.database import Database
-from store.models import UNFETCHABLE_STATUS, Host, Observation, Page, ReleasedPage
+from store.models import (
+    DUPLICATE_STATUS,
+    UNFETCHABLE_STATUS,
+    UNPLANNED_STATUSES,
+    Host,
+    Observation,
+    Page,
+    ReleasedPage,
+)
 from store.models import Lease as LeaseRow
 from store.plans import PlanSummary, latest_plan
 from store.types import utcnow
@@ -22,7 +30,9 @@ class StoreStatus:
     fetchable pages; ``unfetchable`` counts the pages that can't be fetched, by reason
     (``robots``: robots.txt disallows them), which are no candidates and in no bucket.
     ``given_up_hosts``: hosts the crawl gave up (robots.txt unreachable too many times in a
-    row); ``given_up_pages``: their pages (unfetchable too, not due, not in ``unfetchable``)."""
+    row); ``given_up_pages``: their pages (unfetchable too, not due, not in ``unfetchable``).
+    ``duplicates``: index files that answered as their directory URL does (status
+    ``duplicate``, :mod:`store.duplicates`): no candidates, in no bucket."""
 
     at: datetime
     pages: int
@@ -37,6 +47,7 @@ class StoreStatus:
     plan: PlanSummary | None
     given_up_hosts: int = 0
     given_up_pages: int = 0
+    duplicates: int = 0
 
 
 def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
@@ -49,7 +60,7 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         by_bucket = dict(
             conn.execute(
                 select(Page.bucket, func.count())
-                .where(Page.status != UNFETCHABLE_STATUS)
+                .where(Page.status.not_in(UNPLANNED_STATUSES))
                 .group_by(Page.bucket)
                 .order_by(Page.bucket)
             )
@@ -106,6 +117,7 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         plan=plan,
         given_up_hosts=int(given_up_hosts),
         given_up_pages=int(given_up_pages),
+        duplicates=int(by_status.get(DUPLICATE_STATUS, 0)),
     )
 
 

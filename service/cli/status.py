@@ -26,7 +26,8 @@ def status(
     config: ConfigOption = None,
 ) -> None:
     """Show pages by status and by change-rate bucket, unfetchable pages (robots.txt), hosts
-    given up (robots.txt unreachable), leases and the current plan."""
+    given up (robots.txt unreachable), duplicates (a directory's index file), leases and the
+    current plan."""
     from store import read_status
 
     database = open_checked(settings_from(db, config))
@@ -45,6 +46,7 @@ def status(
     out.print(f"seen     {counted(st.observations, 'observation')} (fetches and notifications)")
     out.print(f"unfetchable {_unfetchable(st)}")
     out.print(f"given up {_given_up(st)}")
+    out.print(f"duplicate {_duplicates(st)}")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -78,6 +80,15 @@ def _given_up(st: StoreStatus) -> str:
     if not st.given_up_hosts:
         return text
     return f"{text}, {counted(st.given_up_pages, 'page')} not crawled; seed a URL to try again"
+
+
+def _duplicates(st: StoreStatus) -> str:
+    """The index files that answered as their directory URL does: one document, crawled
+    under the directory's URL alone."""
+    text = f"{counted(st.duplicates, 'page')}, never released"
+    if not st.duplicates:
+        return text
+    return f"{text} (index files of directory URLs that serve the same document)"
 
 
 def _status_table(st: StoreStatus) -> Table:
