@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -66,14 +65,21 @@ def _child(
     db = open_database(db_url)
     stats = CrawlStats()
     done = threading.Event()
-    parent = os.getppid()
+    orphaned = threading.Event()
 
     def relay() -> None:  # the shared stop to the local one, counters to the parent
         while not done.is_set():
-            # A parent killed with SIGKILL sets no stop: a child that finds itself orphaned
-            # stops by itself (its in-flight fetches end and are reported).
-            if stop.wait(_REPORT_EVERY) or os.getppid() != parent:
+            if stop.wait(_REPORT_EVERY):
                 local_stop.set()
+            elif _orphaned():
+                # A parent killed with SIGKILL sets no stop: a child that finds itself
+                # orphaned stops by itself (its in-flight fetches end and are reported to the
+                # store). Nobody reads its counters any more: a sibling holds the queue's pipe
+                # open, so once full it would block this process's exit for good.
+                orphaned.set()
+                local_stop.set()
+                reports.cancel_join_thread()
+                return
             reports.put((index, _counters(stats), False))
 
     relay_thread = threading.Thread(target=relay, name="relay", daemon=True)
@@ -91,8 +97,19 @@ def _child(
     finally:
         done.set()
         relay_thread.join(timeout=5)
-        reports.put((index, _counters(stats), True))
+        if not orphaned.is_set():
+            reports.put((index, _counters(stats), True))
         db.engine.dispose()
+
+
+def _orphaned() -> bool:
+    """Whether the process that started this one has ended.
+
+    Asked of the parent's sentinel, not of ``os.getppid()``: a parent killed while this
+    process was still starting (importing takes seconds on a loaded machine) would leave a
+    remembered parent pid that is already the reaper's."""
+    parent = multiprocessing.parent_process()
+    return parent is not None and not parent.is_alive()
 
 
 def run_crawl_processes(
