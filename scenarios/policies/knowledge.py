@@ -41,12 +41,13 @@ class RateKnowledge:
         ``"posterior"`` (a Gamma posterior per page, :meth:`posterior`; :meth:`rate` gives
         its mean).
     refit_every : periods between two estimations.
-    last_modified : ``"ignore"``, ``"checked"`` (use dates that pass
-        :func:`estimators.reliability.assess_last_modified`) or ``"trusted"`` (use them all).
+    last_modified : ``"checked"`` (the default, as ``crawlplan estimate`` and the nightly run
+        do: use the dates that pass :func:`estimators.reliability.assess_last_modified`),
+        ``"ignore"`` (change/no-change intervals alone) or ``"trusted"`` (every date).
     """
 
     def __init__(
-        self, rates: str = "estimated", refit_every: int = 7, last_modified: str = "ignore"
+        self, rates: str = "estimated", refit_every: int = 7, last_modified: str = "checked"
     ) -> None:
         if rates not in ("true", "estimated", "posterior"):
             raise PolicyError(f"rates: use 'true', 'estimated' or 'posterior', got {rates!r}")

@@ -246,7 +246,7 @@ class WebFountainPolicy(Policy):
         knowledge = RateKnowledge(
             str(spec.get("rates", "estimated")),
             refit_every=cycle,
-            last_modified=str(spec.get("last_modified", "ignore")),
+            last_modified=str(spec.get("last_modified", "checked")),
         )
         return cls(
             name,
