@@ -117,8 +117,9 @@ class SimulationSettings:
     budget : crawls per period.
     warmup : periods run before the measured ones (metrics kept, flagged ``warmup``).
     warm_start : the initial pages have been fetched once before the run (at random times in
-        the last ``ceil(pages / budget)`` periods); else the crawler starts cold, knowing the
-        URLs only.
+        the last ``ceil(pages / budget)`` periods), and the crawl log holds those fetches with
+        the Last-Modified their servers sent; else the crawler starts cold, knowing the URLs
+        only.
     oracle : the policy may read the true change rates (and the true importance).
     seed : of the change process (the world has its own).
     importance : what the crawler knows of importance: ``"true"`` (the world's), or
@@ -274,6 +275,15 @@ class CrawlLog:
         self.last_fetch[obs.page[ok]] = obs.fetched_at[ok]
         self.fetches[obs.page[ok]] += 1
 
+    def record_first_fetches(
+        self, page: IntArray, fetched_at: FloatArray, last_modified: FloatArray
+    ) -> None:
+        """Add the warm start's fetches (before the run) to the fetch log, shape (m,) each:
+        a first fetch, so no change/no-change interval, but its Last-Modified."""
+        self._fetch_chunks.append(
+            (page, np.asarray(fetched_at, float), np.full(page.size, np.nan), last_modified)
+        )
+
     def change_intervals(self) -> ChangeIntervals:
         """Every change/no-change interval observed so far (lengths in periods)."""
         if self._intervals is None:
@@ -382,6 +392,11 @@ class _Truth:
             log.known[initial] = True
             log.last_fetch[initial] = fetched
             log.fetches[initial] = 1
+            # that fetch read a Last-Modified too (the crawler has it, as a real one would)
+            mode = world.last_modified_mode()[initial]
+            lm = _last_modified(mode, fetched, prior, np.full(initial.size, np.nan), rng)
+            self.reported[initial] = lm
+            log.record_first_fetches(initial, fetched, lm)
 
 
 def _last_modified(

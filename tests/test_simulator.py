@@ -386,3 +386,30 @@ def test_static_servers_send_one_old_date_whatever_changes() -> None:
     assert np.all(lm[static] == -STATIC_DATE_AGE)  # one date, a month before the start
     assert np.nansum(changed[static]) > 0  # while the pages change
     assert np.unique(lm[~static]).size > 10  # honest hosts: each page's own last change
+
+
+def test_the_warm_start_fetches_leave_their_last_modified_in_the_log() -> None:
+    # The crawler that fetched the initial pages before the run read their Last-Modified, as a
+    # real one does: without it, a page's first fetch in the run had no date to compare with,
+    # and a small budget's estimates lost half their evidence.
+    spec = WorldSpec(
+        pages=300,
+        hosts=6,
+        rate_model="constant",
+        rate=0.2,
+        last_modified={"honest": 0.5, "missing": 0.5},
+    )
+    world = build_world(spec, 4, 3)
+    policy = _Keeps()
+    simulate(world, policy, SimulationSettings(periods=3, budget=30))
+    page, at, changed, lm = policy.log.fetch_log()
+    before = at < 0
+    assert np.array_equal(np.sort(page[before]), np.arange(300))  # one each, before the run
+    assert np.all(np.isnan(changed[before]))  # a first fetch: no interval
+    honest = world.host_last_modified[world.host[page]] == LAST_MODIFIED_MODES.index("honest")
+    assert np.all(lm[before & honest] < at[before & honest])  # the page's last change
+    assert np.all(np.isnan(lm[before & ~honest]))
+    # an Exp(rate) age before the fetch: mean 1 / rate = 5 periods
+    ages = (at - lm)[before & honest]
+    assert ages.size > 100 and 3.5 < ages.mean() < 6.5
+    assert np.all(at[~before] >= 0)
