@@ -154,8 +154,13 @@ def test_no_request_outlived_its_deadline(crawl: Crawl) -> None:
     for visit in crawl.web.log:
         assert visit.ended is not None, visit
         assert visit.ended - visit.arrived < TOTAL + 0.5, visit
-    silent = crawl.web.visits("no-answer")
-    assert [round(v.ended - v.arrived) for v in silent if v.path == "/no-answer"] == [READ]
+    # The host that never answers was given up at the read timeout, not at the deadline, by
+    # the crawler's own clock: the server stamps a request once its event loop reads it, and
+    # the loop shares this process (and its interpreter lock) with the crawl, so under load
+    # that stamp came up to a second late (2026-11-28: a visit of ~0 s).
+    (silent,) = crawl.fetches[crawl.web.url("no-answer")]
+    assert silent.duration is not None and READ <= silent.duration < TOTAL, silent.duration
+    assert [v.path for v in crawl.web.visits("no-answer")].count("/no-answer") == 1
 
 
 def test_retry_after_is_obeyed(crawl: Crawl) -> None:
