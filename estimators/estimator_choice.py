@@ -289,7 +289,9 @@ class ChangeRateEstimator:
         exposure = None
         if single.any():
             assert last_modified is not None and last_modified.single_fetch_age is not None
-            exposure = np.where(single, last_modified.single_fetch_age, np.nan)
+            # a new page's creation date is no change: it stays out of the prior's fit
+            dated_change = single & (last_modified.first_age_changes() > 0)
+            exposure = np.where(dated_change, last_modified.single_fetch_age, np.nan)
         # pages on a Last-Modified estimator join it through their dates' evidence, in place
         # of their intervals (issue 27: a prior fitted to intervals minutes long alone put
         # pages whose dates were weeks old at days' worth of changes)
@@ -355,12 +357,15 @@ class ChangeRateEstimator:
             if name == "last_modified":
                 yield name, ChoLastModifiedRate(confidence=self.confidence).fit(evidence)
                 continue
+            counted = last_modified.first_age_changes()[mask]
             if single.any():
                 assert last_modified.single_fetch_age is not None  # single is all False
-                _add_single_fetches(evidence, single[mask], last_modified.single_fetch_age[mask])
+                _add_single_fetches(
+                    evidence, single[mask], last_modified.single_fetch_age[mask], counted
+                )
             if last_modified.first_fetch_age is not None:
                 # the date at the first fetch: unchanged for A days before the intervals
-                _add_first_fetch_ages(evidence, last_modified.first_fetch_age[mask])
+                _add_first_fetch_ages(evidence, last_modified.first_fetch_age[mask], counted)
             assert prior is not None  # ensured by _prior
             yield (
                 name,
@@ -400,27 +405,33 @@ def _with_first_fetch_age(
     if evidence.first_fetch_age is not None:
         age = np.where(pages, evidence.first_fetch_age, np.nan)
         known = ~np.isnan(age)
-        changes[known] += 1.0
+        changes[known] += evidence.first_age_changes()[known]
         exposure[known] += age[known]
     return changes, exposure
 
 
-def _add_single_fetches(evidence: LastModifiedEvidence, single: BoolArray, age: FloatArray) -> None:
+def _add_single_fetches(
+    evidence: LastModifiedEvidence, single: BoolArray, age: FloatArray, counted: FloatArray
+) -> None:
     """Write one change seen in exposure ``age`` (shape (n_pages,) of ``evidence``) into
     ``evidence``, whose arrays are its own, for the pages where ``single``: the likelihood
     ``lambda exp(-lambda A)`` of a page seen once, so that
-    :class:`EmpiricalBayesLastModifiedRate` takes them with the other thin pages."""
+    :class:`EmpiricalBayesLastModifiedRate` takes them with the other thin pages; no change
+    where ``counted`` is 0 (the date is the page's creation: ``exp(-lambda A)``)."""
     evidence.intervals[single] = 1
-    evidence.changes[single] = 1
+    evidence.changes[single] = counted[single].astype(evidence.changes.dtype)
     evidence.exposure[single] = age[single]
     evidence.age_sum[single] = age[single]
 
 
-def _add_first_fetch_ages(evidence: LastModifiedEvidence, age: FloatArray) -> None:
-    """Add one change seen in exposure ``age`` (shape (n_pages,) of ``evidence``, NaN for
-    none) to ``evidence``, whose arrays are its own: the first fetch's date, before the
-    intervals (``LastModifiedEvidence.first_fetch_age``)."""
+def _add_first_fetch_ages(
+    evidence: LastModifiedEvidence, age: FloatArray, counted: FloatArray
+) -> None:
+    """Add ``counted`` changes (1, or 0 for a date that is the page's creation) seen in
+    exposure ``age`` (shape (n_pages,) of ``evidence``, NaN for none) to ``evidence``, whose
+    arrays are its own: the first fetch's date, before the intervals
+    (``LastModifiedEvidence.first_fetch_age``)."""
     known = ~np.isnan(age)
-    evidence.changes[known] += 1
+    evidence.changes[known] += counted[known].astype(evidence.changes.dtype)
     evidence.exposure[known] += age[known]
     evidence.age_sum[known] += age[known]

@@ -334,6 +334,14 @@ class LastModifiedEvidence:
         ``lambda exp(-lambda A)``, multiplies theirs). The empirical-Bayes estimator uses
         it (:class:`~estimators.last_modified.EmpiricalBayesLastModifiedRate`, through the
         estimator choice); Cho's does not. None when not computed.
+    first_is_creation : ndarray of bool or None
+        Pages whose first fetch's date is the page's creation, not a change: the date lies in
+        the window in which the page was new (``created_between`` of
+        :func:`last_modified_evidence_from_fetches`: it appeared on a page the crawl had read
+        before without it). Their ``single_fetch_age`` and ``first_fetch_age`` then say "no
+        change for A days" and nothing more: likelihood ``exp(-lambda A)``, without the
+        ``lambda`` of a change seen (a new page read as a change A days ago looks as fast as a
+        page that changes every A days). None: no page is known to be new.
     """
 
     intervals: IntArray
@@ -342,6 +350,15 @@ class LastModifiedEvidence:
     age_sum: FloatArray
     single_fetch_age: FloatArray | None = None
     first_fetch_age: FloatArray | None = None
+    first_is_creation: BoolArray | None = None
+
+    def first_age_changes(self) -> FloatArray:
+        """Changes the first fetch's date counts, shape (n_pages,): 1, or 0 where it is the
+        page's creation."""
+        n = self.n_pages
+        if self.first_is_creation is None:
+            return np.ones(n)
+        return np.where(self.first_is_creation, 0.0, 1.0)
 
     @property
     def n_pages(self) -> int:
@@ -453,6 +470,7 @@ def last_modified_evidence_from_fetches(
     *,
     n_pages: int | None = None,
     tolerance: float = CLOCK_TOLERANCE_DAYS,
+    created_between: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> LastModifiedEvidence:
     """Per-page Last-Modified sums from a sorted fetch log.
 
@@ -474,6 +492,11 @@ def last_modified_evidence_from_fetches(
         Number of pages; default ``max(page) + 1``.
     tolerance : float
         Days within which two Last-Modified dates count as equal.
+    created_between : pair of array_like, shape (n_pages,) each, optional
+        Per page, the days between which it was created if it is new (NaN: not known to be
+        new): from the last fetch of the page that links to it that did not (its link was
+        new then) to the page's discovery. A first fetch dated inside that window (within
+        ``tolerance``) is the page's creation (``LastModifiedEvidence.first_is_creation``).
 
     Returns
     -------
@@ -484,20 +507,37 @@ def last_modified_evidence_from_fetches(
     if dates.shape != pages.shape:
         raise ValueError("last_modified must have one value per fetch")
     n = int(pages.max()) + 1 if n_pages is None and pages.size else int(n_pages or 0)
-    return sorted_last_modified_evidence(pages, times, dates, n, tolerance)
+    window = None
+    if created_between is not None:
+        window = tuple(np.asarray(w, dtype=np.float64) for w in created_between)
+        if any(w.shape != (n,) for w in window):
+            raise ValueError(f"created_between must give two arrays of {n} pages")
+    return sorted_last_modified_evidence(pages, times, dates, n, tolerance, window)
 
 
 def sorted_last_modified_evidence(
-    pages: IntArray, times: FloatArray, dates: FloatArray, n: int, tolerance: float
+    pages: IntArray,
+    times: FloatArray,
+    dates: FloatArray,
+    n: int,
+    tolerance: float,
+    created_between: tuple[FloatArray, ...] | None = None,
 ) -> LastModifiedEvidence:
     """:func:`last_modified_evidence_from_fetches` of a log already checked."""
+    creation = _first_is_creation(pages, dates, n, tolerance, created_between)
     if pages.size < 2:
         zeros = np.zeros(n)
         single = np.full(n, np.nan)
         if pages.size == 1:
             single[pages[0]] = _age_beyond(times[0] - dates[0], tolerance)
         return LastModifiedEvidence(
-            np.zeros(n, np.intp), np.zeros(n, np.intp), zeros, zeros.copy(), single, single * np.nan
+            np.zeros(n, np.intp),
+            np.zeros(n, np.intp),
+            zeros,
+            zeros.copy(),
+            single,
+            single * np.nan,
+            creation,
         )
     # interval k ends at fetch k + 1; it counts when both of its fetches are of one page and
     # have Last-Modified
@@ -519,7 +559,28 @@ def sorted_last_modified_evidence(
         age_sum=runs.total(age),
         single_fetch_age=single,
         first_fetch_age=first,
+        first_is_creation=creation,
     )
+
+
+def _first_is_creation(
+    pages: IntArray,
+    dates: FloatArray,
+    n: int,
+    tolerance: float,
+    created_between: tuple[FloatArray, ...] | None,
+) -> BoolArray | None:
+    """Whether each page's first fetch is dated inside its creation window, shape (n,);
+    None without windows."""
+    if created_between is None:
+        return None
+    since, until = created_between
+    first = np.full(n, np.nan)
+    if pages.size:
+        starts = np.flatnonzero(np.r_[True, pages[1:] != pages[:-1]])
+        first[pages[starts]] = dates[starts]
+    with np.errstate(invalid="ignore"):
+        return np.asarray((first >= since - tolerance) & (first <= until + tolerance))
 
 
 def _age_beyond(age: FloatArray | float, tolerance: float) -> FloatArray:

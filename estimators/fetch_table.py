@@ -173,9 +173,11 @@ def _fit(
     host_ids: NDArray[np.intp] | None,
     estimator: ChangeRateEstimator | None,
     policy: LastModifiedPolicy | None,
+    created_between: tuple[FloatArray, FloatArray] | None = None,
 ) -> ChangeRateEstimator:
     """Fit the estimator to clean fetches sorted by (page code, time); ``out`` NaN on each
-    page's first fetch, ``lm`` NaN where no Last-Modified, ``host_ids`` [n_pages] or None."""
+    page's first fetch, ``lm`` NaN where no Last-Modified, ``host_ids`` [n_pages] or None,
+    ``created_between`` the pages' creation windows ([n_pages] each) or None."""
     # the log is checked once here; the builders below skip their own checks
     pages, times = check_fetch_log(page, t)
     intervals = sorted_change_intervals(pages, times, out, n_pages)
@@ -183,7 +185,9 @@ def _fit(
     if np.isfinite(lm).any():
         rules = policy or LastModifiedPolicy()
         reliability = assess_sorted_log(pages, times, out, lm, n_pages, host_ids, rules)
-        evidence = sorted_last_modified_evidence(pages, times, lm, n_pages, rules.clock_tolerance)
+        evidence = sorted_last_modified_evidence(
+            pages, times, lm, n_pages, rules.clock_tolerance, created_between
+        )
         fitted.fit(intervals, evidence.believed(reliability.verified), reliability.reliable)
     else:
         fitted.fit(intervals)
@@ -220,6 +224,7 @@ def estimate_fetch_arrays(
     scale: BucketScale | None = None,
     estimator: ChangeRateEstimator | None = None,
     policy: LastModifiedPolicy | None = None,
+    created_between: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> FetchArrayEstimate:
     """The typed fast path of :func:`estimate_fetch_table`, for evidence from the store.
 
@@ -237,6 +242,10 @@ def estimate_fetch_arrays(
         Host of each fetch (for the per-host Last-Modified test).
     now : float, optional
         Fetches after it (days) are not used.
+    created_between : pair of array_like of float, shape (n,) each, optional
+        The window of each fetch's page in which it was created if it is new (days; NaN:
+        not known to be new), the same on every fetch of a page: a first Last-Modified in
+        it is the page's creation (``LastModifiedEvidence.first_is_creation``).
 
     The store's rows are clean already; this does what the file interface does to untidy
     rows without the string parsing and line reporting: rows ordered by page then time (a
@@ -254,6 +263,11 @@ def estimate_fetch_arrays(
     host = None if host_id is None else np.asarray(host_id, dtype=np.int64)
     if not (page.shape == t.shape == out.shape == lm.shape) or page.ndim != 1:
         raise ValueError("page_id, fetched, changed and last_modified need one value per fetch")
+    window = None
+    if created_between is not None:
+        window = np.vstack([np.asarray(w, dtype=np.float64) for w in created_between])
+        if window.shape != (2, page.size):
+            raise ValueError("created_between needs two values per fetch")
     keep = np.isfinite(t) if now is None else np.isfinite(t) & (t <= now)
     if page.size > 1 and np.any(
         (page[1:] < page[:-1]) | ((page[1:] == page[:-1]) & (t[1:] < t[:-1]))
@@ -261,12 +275,14 @@ def estimate_fetch_arrays(
         order = np.lexsort((t, page))
         page, t, out, lm, keep = page[order], t[order], out[order], lm[order], keep[order]
         host = None if host is None else host[order]
+        window = None if window is None else window[:, order]
     repeat = np.zeros(page.size, dtype=bool)
     repeat[1:] = (page[1:] == page[:-1]) & (t[1:] == t[:-1])
     keep &= ~repeat
     if not keep.all():
         page, t, out, lm = page[keep], t[keep], out[keep], lm[keep]
         host = None if host is None else host[keep]
+        window = None if window is None else window[:, keep]
     # rows are sorted by page now: a page's code is the number of page starts before it
     first = np.ones(page.size, dtype=bool)
     first[1:] = page[1:] != page[:-1]
@@ -277,7 +293,8 @@ def estimate_fetch_arrays(
     host_ids = None
     if host is not None:
         host_ids = np.unique(host[first], return_inverse=True)[1].astype(np.intp)
-    fitted = _fit(codes, t, out, lm, int(ids.size), host_ids, estimator, policy)
+    per_page = None if window is None else (window[0, starts], window[1, starts])
+    fitted = _fit(codes, t, out, lm, int(ids.size), host_ids, estimator, policy, per_page)
     rate = np.asarray(fitted.rate_, dtype=np.float64)
     return FetchArrayEstimate(
         page=ids,

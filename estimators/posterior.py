@@ -207,7 +207,7 @@ def _conjugate_evidence(
         if last_modified.single_fetch_age is not None:
             age = np.asarray(last_modified.single_fetch_age, dtype=np.float64)
             single = trust & ~dated & np.isfinite(age) & (age > 0)
-            c[single] += 1.0
+            c[single] += last_modified.first_age_changes()[single]
             t[single] += age[single]
             evidence[single] += 1
     if notifications is not None and notifications.page.size:

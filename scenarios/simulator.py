@@ -275,6 +275,14 @@ class CrawlLog:
         self.last_fetch[obs.page[ok]] = obs.fetched_at[ok]
         self.fetches[obs.page[ok]] += 1
 
+    def created_between(self) -> tuple[FloatArray, FloatArray]:
+        """Per page, the window in which it was created if it is new, shape (n,) each (NaN:
+        an initial page, not known to be new). A page born in the run was linked, and so
+        known, from its birth: its window is that instant (the store's runs from the previous
+        fetches of the pages whose re-crawl found it to its discovery: ``pages.new_after``)."""
+        born = np.where(self.born > 0, self.born.astype(float), np.nan)
+        return born, born
+
     def record_first_fetches(
         self, page: IntArray, fetched_at: FloatArray, last_modified: FloatArray
     ) -> None:

@@ -189,7 +189,8 @@ def estimate_from_store(
     for rows in _prefetched(iter_fetch_rows(db, chunk_pages=chunk_pages)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
-        page_id, host_id, fetched_s, changed, modified_s = np.array(rows, dtype=np.float64).T
+        columns = np.array(rows, dtype=np.float64).T
+        page_id, host_id, fetched_s, changed, modified_s, new_after_s, first_seen_s = columns
         result = estimate_fetch_arrays(
             page_id.astype(np.int64),
             fetched_s / _DAY_S,
@@ -200,6 +201,7 @@ def estimate_from_store(
             estimator=estimator,
             scale=scale,
             policy=policy,
+            created_between=(new_after_s / _DAY_S, first_seen_s / _DAY_S),
         )
         if prior is None:
             prior = result.fitted.prior_

@@ -224,10 +224,12 @@ class PagesSql(Protocol):
         due: datetime | None,
         discovered: bool,
         status: str = "new",
+        new_after: datetime | None = None,
     ) -> tuple[int, list[int]]:
         """Insert page ``urls[k]`` of host ``hosts[k]`` (distinct URLs, in URL order) with
         ``status`` (``new``, or ``blocked``: unfetchable), never fetched, first seen at
-        ``now`` and due at ``due`` (None: not due), known URLs left as they are; the number
+        ``now``, new since ``new_after`` (``pages.new_after``; None: not known to be new)
+        and due at ``due`` (None: not due), known URLs left as they are; the number
         of pages inserted, and hosts that include those of every page inserted (their
         ``ready_at`` may need lowering)."""
         ...

@@ -35,11 +35,13 @@ _ANSWERED = (200, 304, 301, 302, 303, 307, 308, 404, 410)
 
 #: One answered fetch as the driver returns it: (page id, host id, fetched_at in epoch
 #: seconds, changed True/False/None, last_modified in epoch seconds or None).
-FetchRow = tuple[int, int, float, bool | None, float | None]
+FetchRow = tuple[int, int, float, bool | None, float | None, float | None, float]
 
 
 def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list[FetchRow]]:
-    """Yield the answered fetches of ``chunk_pages`` pages at a time, by page then time.
+    """Yield the answered fetches of ``chunk_pages`` pages at a time, by page then time:
+    page id, host id, fetch time, changed, Last-Modified, and the page's ``new_after`` and
+    ``first_seen`` (its creation window when it is new), times in epoch seconds.
 
     Keyset pagination on page id: each chunk is one indexed range scan however large the
     store. Times come out of SQL as epoch seconds, rows as the driver's tuples: no datetime
@@ -69,6 +71,8 @@ def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list
                     epoch_seconds(o.c.fetched_at, dialect),
                     o.c.changed,
                     epoch_seconds(o.c.last_modified, dialect),
+                    epoch_seconds(p.c.new_after, dialect),
+                    epoch_seconds(p.c.first_seen, dialect),
                 )
                 .join(p, p.c.id == o.c.page_id)
                 .where(

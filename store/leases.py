@@ -626,7 +626,8 @@ class LeaseQueue:
             # the hosts of new pages, then pages: a lease's order, host before pages.
             hold_hosts(conn, self.db.backend.host_ready, [lease.host_id])
             lowered: list[tuple[list[int], datetime]] = []
-            added = self._add_discovered(conn, discovered, when, lowered)
+            new_after = _new_after(conn, results) if discovered else None
+            added = self._add_discovered(conn, discovered, when, lowered, new_after)
             unfetchable = self._add_blocked(conn, blocked, when, lowered)
             # A give-up writes every page of the host: locked with the report's own.
             giving_up = self._giving_up(conn, lease, host) if gives_back else None
@@ -658,16 +659,26 @@ class LeaseQueue:
         pages: Sequence[tuple[str, str]],
         now: datetime,
         lowered: list[tuple[list[int], datetime]],
+        new_after: datetime | None = None,
     ) -> int:
-        """Add discovered pages in the caller's transaction; returns how many were new. The
-        hosts whose ready time they lower go to ``lowered`` (lowered after the page locks)."""
+        """Add discovered pages in the caller's transaction, new since ``new_after``
+        (``pages.new_after``); returns how many were new. The hosts whose ready time they
+        lower go to ``lowered`` (lowered after the page locks)."""
         added = 0
         # In URL order (and so each chunk): concurrent reports that discover the same new
         # URLs insert them in the same order, and wait for one another instead of deadlocking.
         pages = sorted(pages)
         for start in range(0, len(pages), PAGES_CHUNK):
             chunk = pages[start : start + PAGES_CHUNK]
-            added += add_pages_in(self.db, conn, chunk, now=now, discovered=True, deferred=lowered)
+            added += add_pages_in(
+                self.db,
+                conn,
+                chunk,
+                now=now,
+                discovered=True,
+                deferred=lowered,
+                new_after=new_after,
+            )
         return added
 
     def _add_blocked(
@@ -1068,3 +1079,25 @@ def lease_worker(db: Database, lease_id: int) -> str:
     if worker is None:
         raise LeaseNotFoundError(f"lease {lease_id} does not exist")
     return str(worker)
+
+
+def _new_after(conn: Connection, results: Sequence[FetchResult]) -> datetime | None:
+    """Since when the URLs a report discovered are new (``pages.new_after``), or None.
+
+    A URL the store lacks was linked by none of the pages fetched so far, so the reported
+    pages that link to it did not when last fetched: it appeared on them since, and the
+    earliest of their previous fetches bounds it. Only when every reported page had been
+    fetched before (a report holding a first fetch may owe its URLs to it: pages of an
+    existing site found on its first lap, not new ones) and the report read some page.
+    """
+    ids = sorted({r.page_id for r in results})
+    if not ids:
+        return None
+    pages, fetched, earliest = conn.execute(
+        select(
+            func.count(), func.count(PAGES.c.last_fetch_at), func.min(PAGES.c.last_fetch_at)
+        ).where(PAGES.c.id.in_(ids))
+    ).one()
+    if pages < len(ids) or fetched < pages:
+        return None
+    return earliest

@@ -220,6 +220,10 @@ class Page(Base):
     #: True when the page was found by the crawl (an outlink or a redirect target), False
     #: when a user or a sitemap added it: the discovery rates count only the former.
     discovered: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    #: For a page discovered on re-crawls of pages read before without its link: the earliest
+    #: of their previous fetches. It was most likely created between then and ``first_seen``,
+    #: so a first Last-Modified in that window is its creation, not a change (migration 0019).
+    new_after: Mapped[datetime | None]
     next_due_at: Mapped[datetime | None]
     last_fetch_at: Mapped[datetime | None]
     last_change_at: Mapped[datetime | None]

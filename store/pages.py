@@ -157,6 +157,7 @@ def _add_chunk(
     due: bool,
     discovered: bool,
     deferred: list[tuple[list[int], datetime]] | None = None,
+    new_after: datetime | None = None,
 ) -> tuple[int, int, int]:
     given_up: set[int] = set()
     host_ids, hosts_added = _host_ids(db, conn, {origin for _, origin in chunk}, now, given_up)
@@ -186,13 +187,16 @@ def _add_chunk(
             due=None,
             discovered=discovered,
             status=UNFETCHABLE_STATUS,
+            new_after=new_after,
         )
     # Once a plan is published, new pages wait for a period release, which picks them by
     # OPIC cash within the plan's quota of new pages (as fetched pages wait for theirs).
     planned = due and conn.execute(PLAN_PUBLISHED).first() is not None
     due_at = now if due and not planned else None
     added, hosts = (
-        db.backend.pages.insert_new(conn, urls, hosts, now=now, due=due_at, discovered=discovered)
+        db.backend.pages.insert_new(
+            conn, urls, hosts, now=now, due=due_at, discovered=discovered, new_after=new_after
+        )
         if urls
         else (0, [])
     )
@@ -228,9 +232,13 @@ def add_pages_in(
     now: datetime,
     discovered: bool = True,
     deferred: list[tuple[list[int], datetime]] | None = None,
+    new_after: datetime | None = None,
 ) -> int:
     """:func:`add_pages` of at most :data:`CHUNK` pairs in the caller's transaction (a crawl
     report adds the URLs it found with its observations); returns how many were new.
+
+    ``new_after``: the pages are new since then (``pages.new_after``): they were found on
+    re-crawls of pages last fetched then or later, which did not link to them.
 
     ``deferred``: the hosts whose ``ready_at`` the new pages lower, with their due time, are
     appended there for the caller to lower (:func:`store.host_ready.lower_ready_to`, held)
@@ -239,7 +247,7 @@ def add_pages_in(
     """
     if not pages:
         return 0
-    return _add_chunk(db, conn, pages, now, True, discovered, deferred)[0]
+    return _add_chunk(db, conn, pages, now, True, discovered, deferred, new_after)[0]
 
 
 def _add_unfetchable_chunk(

@@ -112,7 +112,9 @@ class RateKnowledge:
         reliable = None
         if self.last_modified != "ignore":
             page, at, changed, lm = log.fetch_log()
-            evidence = last_modified_evidence_from_fetches(page, at, lm, n_pages=log.n_pages)
+            evidence = last_modified_evidence_from_fetches(
+                page, at, lm, n_pages=log.n_pages, created_between=log.created_between()
+            )
             if self.last_modified == "trusted":
                 reliable = np.ones(log.n_pages, dtype=np.bool_)
             else:
@@ -167,7 +169,9 @@ class RateKnowledge:
         if self.last_modified == "ignore":
             return np.asarray(estimator.fit(intervals).rate_, dtype=float)
         page, at, changed, lm = log.fetch_log()
-        evidence = last_modified_evidence_from_fetches(page, at, lm, n_pages=log.n_pages)
+        evidence = last_modified_evidence_from_fetches(
+            page, at, lm, n_pages=log.n_pages, created_between=log.created_between()
+        )
         if self.last_modified == "trusted":
             reliable = evidence.intervals > 0
         else:

@@ -21,13 +21,17 @@ __all__ = ["PostgresqlPages"]
 INSERT_PAGES = text(
     """
     INSERT INTO pages (url, host_id, status, first_seen, next_due_at, fetches, changes,
-                       bucket, cash, history, discovered)
-    SELECT u, h, :status, :now, :due, 0, 0, 0, 0.0, 0.0, :discovered
+                       bucket, cash, history, discovered, new_after)
+    SELECT u, h, :status, :now, :due, 0, 0, 0, 0.0, 0.0, :discovered, :new_after
     FROM unnest(CAST(:urls AS varchar[]), CAST(:hosts AS bigint[])) AS t(u, h)
     ON CONFLICT (url) DO NOTHING
     RETURNING host_id
     """
-).bindparams(bindparam("now", type_=UTCDateTime()), bindparam("due", type_=UTCDateTime()))
+).bindparams(
+    bindparam("now", type_=UTCDateTime()),
+    bindparam("due", type_=UTCDateTime()),
+    bindparam("new_after", type_=UTCDateTime()),
+)
 #: Pages locked in id order (the LockRows step runs after the sort). NO KEY UPDATE, as an
 #: UPDATE of them takes: foreign-key checks (an observation's) still pass.
 LOCK_PAGES = text(
@@ -61,6 +65,7 @@ class PostgresqlPages:
         due: datetime | None,
         discovered: bool,
         status: str = "new",
+        new_after: datetime | None = None,
     ) -> tuple[int, list[int]]:
         """One statement with two array parameters (one round trip per chunk); the hosts
         returned are exactly those of the pages inserted."""
@@ -71,6 +76,7 @@ class PostgresqlPages:
             "due": due,
             "discovered": discovered,
             "status": status,
+            "new_after": new_after,
         }
         inserted = list(conn.execute(INSERT_PAGES, params).scalars())
         return len(inserted), inserted

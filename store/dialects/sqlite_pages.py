@@ -21,7 +21,15 @@ INSERT_PAGES = DriverStatement(
     .values(fetches=0, changes=0, bucket=0, cash=0.0, history=0.0)
     .on_conflict_do_nothing(),
     sqlite.dialect(),
-    column_keys=("url", "host_id", "status", "first_seen", "next_due_at", "discovered"),
+    column_keys=(
+        "url",
+        "host_id",
+        "status",
+        "first_seen",
+        "next_due_at",
+        "discovered",
+        "new_after",
+    ),
 )
 
 
@@ -41,6 +49,7 @@ class SqlitePages:
         due: datetime | None,
         discovered: bool,
         status: str = "new",
+        new_after: datetime | None = None,
     ) -> tuple[int, list[int]]:
         """executemany sums the rows' counts (conflicts add none) but cannot tell which rows
         were inserted: every host given is returned."""
@@ -52,6 +61,7 @@ class SqlitePages:
                 "first_seen": now,
                 "next_due_at": due,
                 "discovered": discovered,
+                "new_after": new_after,
             }
             for u, h in zip(urls, hosts, strict=True)
         ]
