@@ -97,7 +97,9 @@ def test_a_new_page_that_never_changed_is_estimated_slower_than_its_age_says() -
     assert (with_windows.estimator[:200] == "last_modified_eb").all()
     # the posterior modes of "no change in 16 days" and "one change in 16 days" under the
     # same prior: the first fetch's 2 days and the two intervals' 14, the change or not
-    eb = EmpiricalBayesLastModifiedRate(prior=without.fitted.prior_)
+    prior = without.fitted.prior_
+    assert prior is not None
+    eb = EmpiricalBayesLastModifiedRate(prior=prior)
     twins = LastModifiedEvidence(
         intervals=np.array([2, 2]),
         changes=np.array([0, 1]),
@@ -127,7 +129,9 @@ def test_a_single_fetch_of_a_new_page_says_unchanged_since_its_creation() -> Non
         created_between=windows,
     )
     assert got.rate[100:200] == pytest.approx(plain.rate[100:200], rel=1e-6)
-    eb = EmpiricalBayesLastModifiedRate(prior=plain.fitted.prior_)
+    prior = plain.fitted.prior_
+    assert prior is not None
+    eb = EmpiricalBayesLastModifiedRate(prior=prior)
     once = LastModifiedEvidence(
         intervals=np.array([1, 1]),
         changes=np.array([0, 1]),
