@@ -53,7 +53,8 @@ from planner.model.instance import InstanceError
 from store import Database, latest_plan
 from store.due_times import NOTIFIED, page_schedule_finished
 from store.estimates import (
-    iter_fetch_rows,
+    CreationWindow,
+    iter_fetch_chunks,
     iter_page_states,
     write_estimates,
 )
@@ -170,6 +171,22 @@ def _with_notifications(
     )
 
 
+def _creation_windows(
+    page_id: npt.NDArray[np.float64], windows: list[CreationWindow]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """Each fetch's page's creation window, days (NaN: not new), shape (n,) each; None
+    when no page of the chunk is new."""
+    if not windows:
+        return None
+    ids, since, until = np.array(windows, dtype=np.float64).T
+    at = np.minimum(np.searchsorted(ids, page_id), ids.size - 1)
+    new = ids[at] == page_id
+    return (
+        np.where(new, since[at] / _DAY_S, np.nan),
+        np.where(new, until[at] / _DAY_S, np.nan),
+    )
+
+
 def estimate_from_store(
     db: Database,
     *,
@@ -186,11 +203,10 @@ def estimate_from_store(
     by_estimator: dict[str, int] = {}
     now_days = datetime.now(UTC).timestamp() / _DAY_S
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
-    for rows in _prefetched(iter_fetch_rows(db, chunk_pages=chunk_pages)):
+    for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
-        columns = np.array(rows, dtype=np.float64).T
-        page_id, host_id, fetched_s, changed, modified_s, new_after_s, first_seen_s = columns
+        page_id, host_id, fetched_s, changed, modified_s = np.array(chunk.rows, dtype=np.float64).T
         result = estimate_fetch_arrays(
             page_id.astype(np.int64),
             fetched_s / _DAY_S,
@@ -201,7 +217,7 @@ def estimate_from_store(
             estimator=estimator,
             scale=scale,
             policy=policy,
-            created_between=(new_after_s / _DAY_S, first_seen_s / _DAY_S),
+            created_between=_creation_windows(page_id, chunk.windows),
         )
         if prior is None:
             prior = result.fitted.prior_

@@ -22,7 +22,7 @@ from estimators.fetch_table import estimate_fetch_arrays
 from estimators.last_modified import EmpiricalBayesLastModifiedRate
 from service.pipeline import estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
-from store.estimates import iter_fetch_rows
+from store.estimates import iter_fetch_chunks
 from store.models import HOSTS, PAGES
 
 NAN = np.nan
@@ -214,20 +214,24 @@ def test_the_store_keeps_the_window_and_the_estimate_reads_it(db: Database) -> N
         ]
         queue.finish(lease.lease_id, results, now=at)
     # the estimate reads the window with the fetches: the same as the estimator given them
-    rows = [row for chunk in iter_fetch_rows(db) for row in chunk]
+    (chunk,) = list(iter_fetch_chunks(db))
     ids = {url.removeprefix(ORIGIN): pid for url, pid in _ids(db).items()}
-    windows = {row[0]: (row[5], row[6]) for row in rows}
-    assert windows[ids["/new"]] == (T0.timestamp(), week.timestamp())
-    assert windows[ids["/old"]][0] is None
-    columns = np.array(rows, dtype=np.float64).T
+    assert chunk.windows == [
+        (ids["/new"], T0.timestamp(), week.timestamp()),
+        (ids["/other"], week.timestamp(), (week + timedelta(days=1)).timestamp()),
+    ]
+    columns = np.array(chunk.rows, dtype=np.float64).T
     day = 86_400.0
+    new_rows = columns[0] == ids["/new"]
+    since = np.where(new_rows, T0.timestamp() / day, NAN)
+    until = np.where(new_rows, week.timestamp() / day, NAN)
     expected = estimate_fetch_arrays(
         columns[0].astype(np.int64),
         columns[2] / day,
         columns[3],
         columns[4] / day,
         columns[1].astype(np.int64),
-        created_between=(columns[5] / day, columns[6] / day),
+        created_between=(since, until),
     )
     plain = estimate_fetch_arrays(
         columns[0].astype(np.int64),
