@@ -53,6 +53,8 @@ POLICIES: dict[str, dict[str, Any]] = {
 VARIANTS: dict[str, dict[str, Any]] = {
     "posterior": {"kind": "webfountain", "rates": "posterior"},
     "dates ignored": {"kind": "webfountain", "last_modified": "ignore"},
+    "no revisit ceiling": {"kind": "webfountain", "explore": 0.0},
+    "freshness schedule": {"kind": "freshness"},
 }
 
 #: Worlds built to differ from the shipped ones (WorldSpec fields).
