@@ -14,13 +14,12 @@ on SQLite and PostgreSQL, through local workers and the worker API.
 from __future__ import annotations
 
 import os
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from crawler.fetch import FetchLimits
 from crawler.politeness import PolitenessPolicy
 from crawler.remote import RemoteWorkQueue
 from crawler.signature import SIGNATURE_LENGTH, page_signature
-from crawler.urls import normalize_url
 from crawler.worker import CrawlSettings, run_crawl, run_workers
 from service.api.app import ApiSettings
 from service.cli.app import app
@@ -56,6 +54,7 @@ from store.models import HOSTS, PAGES, RELEASED_PAGES
 from store.types import utcnow
 from tests.api_server import TOKEN, ApiServer
 from tests.conftest import T0
+from tests.loopback import LoopbackHost
 
 WORDS = "This chapter explains how the server stores its tables and how to tune them well."
 TINY = "Nothing here yet."
@@ -102,20 +101,10 @@ DUPLICATES = ("/index.html", "/doc/index.html")
 
 
 @dataclass
-class StaticSite:
+class StaticSite(LoopbackHost):
     """A directory served by Python's static file server on loopback, and its request log."""
 
-    root: Path
-    log: list[str] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def origin(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def url(self, path: str) -> str:
-        return normalize_url(self.origin + path)
+    root: Path = Path()
 
 
 @pytest.fixture
@@ -126,7 +115,7 @@ def site(tmp_path: Path) -> Iterator[StaticSite]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body, encoding="utf-8")
         os.utime(path, (MTIME, MTIME))
-    served = StaticSite(root)
+    served = StaticSite(root=root)
 
     class Handler(SimpleHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -136,13 +125,9 @@ def site(tmp_path: Path) -> Iterator[StaticSite]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
-    server.daemon_threads = True
-    served.server = server
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served.serve(partial(Handler, directory=str(root)))  # type: ignore[arg-type]
     yield served
-    server.shutdown()
-    server.server_close()
+    served.stop()
 
 
 def _settings() -> CrawlSettings:

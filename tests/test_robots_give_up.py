@@ -12,12 +12,9 @@ takes the host back) runs on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -48,68 +45,10 @@ from store.status import work_remaining
 from store.types import utcnow
 from tests.api_server import TOKEN, ApiServer
 from tests.conftest import T0
+from tests.loopback import PagesHost, html_page
 
 GIVE_UP_AFTER = 3
 RETRY = timedelta(seconds=0.3)
-
-
-@dataclass
-class Server:
-    """A loopback host: pages by path, robots.txt answered with the statuses of
-    ``robots_statuses`` in turn (then 200, no rules), and its request log."""
-
-    pages: dict[str, str] = field(default_factory=dict)
-    robots_statuses: list[int] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def origin(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def url(self, path: str) -> str:
-        return normalize_url(self.origin + path)
-
-    def start(self) -> Server:
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                site.log.append(self.path)
-                if self.path == "/robots.txt":
-                    status = site.robots_statuses.pop(0) if site.robots_statuses else 200
-                    self._answer(status, "text/plain", "User-agent: *\nAllow: /\n")
-                elif self.path in site.pages:
-                    self._answer(200, "text/html; charset=utf-8", site.pages[self.path])
-                else:
-                    self.send_error(404)
-
-            def _answer(self, status: int, kind: str, body: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        assert self.server is not None
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _html(*links: str) -> str:
-    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
-    return f"<html><body><p>A page with words in it.</p>{anchors}</body></html>"
 
 
 def _closed_port() -> int:
@@ -120,8 +59,8 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
+def servers() -> Iterator[list[PagesHost]]:
+    started: list[PagesHost] = []
     yield started
     for server in started:
         server.stop()
@@ -163,20 +102,20 @@ def _pages_of(db: Database, origin: str) -> list[Any]:
 
 
 def test_unreachable_hosts_are_given_up_and_the_crawl_ends(
-    db: Database, backend_url: str, servers: list[Server]
+    db: Database, backend_url: str, servers: list[PagesHost]
 ) -> None:
-    failing = Server(robots_statuses=[503] * 10).start()  # robots.txt: 5xx, unreachable
+    failing = PagesHost(robots_statuses=[503] * 10).start()  # robots.txt: 5xx, unreachable
     refused = f"http://127.0.0.1:{_closed_port()}"  # nothing listening
-    seed = Server().start()
+    seed = PagesHost().start()
     servers += [seed, failing]
-    seed.pages["/index.html"] = _html(
+    seed.pages["/index.html"] = html_page(
         "/p1.html",
         f"{failing.origin}/a.html",
         f"{failing.origin}/b.html",
         f"{refused}/x.html",
     )
-    seed.pages["/p1.html"] = _html("/index.html", f"{refused}/y.html")
-    failing.pages["/a.html"] = _html("/b.html")
+    seed.pages["/p1.html"] = html_page("/index.html", f"{refused}/y.html")
+    failing.pages["/a.html"] = html_page("/b.html")
     add_pages(db, [(seed.url("/index.html"), seed.origin)])
 
     stats, seconds = _crawl(db)
@@ -216,13 +155,13 @@ def test_unreachable_hosts_are_given_up_and_the_crawl_ends(
 
 
 def test_remote_workers_give_hosts_up_through_the_worker_api(
-    db: Database, servers: list[Server]
+    db: Database, servers: list[PagesHost]
 ) -> None:
     """The count and the give-up travel through the worker API (lease out, finish in)."""
-    failing = Server(robots_statuses=[503] * 10).start()
-    seed = Server().start()
+    failing = PagesHost(robots_statuses=[503] * 10).start()
+    seed = PagesHost().start()
     servers += [seed, failing]
-    seed.pages["/index.html"] = _html(f"{failing.origin}/a.html")
+    seed.pages["/index.html"] = html_page(f"{failing.origin}/a.html")
     add_pages(db, [(seed.url("/index.html"), seed.origin)])
     api_settings = ApiSettings(
         tokens=(TOKEN,),
@@ -251,12 +190,12 @@ def test_remote_workers_give_hosts_up_through_the_worker_api(
     assert [(p.status, p.next_due_at) for p in _pages_of(db, failing.origin)] == [("blocked", None)]
 
 
-def test_a_reachable_robots_txt_resets_the_count(db: Database, servers: list[Server]) -> None:
+def test_a_reachable_robots_txt_resets_the_count(db: Database, servers: list[PagesHost]) -> None:
     """Two failures, a success, two failures again: never N in a row, never given up."""
-    flaky = Server(robots_statuses=[503, 503]).start()
+    flaky = PagesHost(robots_statuses=[503, 503]).start()
     servers.append(flaky)
-    flaky.pages["/index.html"] = _html("/p1.html")
-    flaky.pages["/p1.html"] = _html("/index.html")
+    flaky.pages["/index.html"] = html_page("/p1.html")
+    flaky.pages["/p1.html"] = html_page("/index.html")
     add_pages(db, [(flaky.url("/index.html"), flaky.origin)])
 
     _crawl(db)
@@ -280,10 +219,10 @@ def test_a_reachable_robots_txt_resets_the_count(db: Database, servers: list[Ser
     assert {p.fetches for p in _pages_of(db, flaky.origin)} == {2}
 
 
-def test_never_given_up_when_the_setting_is_zero(db: Database, servers: list[Server]) -> None:
+def test_never_given_up_when_the_setting_is_zero(db: Database, servers: list[PagesHost]) -> None:
     """``robots_give_up_after = 0``: the failures are counted, the host is never given up
     (and the crawl runs to its time limit, as it did before hosts were given up)."""
-    failing = Server(robots_statuses=[503] * 1000).start()
+    failing = PagesHost(robots_statuses=[503] * 1000).start()
     servers.append(failing)
     add_pages(db, [(failing.url("/a.html"), failing.origin)])
     stats, seconds = _crawl(db, give_up_after=0, seconds=2.0)

@@ -9,11 +9,8 @@ rates, never released, and shown by ``status``; off-site links are not stored at
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -24,7 +21,7 @@ from crawler.politeness import PolitenessPolicy
 from crawler.remote import RemoteWorkQueue
 from crawler.robots import RobotsCache, RobotsRules
 from crawler.scope import CrawlScope, registered_domain
-from crawler.urls import normalize_url, origin_of
+from crawler.urls import origin_of
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
 from service.api.app import ApiSettings
 from service.page_schedule import schedule_pages
@@ -45,76 +42,19 @@ from store.models import HOSTS, OBSERVATIONS, PAGES, RELEASED_PAGES
 from store.types import utcnow
 from store.urgent import request_urgent
 from tests.api_server import TOKEN, ApiServer
+from tests.loopback import PagesHost, html_page
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
 
-@dataclass
-class Site:
-    """One host on loopback: pages by path (mutable while it runs), redirects (path to
-    target, answered 301), and its request log."""
-
-    pages: dict[str, str] = field(default_factory=dict)
-    redirects: dict[str, str] = field(default_factory=dict)
-    robots: str = ROBOTS
-    log: list[str] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def origin(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def url(self, path: str) -> str:
-        return normalize_url(self.origin + path)
-
-
-def _html(*links: str) -> str:
-    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
-    return f"<html><body><p>A page with words in it.</p>{anchors}</body></html>"
-
-
-def _serve(site: Site) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            site.log.append(self.path)
-            if self.path == "/robots.txt":
-                body, kind = site.robots, "text/plain"
-            elif self.path in site.redirects:
-                self.send_response(301)
-                self.send_header("Location", site.redirects[self.path])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            elif self.path in site.pages:
-                body, kind = site.pages[self.path], "text/html; charset=utf-8"
-            else:
-                self.send_error(404)
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 @pytest.fixture
-def sites() -> Iterator[tuple[Site, Site]]:
-    a, b = Site(), Site()
-    a.server, b.server = _serve(a), _serve(b)
+def sites() -> Iterator[tuple[PagesHost, PagesHost]]:
+    a, b = PagesHost(robots=ROBOTS).start(), PagesHost(robots=ROBOTS).start()
+    assert b.server is not None
     b_port = b.server.server_address[1]
     a.pages.update(
         {
-            "/index.html": _html(
+            "/index.html": html_page(
                 "/p1.html",
                 "/p2.html",
                 "/private/a.html",
@@ -123,21 +63,19 @@ def sites() -> Iterator[tuple[Site, Site]]:
                 f"{b.origin}/private/y.html",  # b's robots.txt maybe not read yet
                 f"http://localhost:{b_port}/offsite.html",  # another registered domain
             ),
-            "/p1.html": _html("/private/c.html", "/p2.html", "/index.html"),
-            "/p2.html": _html("/private/d.html", "/p1.html"),
+            "/p1.html": html_page("/private/c.html", "/p2.html", "/index.html"),
+            "/p2.html": html_page("/private/d.html", "/p1.html"),
         }
     )
     b.pages.update(
         {
-            "/index.html": _html("/q1.html", "/private/x.html", f"{a.origin}/private/e.html"),
-            "/q1.html": _html("/index.html", "/private/z.html"),
+            "/index.html": html_page("/q1.html", "/private/x.html", f"{a.origin}/private/e.html"),
+            "/q1.html": html_page("/index.html", "/private/z.html"),
         }
     )
     yield a, b
     for site in (a, b):
-        assert site.server is not None
-        site.server.shutdown()
-        site.server.server_close()
+        site.stop()
 
 
 def _crawl(db: Database, scope: CrawlScope | None = None) -> CrawlStats:
@@ -168,7 +106,7 @@ def _observed_pages(db: Database) -> set[int]:
 # measure_crawl's window; rerun twice before failing. The cause is open.
 @pytest.mark.flaky(reruns=2)
 def test_disallowed_links_are_unfetchable_not_new_pages(
-    db: Database, sites: tuple[Site, Site]
+    db: Database, sites: tuple[PagesHost, PagesHost]
 ) -> None:
     a, _b = sites
     add_pages(db, [(a.url("/index.html"), a.origin)])
@@ -216,7 +154,7 @@ def test_disallowed_links_are_unfetchable_not_new_pages(
 
 
 def test_a_link_found_after_robots_is_known_is_never_released(
-    db: Database, sites: tuple[Site, Site]
+    db: Database, sites: tuple[PagesHost, PagesHost]
 ) -> None:
     """Once a plan is published new pages wait for a release of the new-page quota; a URL
     robots.txt disallows, found on a host whose robots.txt is known, is not one of them."""
@@ -238,8 +176,8 @@ def test_a_link_found_after_robots_is_known_is_never_released(
     )
     schedule_pages(db)
     # The home page changes: a new page and a new link into /private/; crawled at once.
-    a.pages["/index.html"] = _html("/p1.html", "/p3.html", "/private/f.html")
-    a.pages["/p3.html"] = _html("/index.html")
+    a.pages["/index.html"] = html_page("/p1.html", "/p3.html", "/private/f.html")
+    a.pages["/p3.html"] = html_page("/index.html")
     request_urgent(db, [(a.url("/index.html"), a.origin)], source="cli")
     _crawl(db)
     pages = _pages(db)
@@ -259,7 +197,7 @@ def test_a_link_found_after_robots_is_known_is_never_released(
 
 
 def test_remote_workers_store_disallowed_links_as_unfetchable(
-    db: Database, sites: tuple[Site, Site]
+    db: Database, sites: tuple[PagesHost, PagesHost]
 ) -> None:
     """The same through the worker API: a remote pool reports what it found, the server
     stores the disallowed URLs as unfetchable pages."""
@@ -292,7 +230,7 @@ def test_remote_workers_store_disallowed_links_as_unfetchable(
 
 
 def test_unfetchable_pages_come_back_when_robots_allows_them(
-    db: Database, sites: tuple[Site, Site]
+    db: Database, sites: tuple[PagesHost, PagesHost]
 ) -> None:
     """An unfetchable page is due again when the rules that blocked it expire: the worker
     then reads robots.txt anew and fetches the page if it is allowed now."""
@@ -319,7 +257,7 @@ def test_unfetchable_pages_come_back_when_robots_allows_them(
 
 
 def test_host_scope_keeps_the_crawl_on_the_seed_hosts(
-    db: Database, sites: tuple[Site, Site]
+    db: Database, sites: tuple[PagesHost, PagesHost]
 ) -> None:
     a, b = sites
     add_pages(db, [(a.url("/index.html"), a.origin)])
