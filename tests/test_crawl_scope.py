@@ -19,7 +19,8 @@ from crawler.worker import CrawlSettings
 from service.config import load_settings
 from service.errors import ConfigError
 from store import Database, add_pages
-from tests.test_unfetchable import Site, _crawl, _html, _pages, _serve
+from tests.loopback import PagesHost, html_page
+from tests.test_unfetchable import _crawl, _pages
 
 ON = "https://docs.example.org"
 
@@ -169,15 +170,14 @@ def test_bad_environment_pattern_is_named() -> None:
 
 
 @pytest.fixture
-def site() -> Iterator[Site]:
+def site() -> Iterator[PagesHost]:
     """A site on loopback whose robots.txt allows everything, with a docs section, an
     ``s1`` subsection and its redirects into it, a PDF, a shop, and an ``S1`` (another
     path: patterns are case-sensitive)."""
-    site = Site(robots="User-agent: *\nDisallow:\n")
-    site.server = _serve(site)
+    site = PagesHost(robots="User-agent: *\nDisallow:\n").start()
     site.pages.update(
         {
-            "/index.html": _html(
+            "/index.html": html_page(
                 "/docs/a.html",
                 "/docs/s1/b.html",
                 "/docs/page.html?print=1",
@@ -185,26 +185,27 @@ def site() -> Iterator[Site]:
                 "/docs/old.html",
                 "/docs/search?q=s1",
             ),
-            "/docs/a.html": _html("/docs/s1/c.html", "/docs/S1/upper.html", "/index.html"),
-            "/docs/s1/b.html": _html("/docs/e.html"),
-            "/docs/s1/c.html": _html(),
-            "/docs/s1/moved.html": _html(),
-            "/docs/s1/seeded.html": _html("/docs/s1/d.html", "/docs/e.html"),
-            "/docs/s1/d.html": _html(),
-            "/docs/S1/upper.html": _html(),
-            "/docs/e.html": _html(),
-            "/docs/page.html?print=1": _html(),
-            "/docs/search?q=s1": _html(),
-            "/shop/cart.html": _html(),
+            "/docs/a.html": html_page("/docs/s1/c.html", "/docs/S1/upper.html", "/index.html"),
+            "/docs/s1/b.html": html_page("/docs/e.html"),
+            "/docs/s1/c.html": html_page(),
+            "/docs/s1/moved.html": html_page(),
+            "/docs/s1/seeded.html": html_page("/docs/s1/d.html", "/docs/e.html"),
+            "/docs/s1/d.html": html_page(),
+            "/docs/S1/upper.html": html_page(),
+            "/docs/e.html": html_page(),
+            "/docs/page.html?print=1": html_page(),
+            "/docs/search?q=s1": html_page(),
+            "/shop/cart.html": html_page(),
         }
     )
     site.redirects["/docs/old.html"] = "/docs/s1/moved.html"
     yield site
-    site.server.shutdown()
-    site.server.server_close()
+    site.stop()
 
 
-def test_crawl_never_requests_excluded_pages_but_fetches_seeds(db: Database, site: Site) -> None:
+def test_crawl_never_requests_excluded_pages_but_fetches_seeds(
+    db: Database, site: PagesHost
+) -> None:
     """Excluded and not-included links and redirect targets are never requested nor stored;
     the rest of the site is crawled; a seed an exclude pattern matches is still fetched."""
     add_pages(
