@@ -494,8 +494,9 @@ def last_modified_evidence_from_fetches(
         Days within which two Last-Modified dates count as equal.
     created_between : pair of array_like, shape (n_pages,) each, optional
         Per page, the days between which it was created if it is new (NaN: not known to be
-        new): from the last fetch of the page that links to it that did not (its link was
-        new then) to the page's discovery. A first fetch dated inside that window (within
+        new): from the previous fetches of the pages whose re-crawl found its link (none of
+        them linked to it then) to its discovery (the store's ``pages.new_after`` and
+        ``first_seen``). A first fetch dated inside that window (within
         ``tolerance``) is the page's creation (``LastModifiedEvidence.first_is_creation``).
 
     Returns

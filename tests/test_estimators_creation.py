@@ -20,6 +20,7 @@ from estimators import ChangeRateEstimator, last_modified_evidence_from_fetches
 from estimators.evidence import LastModifiedEvidence
 from estimators.fetch_table import estimate_fetch_arrays
 from estimators.last_modified import EmpiricalBayesLastModifiedRate
+from estimators.prior import LogNormalRatePrior
 from service.pipeline import estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
 from store.estimates import iter_fetch_chunks
@@ -78,6 +79,23 @@ def _new_and_old_site() -> tuple[np.ndarray, ...]:
     )
 
 
+def _modes(
+    prior: LogNormalRatePrior | None, *, intervals: int, exposure: float
+) -> tuple[float, float]:
+    """The empirical-Bayes posterior modes under ``prior`` of no change and of one change
+    seen in ``exposure`` days over ``intervals`` Last-Modified intervals (the first fetch's
+    age, 2 days, among them)."""
+    assert prior is not None
+    twins = LastModifiedEvidence(
+        intervals=np.array([intervals, intervals]),
+        changes=np.array([0, 1]),
+        exposure=np.array([exposure, exposure]),
+        age_sum=np.array([2.0, 2.0]),
+    )
+    new, old = EmpiricalBayesLastModifiedRate(prior=prior).fit(twins).rate_
+    return float(new), float(old)
+
+
 def test_a_new_page_that_never_changed_is_estimated_slower_than_its_age_says() -> None:
     page, fetched, changed, dates, since, until = _new_and_old_site()
     hosts = np.zeros(page.size, np.int64)
@@ -97,16 +115,7 @@ def test_a_new_page_that_never_changed_is_estimated_slower_than_its_age_says() -
     assert (with_windows.estimator[:200] == "last_modified_eb").all()
     # the posterior modes of "no change in 16 days" and "one change in 16 days" under the
     # same prior: the first fetch's 2 days and the two intervals' 14, the change or not
-    prior = without.fitted.prior_
-    assert prior is not None
-    eb = EmpiricalBayesLastModifiedRate(prior=prior)
-    twins = LastModifiedEvidence(
-        intervals=np.array([2, 2]),
-        changes=np.array([0, 1]),
-        exposure=np.array([16.0, 16.0]),
-        age_sum=np.array([2.0, 2.0]),
-    )
-    expected_new, expected_old = eb.fit(twins).rate_
+    expected_new, expected_old = _modes(without.fitted.prior_, intervals=2, exposure=16.0)
     assert new == pytest.approx(np.full(100, expected_new), rel=1e-6)
     assert old == pytest.approx(np.full(100, expected_old), rel=1e-6)
     assert expected_new < 1 / 16 < expected_old
@@ -129,16 +138,7 @@ def test_a_single_fetch_of_a_new_page_says_unchanged_since_its_creation() -> Non
         created_between=windows,
     )
     assert got.rate[100:200] == pytest.approx(plain.rate[100:200], rel=1e-6)
-    prior = plain.fitted.prior_
-    assert prior is not None
-    eb = EmpiricalBayesLastModifiedRate(prior=prior)
-    once = LastModifiedEvidence(
-        intervals=np.array([1, 1]),
-        changes=np.array([0, 1]),
-        exposure=np.array([2.0, 2.0]),
-        age_sum=np.array([2.0, 2.0]),
-    )
-    expected_new, expected_old = eb.fit(once).rate_
+    expected_new, expected_old = _modes(plain.fitted.prior_, intervals=1, exposure=2.0)
     assert got.rate[:100] == pytest.approx(np.full(100, expected_new), rel=1e-6)
     assert plain.rate[:100] == pytest.approx(np.full(100, expected_old), rel=1e-6)
     assert expected_new < expected_old
