@@ -31,6 +31,10 @@ class PolitenessPolicy:
         capped, with full jitter.
     max_retry_after : a ``Retry-After`` longer than this is clamped (a misconfigured server
         must not park a host for a year).
+    max_per_host : requests to one host in flight at once (a count, not seconds). Each runs
+        in a lane of its own with its own connection, and each lane waits the delay above
+        after its own request: a host sees up to ``max_per_host`` requests per delay. 1 (the
+        default) is one request at a time, as Heritrix and Nutch crawl a host.
     """
 
     min_delay: float = 1.0
@@ -39,8 +43,11 @@ class PolitenessPolicy:
     backoff_base: float = 2.0
     backoff_cap: float = 3600.0
     max_retry_after: float = 86_400.0
+    max_per_host: int = 1
 
     def __post_init__(self) -> None:
+        if self.max_per_host < 1:
+            raise ValueError("max_per_host must be >= 1 (requests in flight to one host)")
         if not 0 <= self.min_delay <= self.max_delay:
             raise ValueError("need 0 <= min_delay <= max_delay")
         if self.duration_factor < 0 or self.backoff_base <= 0 or self.backoff_cap <= 0:

@@ -222,8 +222,6 @@ class _HostCrawl:
     #: Monotonic time results have been waiting to be reported since (None: none waiting).
     unreported_since: float | None = None
     discovered: list[str] = field(default_factory=list)
-    #: The page being fetched (its id), until its result is recorded.
-    current: int | None = None
     errors: int = 0
     backoff_until: datetime | None = None
     done: bool = False
@@ -232,6 +230,8 @@ class _HostCrawl:
     #: Sitemaps robots.txt lists on this host, to read before the pages (their lastmod dates
     #: are change notifications).
     sitemaps: deque[str] = field(default_factory=deque)
+    #: Guards the fields above while several lanes crawl the host (``max_per_host`` > 1).
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class CrawlWorker:
@@ -339,28 +339,55 @@ class CrawlWorker:
             heartbeat.stop()
 
     def _crawl_host(self, lease: Lease, heartbeat: _Heartbeat | None = None) -> bool:
-        """Crawl one leased host; whether the address policy refused it."""
+        """Crawl one leased host; whether the address policy refused it.
+
+        Its robots.txt and sitemaps come first, one request at a time; then its pages, in up
+        to ``politeness.max_per_host`` lanes (threads with a connection each), each lane
+        waiting the host's delay after its own request."""
         s = self.settings
-        fetcher = Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)
+        fetchers = [Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)]
         crawl = self._start(lease)
         try:
-            while not crawl.done and not self._stopping():
-                wait = crawl.next_request - time.monotonic()
-                if wait > 0 and self._pause(wait):
-                    break
-                try:
-                    self._step(crawl, fetcher)
-                except StoreError:
-                    raise
-                except Exception as error:  # a bug or an answer nobody foresaw: not fatal
-                    self._failed_step(crawl, error)
+            self._crawl_lane(crawl, fetchers[0], setup=True)
+            lanes = min(s.politeness.max_per_host, len(crawl.pending))
+            if lanes <= 1 or crawl.done:
+                self._crawl_lane(crawl, fetchers[0])
+            else:
+                fetchers += [
+                    Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)
+                    for _ in range(lanes - 1)
+                ]
+                name = f"{self.name}-lane"
+                with ThreadPoolExecutor(lanes - 1, thread_name_prefix=name) as pool:
+                    others = [pool.submit(self._crawl_lane, crawl, f) for f in fetchers[1:]]
+                    self._crawl_lane(crawl, fetchers[0])
+                    for lane in others:
+                        lane.result()
         finally:
-            fetcher.close()
+            for fetcher in fetchers:
+                fetcher.close()
             if heartbeat is not None:
                 heartbeat.forget(lease.lease_id)
             self._finish(crawl)
             self.stats.add(active_hosts=-1)
         return crawl.refused
+
+    def _crawl_lane(self, crawl: _HostCrawl, fetcher: Fetcher, *, setup: bool = False) -> None:
+        """Send one lane's requests to the host until its crawl is done or the worker stops;
+        with ``setup``, only until its robots.txt and sitemaps are read. A store failure ends
+        the host's crawl for every lane and is raised."""
+        next_request = crawl.next_request
+        try:
+            while not crawl.done and not self._stopping():
+                if setup and crawl.rules is not None and not crawl.sitemaps:
+                    return
+                wait = next_request - time.monotonic()
+                if wait > 0 and self._pause(wait):
+                    break
+                next_request = self._step(crawl, fetcher)
+        except BaseException:
+            crawl.done = True
+            raise
 
     def _start(self, lease: Lease) -> _HostCrawl:
         self.known.remember(page.url for page in lease.pages)
@@ -384,19 +411,30 @@ class CrawlWorker:
         )
         return None if rules.expired(self.clock()) else rules
 
-    def _step(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
+    def _step(self, crawl: _HostCrawl, fetcher: Fetcher) -> float:
         """One request to the host: its robots.txt when needed, else a sitemap, else its next
-        page that robots.txt allows."""
-        if crawl.rules is None:
-            self._fetch_robots(crawl, fetcher)
-        elif crawl.sitemaps:
-            self._read_sitemap(crawl, fetcher, crawl.sitemaps.popleft())
-        else:
-            page = self._next_allowed(crawl, crawl.rules)
-            if page is None:
-                crawl.done = True
-            else:
-                self._fetch_page(crawl, fetcher, crawl.rules, page)
+        page that robots.txt allows. Returns the monotonic time before which this lane sends
+        nothing more to the host. A step that raises something unforeseen is not fatal: the
+        page gets an error and the host's crawl ends (:meth:`_failed_step`)."""
+        page: LeasedPage | None = None
+        try:
+            if crawl.rules is None:
+                self._fetch_robots(crawl, fetcher)
+                return crawl.next_request
+            if crawl.sitemaps:
+                self._read_sitemap(crawl, fetcher, crawl.sitemaps.popleft())
+                return crawl.next_request
+            with crawl.lock:
+                page = self._next_allowed(crawl, crawl.rules)
+                if page is None:
+                    crawl.done = True
+                    return crawl.next_request
+            return self._fetch_page(crawl, fetcher, crawl.rules, page)
+        except StoreError:
+            raise
+        except Exception as error:  # a bug or an answer nobody foresaw: not fatal
+            self._failed_step(crawl, error, page)
+            return crawl.next_request
 
     def _fetch_robots(self, crawl: _HostCrawl, fetcher: Fetcher) -> None:
         """Fetch the host's robots.txt, record it on the host, and pace the next request."""
@@ -466,11 +504,12 @@ class CrawlWorker:
 
     def _fetch_page(
         self, crawl: _HostCrawl, fetcher: Fetcher, rules: RobotsRules, page: LeasedPage
-    ) -> None:
+    ) -> float:
         """Fetch one page, record what was seen, report when enough is pending, and pace
-        (or end) the host's crawl."""
+        (or end) the host's crawl. Returns the monotonic time before which this lane sends
+        nothing more to the host. The fetch and its parsing run outside the host's lock (other
+        lanes fetch meanwhile); what is recorded on the host, inside it."""
         s = self.settings
-        crawl.current = page.page_id
         outcome = fetcher.fetch(
             page.url,
             etag=page.etag,
@@ -478,43 +517,46 @@ class CrawlWorker:
             allowed=lambda url: rules.allows(url, s.agent),
         )
         if outcome.refused:
-            crawl.pending.appendleft(page)
-            crawl.current = None
-            self._refused(crawl, outcome)
-            return
+            with crawl.lock:
+                crawl.pending.appendleft(page)
+                self._refused(crawl, outcome)
+            return crawl.next_request
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
         result, links = self.observe(page.page_id, page.signature, outcome)
         links = self._in_scope(links, crawl.lease.origin)
-        crawl.discovered.extend(links)
         # OPIC cash goes to the pages the crawl can read: an unfetchable page would keep it
         outlinks = [u for u in links if not self._disallowed(u)]
         if outlinks:
             result = replace(result, outlinks=tuple(outlinks))
-        if result.status == "error":
-            crawl.errors += 1
-            retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
-            delay = max(delay, retry or backoff_seconds(s.politeness, crawl.errors))
-            result = replace(
-                result,
-                next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
-            )
-        crawl.results.append(result)
-        crawl.current = None
-        now = time.monotonic()
-        if crawl.unreported_since is None:
-            crawl.unreported_since = now
-        # bounds what a killed worker leaves unrecorded; the host's last page is reported with
-        # the hand-back instead
-        if crawl.pending and (
-            len(crawl.results) >= s.report_every or now - crawl.unreported_since >= s.report_seconds
-        ):
-            self._report(crawl)
-        crawl.next_request = time.monotonic() + delay
-        if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
-            crawl.backoff_until = self.clock() + timedelta(seconds=delay)
-            crawl.done = True
-        elif not crawl.pending:
-            crawl.done = True
+        with crawl.lock:
+            crawl.discovered.extend(links)
+            if result.status == "error":
+                crawl.errors += 1
+                retry = parse_retry_after(outcome.retry_after, self.clock(), s.politeness)
+                delay = max(delay, retry or backoff_seconds(s.politeness, crawl.errors))
+                result = replace(
+                    result,
+                    next_due_at=result.fetched_at + max(s.error_retry, timedelta(seconds=delay)),
+                )
+            crawl.results.append(result)
+            now = time.monotonic()
+            if crawl.unreported_since is None:
+                crawl.unreported_since = now
+            # bounds what a killed worker leaves unrecorded; the host's last page is reported
+            # with the hand-back instead
+            if crawl.pending and (
+                len(crawl.results) >= s.report_every
+                or now - crawl.unreported_since >= s.report_seconds
+            ):
+                self._report(crawl)
+            next_request = time.monotonic() + delay
+            crawl.next_request = max(crawl.next_request, next_request)
+            if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
+                crawl.backoff_until = self.clock() + timedelta(seconds=delay)
+                crawl.done = True
+            elif not crawl.pending:
+                crawl.done = True
+        return next_request
 
     def _refused(self, crawl: _HostCrawl, outcome: FetchOutcome) -> None:
         """The address policy refused the host: say so once, count its pages, and hand it
@@ -539,27 +581,27 @@ class CrawlWorker:
         # --until-idle: at once, so that every worker of the pool meets it, and stops, soon
         crawl.next_request = time.monotonic() + (0.0 if self._until_idle else REFUSED_RETRY)
 
-    def _failed_step(self, crawl: _HostCrawl, error: Exception) -> None:
+    def _failed_step(self, crawl: _HostCrawl, error: Exception, page: LeasedPage | None) -> None:
         """A step raised: record an error on the page it was fetching (so that a page that
         trips the crawler is retried later, not at once and forever), back the host off,
         and end its lease; the worker and the other hosts go on."""
         log.exception("%s: crawling %s failed", self.name, crawl.lease.origin)
         now = self.clock()
         self.stats.add(errors=1, worker_errors=1)
-        if crawl.current is not None:
-            crawl.results.append(
-                FetchResult(
-                    page_id=crawl.current,
-                    fetched_at=now,
-                    status="error",
-                    error=f"crawler error: {type(error).__name__}: {error}"[:500],
-                    next_due_at=now + self.settings.error_retry,
+        with crawl.lock:
+            if page is not None:
+                crawl.results.append(
+                    FetchResult(
+                        page_id=page.page_id,
+                        fetched_at=now,
+                        status="error",
+                        error=f"crawler error: {type(error).__name__}: {error}"[:500],
+                        next_due_at=now + self.settings.error_retry,
+                    )
                 )
-            )
-            crawl.current = None
-        crawl.errors += 1
-        crawl.backoff_until = now + self.settings.error_retry
-        crawl.done = True
+            crawl.errors += 1
+            crawl.backoff_until = now + self.settings.error_retry
+            crawl.done = True
 
     def _own_sitemaps(self, origin: str, rules: RobotsRules) -> list[str]:
         """The sitemaps robots.txt lists on this very host (another host's are not ours to

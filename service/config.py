@@ -209,6 +209,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "crawl.max_per_host",
+        "CRAWLPLAN_MAX_PER_HOST",
+        int,
+        _polite.max_per_host,
+        "requests to one host in flight at once, each waiting crawl.min_delay after its "
+        "own (1: one at a time)",
+        minimum=1,
+    ),
+    Setting(
         "crawl.max_bytes",
         "CRAWLPLAN_MAX_BYTES",
         int,
@@ -466,6 +475,7 @@ class Settings:
             politeness=PolitenessPolicy(
                 min_delay=self.values["crawl.min_delay"],
                 max_delay=max(self.values["crawl.max_delay"], self.values["crawl.min_delay"]),
+                max_per_host=int(self.values["crawl.max_per_host"]),
             ),
             limits=FetchLimits(
                 max_bytes=self.values["crawl.max_bytes"], allow_private=allow_private
