@@ -117,6 +117,8 @@ def _lease(data: dict[str, Any]) -> Lease:
         robots_expires_at=_time(data["robots_expires_at"]),
         pages=pages,
         robots_failures=int(data.get("robots_failures") or 0),
+        noise_rules=data.get("noise_rules"),
+        noise_checked_at=_time(data.get("noise_checked_at")),
     )
 
 

@@ -19,8 +19,11 @@ Manku et al., WWW 2007) of the word 3-shingles (Broder et al. 1997) and the word
 of shingles that differ, for small edits) and the difference in words.
 
 Layout: 40 hex digits, ``SSSSSSSSSSSSSSSS EEEEEEEEEEEEEEEE WWWWWWWW`` (SimHash, exact hash,
-word count). A signature of another length (the 32 digits of an older crawlplan, whose
-exact hash covered the whole page) is not compared: that fetch's ``changed`` is unknown.
+word count), then, on a host with noise rules (:mod:`crawler.noise`: elements whose text
+changes per request, learned from a twin fetch and left out of the main text), the rules'
+8-digit fingerprint. Signatures are compared only when both have the same form and the same
+fingerprint (:func:`comparable`): one read under other rules, or the 32 digits of an older
+crawlplan (whose exact hash covered the whole page), gives ``changed`` unknown.
 
 Text that is not HTML gets a signature from its content too (:func:`document_text`): a
 ``text/plain`` page's text, an XML document's text nodes, a JSON document's keys and values.
@@ -33,6 +36,7 @@ import json
 import re
 from dataclasses import dataclass
 from itertools import islice
+from typing import TYPE_CHECKING
 
 import lxml.html
 import numpy as np
@@ -40,12 +44,18 @@ from lxml import etree
 
 from crawler.links import decode_body, parse_html
 
+if TYPE_CHECKING:
+    from crawler.noise import NoiseRules
+
 __all__ = [
     "SIGNATURE_LENGTH",
+    "SIGNATURE_LENGTHS",
     "ChangeSize",
     "answer_signature",
     "change_size",
+    "comparable",
     "content_changed",
+    "content_region",
     "document_text",
     "hamming",
     "main_text",
@@ -56,8 +66,10 @@ __all__ = [
     "visible_text",
 ]
 
-#: Hex digits of a :func:`page_signature`.
+#: Hex digits of a :func:`page_signature` (then 8 more when read under noise rules).
 SIGNATURE_LENGTH = 40
+#: Lengths of a page signature: without and with a noise rules' fingerprint.
+SIGNATURE_LENGTHS = (SIGNATURE_LENGTH, SIGNATURE_LENGTH + 8)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
 _MONTHS_DAYS = (
@@ -136,23 +148,42 @@ def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
     return " ".join(root.text_content().split())
 
 
-def main_text(html: str | bytes | lxml.html.HtmlElement) -> str:
+def main_text(html: str | bytes | lxml.html.HtmlElement, noise: NoiseRules | None = None) -> str:
     """The text a reader came for: the page's main region without its frame (see the module
-    docstring); the region's whole text when that leaves nothing.
+    docstring) and without the elements the host's ``noise`` rules name
+    (:mod:`crawler.noise`); the region's whole text when that leaves nothing.
 
-    Given a parsed tree, removes the invisible and frame elements from it in place (extract
-    links first).
+    Given a parsed tree, removes the invisible, frame and noise elements from it in place
+    (extract links first).
     """
     root = parse_html(html) if isinstance(html, str | bytes) else html
     if root is None:
         return ""
+    region, frames = _region_and_frames(root)
+    if noise:
+        frames.extend(e for e in region.iter(*noise.tags) if e is not region and noise.matches(e))
+    return _text_without(region, frames)
+
+
+def content_region(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """The page's main region with its invisible and frame elements cut out (in place): what
+    :func:`main_text` reads, as a tree."""
+    region, frames = _region_and_frames(root)
+    _text_without(region, frames)
+    return region
+
+
+def _region_and_frames(
+    root: lxml.html.HtmlElement,
+) -> tuple[lxml.html.HtmlElement, list[lxml.html.HtmlElement]]:
+    """Strip the invisible elements; the main region and its frame elements."""
     etree.strip_elements(root, *_INVISIBLE, etree.Comment, with_tail=False)
     region = _main_region(root)
     frames = _frames(region)
     if region.tag == "body" or region is root:
         # a site header sits directly in the body (an <article>'s own header is content)
         frames.extend(e for e in region.iterchildren("header"))
-    return _text_without(region, frames)
+    return region, frames
 
 
 def _main_region(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
@@ -314,12 +345,14 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-def page_signature(text: str) -> str:
+def page_signature(text: str, noise_mark: str = "") -> str:
     """40 hex digits: the SimHash, an exact hash of the noise-normalized words, and the
-    number of words (module docstring)."""
+    number of words (module docstring); then ``noise_mark``, the fingerprint of the host's
+    noise rules the text was read under (:attr:`crawler.noise.NoiseRules.fingerprint`, 8
+    hex digits; none without rules)."""
     words = signature_words(text)
     exact = hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
-    return f"{_simhash_words(words, 3):016x}{exact}{min(len(words), 0xFFFFFFFF):08x}"
+    return f"{_simhash_words(words, 3):016x}{exact}{min(len(words), 0xFFFFFFFF):08x}{noise_mark}"
 
 
 def answer_signature(answer: str) -> str:
@@ -332,15 +365,28 @@ def answer_signature(answer: str) -> str:
     return f"{0:016x}{exact}{0:08x}"
 
 
+def comparable(previous: str | None, current: str) -> bool:
+    """Whether two signatures can be compared: both page signatures (40 hex digits, plus the
+    same noise rules' fingerprint, or none, after them)."""
+    return (
+        previous is not None
+        and len(previous) in SIGNATURE_LENGTHS
+        and len(previous) == len(current)
+        and previous[SIGNATURE_LENGTH:] == current[SIGNATURE_LENGTH:]
+    )
+
+
 def content_changed(previous: str | None, current: str, threshold: int = 0) -> bool | None:
     """Whether the content changed between two :func:`page_signature` values: their exact
     hashes differ (and, with ``threshold`` > 0, their SimHashes by more than that many bits:
     a near-duplicate test that misses small edits of long pages, off by default).
 
-    None when there is nothing to compare with (first fetch, or a signature of another form).
+    None when there is nothing to compare with (first fetch, a signature of another form, or
+    one read under other noise rules).
     """
-    if previous is None or len(previous) != SIGNATURE_LENGTH or len(current) != SIGNATURE_LENGTH:
+    if not comparable(previous, current):
         return None
+    assert previous is not None
     if previous[16:32] == current[16:32]:
         return False
     return threshold <= 0 or hamming(int(previous[:16], 16), int(current[:16], 16)) > threshold
@@ -349,8 +395,9 @@ def content_changed(previous: str | None, current: str, threshold: int = 0) -> b
 def change_size(previous: str | None, current: str) -> ChangeSize | None:
     """How much the content moved between two :func:`page_signature` values; None when they
     cannot be compared (see :func:`content_changed`)."""
-    if previous is None or len(previous) != SIGNATURE_LENGTH or len(current) != SIGNATURE_LENGTH:
+    if not comparable(previous, current):
         return None
+    assert previous is not None
     if previous[16:32] == current[16:32]:
         return ChangeSize(bits=0, words=0)
     bits = hamming(int(previous[:16], 16), int(current[:16], 16))

@@ -64,6 +64,7 @@ from urllib.parse import urljoin
 from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
 from crawler.known_urls import KnownUrls
 from crawler.links import extract_links, parse_html
+from crawler.noise import NOISE_RECHECK, NoiseRules, learn_noise
 from crawler.politeness import (
     PolitenessPolicy,
     backoff_seconds,
@@ -158,6 +159,9 @@ class CrawlSettings:
     #: How soon an unreachable robots.txt is asked again (RFC 9309: "later"); a host is thus
     #: given up about ``(robots_give_up_after - 1) * robots_retry`` after its first failure.
     robots_retry: timedelta = UNREACHABLE_RETRY
+    #: Learn each host's noise rules with a twin fetch (:mod:`crawler.noise`): one more
+    #: request per host every ``NOISE_RECHECK``.
+    learn_noise: bool = True
 
     def __post_init__(self) -> None:
         if self.robots_give_up_after < 0:
@@ -195,6 +199,10 @@ class CrawlStats:
     refused: int = 0
     #: Hosts given up: their robots.txt was unreachable ``robots_give_up_after`` times in a row.
     given_up: int = 0
+    #: Twin fetches of a host's noise check (:mod:`crawler.noise`), and hosts they found
+    #: noise on.
+    noise_checks: int = 0
+    noisy_hosts: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -230,6 +238,12 @@ class _HostCrawl:
     #: Sitemaps robots.txt lists on this host, to read before the pages (their lastmod dates
     #: are change notifications).
     sitemaps: deque[str] = field(default_factory=deque)
+    #: The host's noise rules (:mod:`crawler.noise`): signatures leave their elements out.
+    noise: NoiseRules = field(default_factory=NoiseRules)
+    #: The host's noise check (a twin fetch) is due in this lease, and how many fetched pages
+    #: were not HTML to check it on.
+    noise_check: bool = False
+    noise_tries: int = 0
     #: Guards the fields above while several lanes crawl the host (``max_per_host`` > 1).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -374,12 +388,18 @@ class CrawlWorker:
 
     def _crawl_lane(self, crawl: _HostCrawl, fetcher: Fetcher, *, setup: bool = False) -> None:
         """Send one lane's requests to the host until its crawl is done or the worker stops;
-        with ``setup``, only until its robots.txt and sitemaps are read. A store failure ends
+        with ``setup``, only until its robots.txt and sitemaps are read and its noise checked
+        (so that every lane signs pages under the same rules). A store failure ends
         the host's crawl for every lane and is raised."""
         next_request = crawl.next_request
         try:
             while not crawl.done and not self._stopping():
-                if setup and crawl.rules is not None and not crawl.sitemaps:
+                if (
+                    setup
+                    and crawl.rules is not None
+                    and not crawl.sitemaps
+                    and not crawl.noise_check
+                ):
                     return
                 wait = next_request - time.monotonic()
                 if wait > 0 and self._pause(wait):
@@ -395,11 +415,20 @@ class CrawlWorker:
         rules = self._stored_rules(lease)
         if rules is not None:
             self.robots.put(lease.origin, rules)
+        checked = lease.noise_checked_at
+        try:
+            noise = NoiseRules.from_text(lease.noise_rules)
+        except ValueError as error:  # not written by a crawler of ours: learn them again
+            log.warning("%s: stored noise rules ignored: %s", lease.origin, error)
+            noise, checked = NoiseRules(), None
         return _HostCrawl(
             lease=lease,
             rules=rules,
             pending=deque(lease.pages),
             next_request=now,
+            noise=noise,
+            noise_check=self.settings.learn_noise
+            and (checked is None or self.clock() - checked >= NOISE_RECHECK),
         )
 
     def _stored_rules(self, lease: Lease) -> RobotsRules | None:
@@ -521,8 +550,10 @@ class CrawlWorker:
                 crawl.pending.appendleft(page)
                 self._refused(crawl, outcome)
             return crawl.next_request
+        if crawl.noise_check:
+            self._check_noise(crawl, fetcher, rules, page, outcome)
         delay = request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)
-        result, links = self.observe(page.page_id, page.signature, outcome)
+        result, links = self.observe(page.page_id, page.signature, outcome, crawl.noise)
         links = self._in_scope(links, crawl.lease.origin)
         # OPIC cash goes to the pages the crawl can read: an unfetchable page would keep it
         outlinks = [u for u in links if not self._disallowed(u)]
@@ -557,6 +588,50 @@ class CrawlWorker:
             elif not crawl.pending:
                 crawl.done = True
         return next_request
+
+    def _check_noise(
+        self,
+        crawl: _HostCrawl,
+        fetcher: Fetcher,
+        rules: RobotsRules,
+        page: LeasedPage,
+        outcome: FetchOutcome,
+    ) -> None:
+        """The host's noise check (:mod:`crawler.noise`): when ``outcome`` is a whole HTML
+        page, fetch it again after the host's delay and learn the host's noise rules from the
+        two versions, before the page is signed. Tried on the lease's first 3 pages at most;
+        a twin fetch that fails leaves the check for the next lease."""
+        s = self.settings
+        html = page_kind(outcome.content_type, s.limits.content_types) == "html"
+        if outcome.status != 200 or outcome.truncated or not outcome.body or not html:
+            crawl.noise_tries += 1
+            crawl.noise_check = crawl.noise_tries < 3
+            return
+        crawl.noise_check = False
+        if self._pause(request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)):
+            return
+        twin = fetcher.fetch(page.url, allowed=lambda url: rules.allows(url, s.agent))
+        self.stats.add(noise_checks=1)
+        if twin.status != 200 or twin.truncated or twin.refused or not twin.body:
+            return
+        first = parse_html(outcome.body, outcome.encoding)
+        second = parse_html(twin.body, twin.encoding)
+        if first is None or second is None:
+            return
+        learned = learn_noise(first, second)
+        if learned is None:
+            log.info(
+                "%s: twin fetch of %s differs too much to learn noise", crawl.lease.origin, page.url
+            )
+        else:
+            if learned and learned != crawl.noise:
+                log.info("%s: noise rules %s", crawl.lease.origin, ", ".join(learned.selectors))
+            crawl.noise = learned
+            if learned:
+                self.stats.add(noisy_hosts=1)
+        crawl.host = replace(
+            crawl.host, noise_rules=crawl.noise.to_text(), noise_checked_at=twin.started_at
+        )
 
     def _refused(self, crawl: _HostCrawl, outcome: FetchOutcome) -> None:
         """The address policy refused the host: say so once, count its pages, and hand it
@@ -730,9 +805,14 @@ class CrawlWorker:
         self._remember(crawl, unknown, outcome.discovered, outcome.unfetchable)
 
     def observe(
-        self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
+        self,
+        page_id: int,
+        previous_signature: str | None,
+        outcome: FetchOutcome,
+        noise: NoiseRules | None = None,
     ) -> tuple[FetchResult, list[str]]:
-        """The observation of one fetch, and the URLs it points to."""
+        """The observation of one fetch, and the URLs it points to; an HTML page's signature
+        leaves out the elements its host's ``noise`` rules name."""
         base: dict[str, Any] = {
             "page_id": page_id,
             "fetched_at": outcome.started_at,
@@ -779,10 +859,12 @@ class CrawlWorker:
         if kind == "html":  # the bytes, decoded by BOM, HTTP charset, then the page's own
             root = parse_html(outcome.body, outcome.encoding)
             links = extract_links(root, outcome.final_url) if root is not None else []
-            text = main_text(root) if root is not None else ""
+            text = main_text(root, noise) if root is not None else ""
+            mark = noise.fingerprint if noise else ""
         else:
             text = document_text(outcome.body, outcome.content_type, outcome.encoding)
-        signature = page_signature(text)
+            mark = ""
+        signature = page_signature(text, mark)
         changed = content_changed(previous_signature, signature)
         if changed:
             self.stats.add(changed=1)

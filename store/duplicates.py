@@ -77,8 +77,9 @@ INDEX_FILES = ("index.html", "index.htm")
 #: The fewest words (the signature's word count) a page needs to be merged with its alias.
 MIN_WORDS = 10
 #: Hex digits of a page signature (``crawler.signature.SIGNATURE_LENGTH``): 16 of SimHash, 16
-#: of exact hash, 8 of word count. Other lengths (redirects' and gone pages' answer
-#: signatures, older signatures) are never merged.
+#: of exact hash, 8 of word count; 8 more (the host's noise rules' fingerprint) when read
+#: under noise rules. Other lengths (older signatures) are never merged; nor are redirects'
+#: and gone pages' answer signatures (no words).
 SIGNATURE_LENGTH = 40
 #: Statuses of a canonical page after which its duplicates are pages again.
 _REVIVING = frozenset({"gone", "redirect"})
@@ -114,10 +115,10 @@ def index_aliases(url: str) -> tuple[str, ...]:
 
 def signature_words(signature: str | None) -> int | None:
     """The word count a page signature holds; None for any other signature."""
-    if signature is None or len(signature) != SIGNATURE_LENGTH:
+    if signature is None or len(signature) not in (SIGNATURE_LENGTH, SIGNATURE_LENGTH + 8):
         return None
     try:
-        return int(signature[32:], 16)
+        return int(signature[32:SIGNATURE_LENGTH], 16)
     except ValueError:
         return None
 

@@ -166,6 +166,10 @@ class Lease:
     pages: tuple[LeasedPage, ...]
     #: Consecutive robots.txt fetches that found the host unreachable, before this lease.
     robots_failures: int = 0
+    #: The host's noise rules (``crawler.noise``; '' none, None never checked), and when its
+    #: last twin fetch checked them.
+    noise_rules: str | None = None
+    noise_checked_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,8 @@ class HostUpdate:
     reachable one). ``given_up_at``: the worker gives the host up (its robots.txt was
     unreachable too many times in a row): the give-back makes every page of the host
     unfetchable with no due time, in its transaction (only while the lease is still the
-    host's: a late give-back of an expired lease gives nothing up).
+    host's: a late give-back of an expired lease gives nothing up). ``noise_rules`` and
+    ``noise_checked_at``: what the worker's twin fetch learned (``crawler.noise``).
     """
 
     next_fetch_at: datetime | None = None
@@ -221,6 +226,8 @@ class HostUpdate:
     robots_expires_at: datetime | None = None
     robots_failures: int | None = None
     given_up_at: datetime | None = None
+    noise_rules: str | None = None
+    noise_checked_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -318,6 +325,8 @@ class _Statements:
                 h.c.robots_fetched_at,
                 h.c.robots_expires_at,
                 h.c.robots_failures,
+                h.c.noise_rules,
+                h.c.noise_checked_at,
             )
             .where(
                 h.c.ready_at <= _NOW,
@@ -469,6 +478,8 @@ _HOST_FIELDS = (
     "robots_expires_at",
     "robots_failures",
     "given_up_at",
+    "noise_rules",
+    "noise_checked_at",
 )
 
 
@@ -538,6 +549,8 @@ class LeaseQueue:
                 robots_expires_at=host.robots_expires_at,
                 pages=sql.leased_pages(by_host[host.id]),
                 robots_failures=int(host.robots_failures or 0),
+                noise_rules=host.noise_rules,
+                noise_checked_at=host.noise_checked_at,
             )
             for host in hosts
             if host.id in by_host

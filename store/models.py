@@ -158,6 +158,11 @@ class Host(Base):
     (``robots_failures`` reached ``crawl.robots_give_up_after``; NULL: not given up): every
     page of it is unfetchable (status ``blocked``) with no due time, so it is never leased,
     released or planned, until a user adds one of its URLs again (:mod:`store.pages`).
+
+    ``noise_rules`` names the elements of the host's pages whose text changes from request
+    to request (``crawler.noise``: one ``tag#id`` or ``tag.class`` per line; '' none; NULL
+    never checked), learned by a twin fetch at ``noise_checked_at``; signatures leave their
+    text out.
     """
 
     __tablename__ = "hosts"
@@ -180,6 +185,10 @@ class Host(Base):
         Integer, default=0, server_default=text("0"), doc="consecutive unreachable robots.txt"
     )
     given_up_at: Mapped[datetime | None] = mapped_column(doc="when the crawl gave it up")
+    noise_rules: Mapped[str | None] = mapped_column(
+        Text, doc="noise rules, one per line ('' none; NULL unchecked)"
+    )
+    noise_checked_at: Mapped[datetime | None] = mapped_column(doc="when its twin fetch ran")
 
     __table_args__ = (
         Index(

@@ -32,7 +32,9 @@ class StoreStatus:
     ``given_up_hosts``: hosts the crawl gave up (robots.txt unreachable too many times in a
     row); ``given_up_pages``: their pages (unfetchable too, not due, not in ``unfetchable``).
     ``duplicates``: index files that answered as their directory URL does (status
-    ``duplicate``, :mod:`store.duplicates`): no candidates, in no bucket."""
+    ``duplicate``, :mod:`store.duplicates`): no candidates, in no bucket.
+    ``noise_checked_hosts``: hosts whose noise a twin fetch has checked; ``noisy_hosts``: those
+    with noise rules (``crawler.noise``)."""
 
     at: datetime
     pages: int
@@ -48,6 +50,8 @@ class StoreStatus:
     given_up_hosts: int = 0
     given_up_pages: int = 0
     duplicates: int = 0
+    noise_checked_hosts: int = 0
+    noisy_hosts: int = 0
 
 
 def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
@@ -101,6 +105,12 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
             .join(Host, Host.id == Page.host_id)
             .where(Host.given_up_at.is_not(None))
         ).one()
+        noise_checked, noisy = conn.execute(
+            select(
+                func.count(Host.noise_checked_at),
+                func.coalesce(func.sum(case((Host.noise_rules != "", 1), else_=0)), 0),
+            )
+        ).one()
         observations = conn.execute(select(func.count()).select_from(Observation)).scalar_one()
         plan = latest_plan(db, conn)
     return StoreStatus(
@@ -117,6 +127,8 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         plan=plan,
         given_up_hosts=int(given_up_hosts),
         given_up_pages=int(given_up_pages),
+        noise_checked_hosts=int(noise_checked),
+        noisy_hosts=int(noisy),
         duplicates=int(by_status.get(DUPLICATE_STATUS, 0)),
     )
 

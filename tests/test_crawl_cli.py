@@ -50,11 +50,23 @@ def _crawl(url: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _fetch_requests(server: WebServer) -> Counter[str]:
-    """Page requests per URL as the server saw them (robots.txt excluded)."""
+    """Page requests per URL as the server saw them (robots.txt excluded), without the twin
+    fetches of the hosts' noise checks (``crawler.noise``: a host's first page asked again
+    at once, never observed on its own)."""
     with server.lock:
-        return Counter(
-            server.origins[r.host] + r.path for r in server.log if r.path != "/robots.txt"
-        )
+        log = list(server.log)
+    last: dict[int, str] = {}
+    twins: Counter[int] = Counter()
+    counts: Counter[str] = Counter()
+    for r in log:
+        if r.path == "/robots.txt":
+            continue
+        if last.get(r.host) == r.path and not twins[r.host]:
+            twins[r.host] += 1  # each host's first repeated request, once
+        else:
+            counts[server.origins[r.host] + r.path] += 1
+        last[r.host] = r.path
+    return counts
 
 
 def _observations(url: str) -> Counter[str]:

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select, update
 
 from crawler.fetch import FetchLimits, FetchOutcome
+from crawler.noise import NoiseRules
 from crawler.politeness import PolitenessPolicy
 from crawler.urls import origin_of
 from crawler.worker import CrawlSettings, CrawlStats, CrawlWorker, run_crawl
@@ -79,6 +80,7 @@ def _settings() -> CrawlSettings:
         limits=FetchLimits(allow_private=True, read_timeout=5.0),
         max_urls=40,
         idle_sleep=0.05,
+        learn_noise=False,  # requests are counted against observations (twins: test_noise.py)
         max_errors_per_lease=MAX_ERRORS,
         # Failed pages wait an hour: each crawl below fetches each of them once, then idles.
         error_retry=timedelta(hours=1),
@@ -288,11 +290,15 @@ def test_a_step_that_raises_costs_its_page_not_the_worker(
 
         class FlakyWorker(CrawlWorker):
             def observe(
-                self, page_id: int, previous_signature: str | None, outcome: FetchOutcome
+                self,
+                page_id: int,
+                previous_signature: str | None,
+                outcome: FetchOutcome,
+                noise: NoiseRules | None = None,
             ) -> tuple[FetchResult, list[str]]:
                 if page_id == poisoned_id:
                     raise RuntimeError("injected")
-                return super().observe(page_id, previous_signature, outcome)
+                return super().observe(page_id, previous_signature, outcome, noise)
 
         stats = CrawlStats()
         # This crawl never goes idle (the poisoned host is backed off with pages due), so it

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from crawler.noise import NoiseRules
 from store import FetchResult, HostUpdate
 
 __all__ = [
@@ -42,6 +43,15 @@ Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\w.:@-]+$"
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
 #: A time between 1970 and 9000 (the store's timestamps hold no more), with a time zone.
 Time = Annotated[AwareDatetime, AfterValidator(_plausible_time)]
+
+
+def _noise_rules(value: str) -> str:
+    NoiseRules.from_text(value)  # raises ValueError naming the malformed rule
+    return value
+
+
+#: A host's noise rules as stored (``crawler.noise``): one ``tag#id`` or ``tag.class`` a line.
+NoiseRulesText = Annotated[str, Field(max_length=64 * 1024), AfterValidator(_noise_rules)]
 #: A lease id as the store holds it (a signed 64-bit integer).
 LeaseId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -100,6 +110,8 @@ class HostUpdateIn(_Strict):
     robots_expires_at: Time | None = None
     robots_failures: int | None = Field(default=None, ge=0, le=1_000_000)
     given_up_at: Time | None = None
+    noise_rules: NoiseRulesText | None = None
+    noise_checked_at: Time | None = None
 
 
 class ReportRequest(_Strict):

@@ -47,6 +47,7 @@ def status(
     out.print(f"unfetchable {_unfetchable(st)}")
     out.print(f"given up {_given_up(st)}")
     out.print(f"duplicate {_duplicates(st)}")
+    out.print(f"noise    {_noise(st)}")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -80,6 +81,15 @@ def _given_up(st: StoreStatus) -> str:
     if not st.given_up_hosts:
         return text
     return f"{text}, {counted(st.given_up_pages, 'page')} not crawled; seed a URL to try again"
+
+
+def _noise(st: StoreStatus) -> str:
+    """The hosts whose per-request noise a twin fetch checked, and those it found noise on
+    (its elements are left out of their pages' signatures)."""
+    text = f"{counted(st.noise_checked_hosts, 'host')} checked by a twin fetch"
+    if not st.noisy_hosts:
+        return text
+    return f"{text}, {st.noisy_hosts:,} with noise rules (left out of signatures)"
 
 
 def _duplicates(st: StoreStatus) -> str:
