@@ -2,6 +2,7 @@
 #   make demo   set up .venv and run the main job on the embedded default (SQLite)
 #   make test   set up .venv and run lint, type checks and the whole test suite
 #   make bench  performance figures, each beside a baseline measured in the same run
+#               (it installs Scrapy into .venv for bench_vs_scrapy.py: not a dependency)
 #               (make bench-solver: the NLP's, which takes about 40 minutes)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -57,9 +58,11 @@ demo: setup
 	$(BIN)/crawlplan demo --dir demo-out
 	$(BIN)/crawlplan status --db sqlite:///demo-out/crawlplan.db
 
-bench: setup
+bench: setup debian-packages
 	$(BIN)/python tests/benchmarks/bench_store.py
 	$(BIN)/python tests/benchmarks/bench_crawl.py
+	$(BIN)/python -m pip install --quiet scrapy
+	$(BIN)/python tests/benchmarks/bench_vs_scrapy.py
 	$(BIN)/python tests/benchmarks/bench_estimators.py
 	$(BIN)/python tests/benchmarks/bench_schedules.py
 	$(BIN)/python tests/benchmarks/bench_selection.py

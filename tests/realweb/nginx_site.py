@@ -4,7 +4,13 @@ documentation tree, for the tests in ``tests/realweb/``.
 The copy is the test's to edit. nginx writes an access log with ``$msec`` (the time a
 request ended, in milliseconds) and ``$request_time``, so a test checks politeness from the
 server's own record, and adds per-request noise to every HTML page with ``sub_filter`` (the
-local time and a random request id), as real sites do with their timestamps and tokens.
+local time and a random request id), as real sites do with their timestamps and tokens
+(``noise=False``: the files as they are).
+
+``hosts=N`` serves the same tree as N hosts, one server block each on its own loopback
+address, ``127.0.0.1`` to ``127.0.0.N`` (a free port on each): hosts a crawler, and Scrapy,
+tell apart by their IP address, not only by their port (Scrapy's per-domain slots are keyed
+by the host name alone).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ NOISE = (
 
 CONFIG = """
 {user}
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {root}/nginx.pid;
 error_log {root}/error.log warn;
@@ -43,23 +49,29 @@ events {{ worker_connections 256; }}
 http {{
     include {mime_types};
     default_type application/octet-stream;
-    log_format timed '$msec $request_time $status "$request_uri" $body_bytes_sent';
+    log_format timed '$msec $request_time $status "$request_uri" $body_bytes_sent '
+                     '$server_addr:$server_port';
     access_log {root}/access.log timed;
     client_body_temp_path {root}/tmp;
     proxy_temp_path {root}/tmp;
     fastcgi_temp_path {root}/tmp;
     uwsgi_temp_path {root}/tmp;
     scgi_temp_path {root}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        root {site};
-        index index.html;
-        sub_filter '</body>' '{noise}';
-        sub_filter_once on;
-        sub_filter_last_modified on;
-    }}
+{servers}
 }}
 """
+
+SERVER = """
+    server {{
+        listen {address}:{port};
+        root {site};
+        index index.html;{noise}
+    }}"""
+
+SUB_FILTER = """
+        sub_filter '</body>' '{noise}';
+        sub_filter_once on;
+        sub_filter_last_modified on;"""
 
 
 def nginx_binary() -> str | None:
@@ -89,6 +101,7 @@ class LoggedRequest:
     seconds: float  # $request_time
     status: int
     path: str
+    server: str = ""  # the host that answered: "$server_addr:$server_port"
 
     @property
     def start(self) -> float:
@@ -96,13 +109,30 @@ class LoggedRequest:
 
 
 class NginxSite:
-    """nginx on a free loopback port serving ``site`` (a directory the caller owns)."""
+    """nginx on a free loopback port serving ``site`` (a directory the caller owns); with
+    ``hosts`` > 1, as that many hosts (``origins``; ``origin`` is the first). ``noise``:
+    per-request noise in every HTML page; ``workers``: nginx's worker processes."""
 
-    def __init__(self, site: Path, workdir: Path) -> None:
+    def __init__(
+        self,
+        site: Path,
+        workdir: Path,
+        *,
+        hosts: int = 1,
+        noise: bool = True,
+        workers: int = 1,
+    ) -> None:
+        if not 1 <= hosts <= 254:
+            raise ValueError(f"hosts must be 1 to 254 (127.0.0.1 to 127.0.0.254), got {hosts}")
         self.site = site
         self.workdir = workdir
-        self.port = _free_port()
-        self.origin = f"http://127.0.0.1:{self.port}"
+        self.noise = noise
+        self.workers = workers
+        addresses = [f"127.0.0.{n}" for n in range(1, hosts + 1)]
+        self.listen = [(address, _free_port(address)) for address in addresses]
+        self.origins = [f"http://{address}:{port}" for address, port in self.listen]
+        self.port = self.listen[0][1]
+        self.origin = self.origins[0]
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> NginxSite:
@@ -110,15 +140,19 @@ class NginxSite:
         assert binary is not None, "check missing() first"
         (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "nginx.conf"
+        noise = SUB_FILTER.format(noise=NOISE) if self.noise else ""
+        servers = "".join(
+            SERVER.format(address=address, port=port, site=self.site, noise=noise)
+            for address, port in self.listen
+        )
         conf.write_text(
             CONFIG.format(
                 # as root, nginx's workers would drop to "nobody", who cannot read a tmp dir
                 user="user root;" if os.geteuid() == 0 else "",
+                workers=self.workers,
                 root=self.workdir,
-                site=self.site,
-                port=self.port,
                 mime_types=MIME_TYPES,
-                noise=NOISE,
+                servers=servers,
             )
         )
         self._process = subprocess.Popen(
@@ -136,13 +170,16 @@ class NginxSite:
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 10
+        waiting = list(self.listen)
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 err = self._process.stderr.read().decode() if self._process.stderr else ""
                 raise RuntimeError(f"nginx exited at start: {err.strip()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
+                socket.create_connection(waiting[0], timeout=0.2).close()
+                waiting.pop(0)
+                if not waiting:
+                    return self
             except OSError:
                 time.sleep(0.02)
         self.__exit__(None, None, None)
@@ -172,13 +209,15 @@ class NginxSite:
             return []
         found = []
         for line in path.read_text().splitlines():
-            end, seconds, status, request_uri, _size = line.split(" ", 4)
-            found.append(LoggedRequest(float(end), float(seconds), int(status), request_uri[1:-1]))
+            end, seconds, status, request_uri, _size, server = line.split(" ", 5)
+            found.append(
+                LoggedRequest(float(end), float(seconds), int(status), request_uri[1:-1], server)
+            )
         return found
 
 
-def _free_port() -> int:
+def _free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((address, 0))
         port: int = s.getsockname()[1]
         return port
