@@ -9,11 +9,12 @@ it changes at every visit: the plan spends crawls on it for nothing.
 
 A site's noise sits in its template, in the same elements on every page. So once per host
 (and again after :data:`NOISE_RECHECK`), the worker fetches the first HTML page of a lease
-twice, the host's delay apart (the **twin fetch**), and :func:`learn_noise` compares the two
-versions element by element, as signatures read them (invisible elements and the page's
-frame removed, words normalized): an element whose own text (its text and its children's
-tails) differs holds noise. The rule names the nearest element at or above it, inside the
-page's main region, with a stable ``class`` or ``id``: ``div.teaser``, ``p#greeting``.
+:data:`NOISE_TWINS` times more, the host's delay apart (the **twin fetches**), and
+:func:`learn_noise` compares each version with the first element by element, as signatures
+read them (invisible elements and the page's frame removed, words normalized): an element
+whose own text (its text and its children's tails) differs holds noise. The rule names the
+nearest element at or above it, inside the page's main region, with a stable ``class`` or
+``id``: ``div.teaser``, ``p#greeting``.
 Signatures of the host's pages then leave the text of every element a rule matches out
 (:func:`crawler.signature.main_text`).
 
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_RULES",
     "MAX_RULE_SHARE",
     "NOISE_RECHECK",
+    "NOISE_TWINS",
     "NoiseRules",
     "learn_noise",
 ]
@@ -56,6 +58,9 @@ __all__ = [
 #: How long a host's noise rules are trusted before the next twin fetch checks them again
 #: (sites change their templates; one request per host per month is nothing to a crawl).
 NOISE_RECHECK = timedelta(days=30)
+#: Fetches of the checked page after the first: each version is compared with the first. A
+#: teaser picked among k per request escapes one twin with probability 1/k, three with 1/k**3.
+NOISE_TWINS = 3
 #: Two versions whose differing words exceed this share of the page are a change, not noise.
 MAX_NOISE_SHARE = 0.5
 #: A rule may cover at most this share of a page's words.
@@ -117,6 +122,10 @@ class NoiseRules:
             (ident is not None and want_id == ident) or (bool(want) and want <= classes)
             for want_id, want in rules
         )
+
+    def merged(self, other: NoiseRules) -> NoiseRules:
+        """Both sets of rules, at most :data:`MAX_RULES`."""
+        return NoiseRules(tuple(sorted(set(self.selectors) | set(other.selectors)))[:MAX_RULES])
 
     def to_text(self) -> str:
         """The rules as stored (``hosts.noise_rules``): one per line; "" for none."""

@@ -64,7 +64,7 @@ from urllib.parse import urljoin
 from crawler.fetch import Fetcher, FetchLimits, FetchOutcome
 from crawler.known_urls import KnownUrls
 from crawler.links import extract_links, parse_html
-from crawler.noise import NOISE_RECHECK, NoiseRules, learn_noise
+from crawler.noise import NOISE_RECHECK, NOISE_TWINS, NoiseRules, learn_noise
 from crawler.politeness import (
     PolitenessPolicy,
     backoff_seconds,
@@ -598,9 +598,10 @@ class CrawlWorker:
         outcome: FetchOutcome,
     ) -> None:
         """The host's noise check (:mod:`crawler.noise`): when ``outcome`` is a whole HTML
-        page, fetch it again after the host's delay and learn the host's noise rules from the
-        two versions, before the page is signed. Tried on the lease's first 3 pages at most;
-        a twin fetch that fails leaves the check for the next lease."""
+        page, fetch it :data:`~crawler.noise.NOISE_TWINS` times more, each the host's delay
+        after the last, and learn the host's noise rules from each version against the first,
+        before the page is signed. Tried on the lease's first 3 pages at most; twin fetches
+        that all fail leave the check for the next lease."""
         s = self.settings
         html = page_kind(outcome.content_type, s.limits.content_types) == "html"
         if outcome.status != 200 or outcome.truncated or not outcome.body or not html:
@@ -608,30 +609,36 @@ class CrawlWorker:
             crawl.noise_check = crawl.noise_tries < 3
             return
         crawl.noise_check = False
-        if self._pause(request_delay(s.politeness, rules.crawl_delay(s.agent), outcome.duration)):
-            return
-        twin = fetcher.fetch(page.url, allowed=lambda url: rules.allows(url, s.agent))
-        self.stats.add(noise_checks=1)
-        if twin.status != 200 or twin.truncated or twin.refused or not twin.body:
-            return
-        first = parse_html(outcome.body, outcome.encoding)
-        second = parse_html(twin.body, twin.encoding)
-        if first is None or second is None:
-            return
-        learned = learn_noise(first, second)
-        if learned is None:
-            log.info(
-                "%s: twin fetch of %s differs too much to learn noise", crawl.lease.origin, page.url
+        learned: NoiseRules | None = None
+        checked_at = None
+        last = outcome
+        for _ in range(NOISE_TWINS):
+            delay = request_delay(s.politeness, rules.crawl_delay(s.agent), last.duration)
+            if self._pause(delay):
+                break
+            last = fetcher.fetch(page.url, allowed=lambda url: rules.allows(url, s.agent))
+            self.stats.add(noise_checks=1)
+            if last.status != 200 or last.truncated or last.refused or not last.body:
+                break
+            first, twin = (
+                parse_html(outcome.body, outcome.encoding),
+                parse_html(last.body, last.encoding),
             )
-        else:
-            if learned and learned != crawl.noise:
-                log.info("%s: noise rules %s", crawl.lease.origin, ", ".join(learned.selectors))
-            crawl.noise = learned
-            if learned:
-                self.stats.add(noisy_hosts=1)
-        crawl.host = replace(
-            crawl.host, noise_rules=crawl.noise.to_text(), noise_checked_at=twin.started_at
-        )
+            pair = learn_noise(first, twin) if first is not None and twin is not None else None
+            if pair is None:  # the page itself changed (or is unreadable): this pair says nothing
+                continue
+            learned = pair if learned is None else learned.merged(pair)
+            checked_at = last.started_at
+        if learned is None or checked_at is None:
+            return
+        if learned != crawl.noise:
+            log.info(
+                "%s: noise rules %s", crawl.lease.origin, ", ".join(learned.selectors) or "none"
+            )
+        if learned:
+            self.stats.add(noisy_hosts=1)
+        crawl.noise = learned
+        crawl.host = replace(crawl.host, noise_rules=learned.to_text(), noise_checked_at=checked_at)
 
     def _refused(self, crawl: _HostCrawl, outcome: FetchOutcome) -> None:
         """The address policy refused the host: say so once, count its pages, and hand it

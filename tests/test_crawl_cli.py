@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from crawler.noise import NOISE_TWINS
 from crawler.urls import normalize_url, origin_of
 from scenarios.synthetic_web import SyntheticWeb, WebConfig
 from scenarios.web_server import WebServer
@@ -51,19 +52,22 @@ def _crawl(url: str, *args: str) -> subprocess.Popen[str]:
 
 def _fetch_requests(server: WebServer) -> Counter[str]:
     """Page requests per URL as the server saw them (robots.txt excluded), without the twin
-    fetches of the hosts' noise checks (``crawler.noise``: a host's first page asked again
-    at once, never observed on its own)."""
+    fetches of the hosts' noise checks (``crawler.noise``: a page asked again up to
+    NOISE_TWINS times in a row, never observed on their own; a crawl killed before its lease
+    ended checks again when it restarts). A page fetched twice in a row and observed twice
+    still shows: it is counted once here."""
     with server.lock:
         log = list(server.log)
     last: dict[int, str] = {}
-    twins: Counter[int] = Counter()
+    repeats: Counter[int] = Counter()
     counts: Counter[str] = Counter()
     for r in log:
         if r.path == "/robots.txt":
             continue
-        if last.get(r.host) == r.path and not twins[r.host]:
-            twins[r.host] += 1  # each host's first repeated request, once
+        if last.get(r.host) == r.path and repeats[r.host] < NOISE_TWINS:
+            repeats[r.host] += 1
         else:
+            repeats[r.host] = 0
             counts[server.origins[r.host] + r.path] += 1
         last[r.host] = r.path
     return counts

@@ -33,11 +33,35 @@ DOC_TREE = Path("/usr/share/doc/postgresql-doc-15/html")
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
 MIME_TYPES = Path("/etc/nginx/mime.types")
 
-#: The noise nginx adds to every HTML page, before ``</body>``.
+#: The noise nginx adds to every HTML page, before ``</body>``: a teaser picked per request
+#: (words: no mask of the signature's hides it, a learned noise rule must), then the time, a
+#: visitor number and a random request id (masked by their look).
 NOISE = (
+    '<div class="teaser">Read next: $teaser</div>'
     '<p class="served">Served $time_local to visitor $connection_requests, '
     "request $request_id</p></body>"
 )
+#: The teasers, by the first hex digit of nginx's random ``$request_id``: 16, so that three
+#: twin fetches all see the first one's with probability 1/4096.
+TEASERS = """
+    map $request_id $teaser {
+        ~^0 "Tuning the planner with cost settings";
+        ~^1 "Logical replication between clusters";
+        ~^2 "Indexes on expressions and partial indexes";
+        ~^3 "Backup and restore with continuous archiving";
+        ~^4 "Full text search with ranking";
+        ~^5 "Row security policies for tables";
+        ~^6 "Parallel query and its workers";
+        ~^7 "Write ahead log and checkpoints";
+        ~^8 "Foreign data wrappers for remote tables";
+        ~^9 "Vacuum and the visibility map";
+        ~^a "Window functions over partitions";
+        ~^b "Table partitioning by range and list";
+        ~^c "Triggers and event triggers";
+        ~^d "Collations and character sets";
+        ~^e "Hot standby and streaming replication";
+        default "Procedural languages and functions";
+    }"""
 
 CONFIG = """
 {user}
@@ -56,7 +80,7 @@ http {{
     proxy_temp_path {root}/tmp;
     fastcgi_temp_path {root}/tmp;
     uwsgi_temp_path {root}/tmp;
-    scgi_temp_path {root}/tmp;
+    scgi_temp_path {root}/tmp;{teasers}
 {servers}
 }}
 """
@@ -153,6 +177,7 @@ class NginxSite:
                 root=self.workdir,
                 mime_types=MIME_TYPES,
                 servers=servers,
+                teasers=TEASERS,
             )
         )
         self._process = subprocess.Popen(

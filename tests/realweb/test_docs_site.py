@@ -38,7 +38,7 @@ from store import (
     recompute_ready,
     upgrade_schema,
 )
-from store.models import Observation, Page
+from store.models import Host, Observation, Page
 from store.types import utcnow
 from tests.conftest import orm_all
 from tests.realweb.nginx_site import DOC_TREE, NginxSite, missing
@@ -217,6 +217,9 @@ def test_real_edits_are_changes_and_touches_are_not(site: Site) -> None:
     counted = [p for p, changed in touched.items() if changed is not False]
     assert len(counted) <= 1, counted
     assert not [p for p, changed in controls.items() if changed is not False]
+    # the rotating teaser is left out by the rule the first lease's twin fetch learned
+    host = orm_all(site.db, select(Host))[0]
+    assert host.noise_rules == "div.teaser" and host.noise_checked_at is not None
     # the recrawl got a full answer (200, with nginx's noise in it) for every touched page
     recrawl = {r.path: r.status for r in site.nginx.log() if r.start >= site.second_crawl_from}
     assert all(recrawl[p] == 200 for p in site.touched)
@@ -226,6 +229,11 @@ def test_the_site_puts_per_request_noise_in_every_page(site: Site) -> None:
     """What makes the controls and touches above a test: no two answers are alike."""
     first, second = (requests.get(site.nginx.origin + site.controls[0], timeout=5) for _ in "ab")
     assert first.content != second.content  # the request id and visitor number differ
+    teasers = set()
+    for _ in range(12):
+        page = lxml.html.fromstring(requests.get(site.nginx.origin + "/", timeout=5).content)
+        teasers.add(page.find_class("teaser")[0].text_content())
+    assert len(teasers) >= 2  # words picked per request, no digits or tokens
 
 
 def test_weeks_old_dates_fetched_twice_unchanged_are_not_estimated_fast(site: Site) -> None:
