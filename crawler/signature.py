@@ -298,16 +298,12 @@ def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
     a shingle's hash mixes its words' hashes position by position, so a page of a million
     words costs a few array operations, not a million digests.
     """
-    ids: dict[str, int] = {}
-    index = np.fromiter((ids.setdefault(w, len(ids)) for w in words), np.int64, len(words))
     known = _WORD_HASHES
     if len(known) >= _WORD_HASHES_MAX:
         known.clear()
-    word_hash = np.fromiter(
-        (known.get(w) or known.setdefault(w, _word_hash(w)) for w in ids),
-        dtype=np.uint64,
-        count=len(ids),
-    )[index]
+    for word in set(words).difference(known):
+        known[word] = _word_hash(word)
+    word_hash = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
     if len(words) < size:
         size = len(words)
     n = len(words) - size + 1
