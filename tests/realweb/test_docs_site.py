@@ -27,7 +27,9 @@ import requests
 from sqlalchemy import select, update
 
 from crawler.fetch import FetchLimits
+from crawler.noise import NoiseRules
 from crawler.politeness import PolitenessPolicy
+from crawler.signature import main_text, page_signature
 from crawler.worker import CrawlSettings, CrawlStats, run_crawl
 from store import (
     Database,
@@ -229,11 +231,19 @@ def test_the_site_puts_per_request_noise_in_every_page(site: Site) -> None:
     """What makes the controls and touches above a test: no two answers are alike."""
     first, second = (requests.get(site.nginx.origin + site.controls[0], timeout=5) for _ in "ab")
     assert first.content != second.content  # the request id and visitor number differ
-    teasers = set()
+    by_teaser: dict[str, bytes] = {}
     for _ in range(12):
-        page = lxml.html.fromstring(requests.get(site.nginx.origin + "/", timeout=5).content)
-        teasers.add(page.find_class("teaser")[0].text_content())
-    assert len(teasers) >= 2  # words picked per request, no digits or tokens
+        body = requests.get(site.nginx.origin + site.controls[0], timeout=5).content
+        teaser = lxml.html.fromstring(body).find_class("teaser")[0].text_content()
+        by_teaser.setdefault(teaser, body)
+    assert len(by_teaser) >= 2  # words picked per request, no digits or tokens
+    # two answers with different teasers: different signatures, unless the rules the crawl
+    # learned leave the teaser out
+    one, two = list(by_teaser.values())[:2]
+    host = orm_all(site.db, select(Host))[0]
+    rules = NoiseRules.from_text(host.noise_rules)
+    assert page_signature(main_text(one)) != page_signature(main_text(two))
+    assert page_signature(main_text(one, rules)) == page_signature(main_text(two, rules))
 
 
 def test_weeks_old_dates_fetched_twice_unchanged_are_not_estimated_fast(site: Site) -> None:
