@@ -191,7 +191,6 @@ def crawl_scrapy(origins: list[str], args: argparse.Namespace) -> dict[str, Any]
         "seconds": seconds,
         "cpu": cpu,
         "errors": int(stats.get("log_count/ERROR", 0)),
-        "requests": int(stats.get("downloader/request_count", 0)),
     }
 
 
@@ -315,8 +314,12 @@ class Run:
         self.code = code
 
 
-def run_child(run: Run, origins: list[str], work: Path, urls: Path) -> dict[str, Any]:
-    """Run ``run`` in a child process; its result, with the child's peak RSS (MiB)."""
+def run_child(
+    run: Run, origins: list[str], work: Path, urls: Path, nginx: NginxSite
+) -> dict[str, Any]:
+    """Run ``run`` in a child process; its result, with the child's peak RSS (MiB) and the
+    requests nginx answered meanwhile (from its access log)."""
+    served = _served(nginx)
     result = work / "result.json"
     result.unlink(missing_ok=True)
     log = work / f"{run.crawler}.log"
@@ -348,21 +351,31 @@ def run_child(run: Run, origins: list[str], work: Path, urls: Path) -> dict[str,
         raise RuntimeError(f"{run.label} exited with {child.returncode}:\n{tail}")
     found: dict[str, Any] = json.loads(result.read_text())
     found["rss_mib"] = usage.ru_maxrss / 1024
+    found["requests"] = _served(nginx) - served
     return found
+
+
+def _served(nginx: NginxSite) -> int:
+    """Lines in nginx's access log: the requests it has answered (logged as each ends)."""
+    path = nginx.workdir / "access.log"
+    if not path.exists():
+        return 0
+    with path.open("rb") as log:
+        return sum(1 for _ in log)
 
 
 def _row(label: str, r: dict[str, Any]) -> str:
     rate = r["pages"] / r["seconds"]
     ms = 1e3 * r["cpu"] / max(r["pages"], 1)
     return (
-        f"| {label} | {r['pages']:,} | {r['seconds']:.1f} | {rate:,.0f} | {ms:.2f} | "
-        f"{r['rss_mib']:,.0f} |"
+        f"| {label} | {r['pages']:,} | {r['requests']:,} | {r['seconds']:.1f} | {rate:,.0f} | "
+        f"{ms:.2f} | {r['rss_mib']:,.0f} |"
     )
 
 
 HEADER = (
-    "| crawler | pages | seconds | pages/s | CPU ms/page | peak RSS MiB |\n"
-    "|---|---|---|---|---|---|"
+    "| crawler | pages | requests | seconds | pages/s | CPU ms/page | peak RSS MiB |\n"
+    "|---|---|---|---|---|---|---|"
 )
 
 
@@ -454,7 +467,7 @@ def main() -> None:
             origins = nginx.origins
             print(f"site: {DOC_TREE} on {len(origins)} hosts, {origins[0]} .. {origins[-1]}")
             print(f"load average at start: {_load()}")
-            warm = run_child(runs[0], origins, work, urls)
+            warm = run_child(runs[0], origins, work, urls, nginx)
             stored = len(urls.read_text().split())
             print(
                 f"warm-up ({runs[0].label}): {warm['pages']:,} pages in "
@@ -465,11 +478,11 @@ def main() -> None:
                 order = runs[shift:] + runs[:shift]
                 print(f"\nround {number + 1}, load average {_load()}\n\n{HEADER}")
                 for run in order:
-                    found = run_child(run, origins, work, urls)
+                    found = run_child(run, origins, work, urls, nginx)
                     results[run.label].append(found)
                     print(_row(run.label, found), flush=True)
             if args.stages:
-                stages = run_child(Run("stages", "stages"), origins, work, urls)
+                stages = run_child(Run("stages", "stages"), origins, work, urls, nginx)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nmedian of {args.rounds} rounds, load average at the end {_load()}\n\n{HEADER}")
@@ -477,7 +490,7 @@ def main() -> None:
         rounds = results[run.label]
         median = {
             key: statistics.median(r[key] for r in rounds)
-            for key in ("pages", "seconds", "cpu", "rss_mib")
+            for key in ("pages", "requests", "seconds", "cpu", "rss_mib")
         }
         rates = [r["pages"] / r["seconds"] for r in rounds]
         median["seconds"] = median["pages"] / statistics.median(rates)
