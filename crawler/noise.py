@@ -40,6 +40,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # light at run time: the worker API validates rules with this module
@@ -142,66 +143,83 @@ def learn_noise(first: lxml.html.HtmlElement, second: lxml.html.HtmlElement) -> 
     """The rules that name what differs between two versions of one page fetched moments
     apart (parsed trees; both are changed in place). None when the versions differ too much
     to be one page with noise (:data:`MAX_NOISE_SHARE`); empty rules when they read the same,
-    or when no difference sits in a nameable element."""
+    or when no difference sits in a nameable element.
+
+    The versions' text-bearing elements are aligned as sequences (difflib), not by position:
+    a block present in one version only shifts its siblings' positions, never makes them
+    differ. Rules that together would cover more than :data:`MAX_RULE_SHARE` of either
+    version's words lose their widest first."""
     from crawler.signature import content_region
 
     regions = content_region(first), content_region(second)
     one, two = (_owned_words(region) for region in regions)
     total = max(_word_count(one), _word_count(two))
+    matcher = SequenceMatcher(None, [o.key for o in one], [o.key for o in two], autojunk=False)
     candidates: set[str] = set()
     noise_words = 0
-    for path in one.keys() | two.keys():
-        words_one = one[path][1] if path in one else []
-        words_two = two[path][1] if path in two else []
-        if words_one != words_two:
-            noise_words += max(len(words_one), len(words_two))
-            element, region = (
-                (one[path][0], regions[0]) if path in one else (two[path][0], regions[1])
-            )
-            rule = _rule_for(element, region)
-            if rule is not None:
-                candidates.add(rule)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        noise_words += max(_word_count(one[i1:i2]), _word_count(two[j1:j2]))
+        for owned, region in ((one[i1:i2], regions[0]), (two[j1:j2], regions[1])):
+            candidates.update(r for r in (_rule_for(o.element, region) for o in owned) if r)
     if noise_words > MAX_NOISE_SHARE * total:
         return None
-    kept = [
-        selector
-        for selector in sorted(candidates)
-        if all(
-            _covered(NoiseRules((selector,)), owned) <= MAX_RULE_SHARE * _word_count(owned)
+    kept = sorted(candidates)
+    while kept:
+        covers = {
+            selector: max(_covered(NoiseRules((selector,)), owned) for owned in (one, two))
+            for selector in kept
+        }
+        together = max(
+            _covered(NoiseRules(tuple(kept)), owned) / max(_word_count(owned), 1)
             for owned in (one, two)
         )
-    ]
+        if together <= MAX_RULE_SHARE:
+            break
+        kept.remove(max(kept, key=lambda selector: (covers[selector], selector)))
     return NoiseRules(tuple(kept[:MAX_RULES]))
 
 
-_Owned = dict[str, tuple["lxml.html.HtmlElement", list[str]]]
+@dataclass(frozen=True)
+class _Owned:
+    """A text-bearing element of a region: its own text's words (its text and its children's
+    tails, normalized as signatures read them), and its key for the alignment."""
+
+    element: lxml.html.HtmlElement
+    words: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        return (str(self.element.tag), self.words)
 
 
-def _owned_words(region: lxml.html.HtmlElement) -> _Owned:
-    """Each element of ``region`` by its path: the element and its own text's words."""
+def _owned_words(region: lxml.html.HtmlElement) -> list[_Owned]:
+    """The elements of ``region`` that own words, in document order."""
     from crawler.signature import signature_words
 
-    tree = region.getroottree()
-    owned: _Owned = {}
+    owned = []
     for element in region.iter():
         if not isinstance(element.tag, str):
             continue
         text = (element.text or "") + "".join(child.tail or "" for child in element)
-        owned[tree.getpath(element)] = (element, signature_words(text))
+        words = tuple(signature_words(text))
+        if words:
+            owned.append(_Owned(element, words))
     return owned
 
 
-def _word_count(owned: _Owned) -> int:
-    return sum(len(words) for _, words in owned.values())
+def _word_count(owned: list[_Owned]) -> int:
+    return sum(len(o.words) for o in owned)
 
 
-def _covered(rule: NoiseRules, owned: _Owned) -> int:
+def _covered(rule: NoiseRules, owned: list[_Owned]) -> int:
     """Words of ``owned`` inside elements ``rule`` matches (nested matches counted once)."""
-    count = 0
-    for element, words in owned.values():
-        if rule.matches(element) or any(rule.matches(a) for a in element.iterancestors()):
-            count += len(words)
-    return count
+    return sum(
+        len(o.words)
+        for o in owned
+        if rule.matches(o.element) or any(rule.matches(a) for a in o.element.iterancestors())
+    )
 
 
 def _rule_for(element: lxml.html.HtmlElement, region: lxml.html.HtmlElement) -> str | None:

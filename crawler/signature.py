@@ -161,8 +161,35 @@ def main_text(html: str | bytes | lxml.html.HtmlElement, noise: NoiseRules | Non
         return ""
     region, frames = _region_and_frames(root)
     if noise:
-        frames.extend(e for e in region.iter(*noise.tags) if e is not region and noise.matches(e))
+        frames.extend(_noise_elements(region, noise))
     return _text_without(region, frames)
+
+
+def _noise_elements(
+    region: lxml.html.HtmlElement, noise: NoiseRules
+) -> list[lxml.html.HtmlElement]:
+    """The elements of ``region`` the rules name, in document order, as long as together they
+    hold at most ``MAX_RULE_SHARE`` of its words: a rule learned on one page of a site
+    never hides the content of another whose template puts the text in the same element
+    (there, the elements past the share stay in the text)."""
+    from crawler.noise import MAX_RULE_SHARE
+
+    matched = [e for e in region.iter(*noise.tags) if e is not region and noise.matches(e)]
+    if not matched:
+        return []
+    budget = MAX_RULE_SHARE * len(region.text_content().split())
+    kept: list[lxml.html.HtmlElement] = []
+    chosen: set[lxml.html.HtmlElement] = set()
+    covered = 0
+    for element in matched:
+        if any(a in chosen for a in element.iterancestors()):
+            continue  # inside a noise element already cut
+        words = len(element.text_content().split())
+        if covered + words <= budget:
+            kept.append(element)
+            chosen.add(element)
+            covered += words
+    return kept
 
 
 def content_region(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
@@ -303,7 +330,12 @@ def _shingle_hashes(words: list[str], size: int) -> np.ndarray:
         known.clear()
     for word in set(words).difference(known):
         known[word] = _word_hash(word)
-    word_hash = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
+    try:
+        word_hash = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
+    except KeyError:  # another thread cleared the shared cache meanwhile
+        word_hash = np.fromiter(
+            (known.get(w) or _word_hash(w) for w in words), dtype=np.uint64, count=len(words)
+        )
     if len(words) < size:
         size = len(words)
     n = len(words) - size + 1
@@ -397,4 +429,5 @@ def change_size(previous: str | None, current: str) -> ChangeSize | None:
     if previous[16:32] == current[16:32]:
         return ChangeSize(bits=0, words=0)
     bits = hamming(int(previous[:16], 16), int(current[:16], 16))
-    return ChangeSize(bits=bits, words=int(current[32:], 16) - int(previous[32:], 16))
+    words = int(current[32:SIGNATURE_LENGTH], 16) - int(previous[32:SIGNATURE_LENGTH], 16)
+    return ChangeSize(bits=bits, words=words)

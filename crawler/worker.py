@@ -199,8 +199,8 @@ class CrawlStats:
     refused: int = 0
     #: Hosts given up: their robots.txt was unreachable ``robots_give_up_after`` times in a row.
     given_up: int = 0
-    #: Twin fetches of a host's noise check (:mod:`crawler.noise`), and hosts they found
-    #: noise on.
+    #: Twin fetches of hosts' noise checks (:mod:`crawler.noise`), and the checks that
+    #: found noise.
     noise_checks: int = 0
     noisy_hosts: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -357,13 +357,16 @@ class CrawlWorker:
 
         Its robots.txt and sitemaps come first, one request at a time; then its pages, in up
         to ``politeness.max_per_host`` lanes (threads with a connection each), each lane
-        waiting the host's delay after its own request."""
+        waiting the host's delay after its own request; in one lane when its robots.txt asks
+        for a Crawl-delay."""
         s = self.settings
         fetchers = [Fetcher(s.limits, user_agent=s.user_agent, clock=self.clock)]
         crawl = self._start(lease)
         try:
             self._crawl_lane(crawl, fetchers[0], setup=True)
-            lanes = min(s.politeness.max_per_host, len(crawl.pending))
+            # a host that asks for a Crawl-delay gets one request per delay, whatever N
+            asked = crawl.rules is not None and bool(crawl.rules.crawl_delay(s.agent))
+            lanes = 1 if asked else min(s.politeness.max_per_host, len(crawl.pending))
             if lanes <= 1 or crawl.done:
                 self._crawl_lane(crawl, fetchers[0])
             else:
@@ -454,7 +457,8 @@ class CrawlWorker:
                 self._read_sitemap(crawl, fetcher, crawl.sitemaps.popleft())
                 return crawl.next_request
             with crawl.lock:
-                page = self._next_allowed(crawl, crawl.rules)
+                # another lane may have ended the host's crawl (a 429, an error) meanwhile
+                page = None if crawl.done else self._next_allowed(crawl, crawl.rules)
                 if page is None:
                     crawl.done = True
                     return crawl.next_request
@@ -583,11 +587,19 @@ class CrawlWorker:
             next_request = time.monotonic() + delay
             crawl.next_request = max(crawl.next_request, next_request)
             if outcome.status in _BACK_OFF or crawl.errors >= s.max_errors_per_lease:
-                crawl.backoff_until = self.clock() + timedelta(seconds=delay)
-                crawl.done = True
+                self._back_off(crawl, delay)
             elif not crawl.pending:
                 crawl.done = True
         return next_request
+
+    def _back_off(self, crawl: _HostCrawl, seconds: float) -> None:
+        """End the host's crawl, backed off ``seconds`` from now (never less than another
+        lane's backoff already set). The caller holds the host's lock, or is its only lane."""
+        until = self.clock() + timedelta(seconds=seconds)
+        if crawl.backoff_until is None or until > crawl.backoff_until:
+            crawl.backoff_until = until
+        crawl.next_request = max(crawl.next_request, time.monotonic() + seconds)
+        crawl.done = True
 
     def _check_noise(
         self,
@@ -618,6 +630,10 @@ class CrawlWorker:
                 break
             last = fetcher.fetch(page.url, allowed=lambda url: rules.allows(url, s.agent))
             self.stats.add(noise_checks=1)
+            if last.status in _BACK_OFF:  # the twins tripped a rate limit: as any request
+                retry = parse_retry_after(last.retry_after, self.clock(), s.politeness)
+                self._back_off(crawl, max(delay, retry or backoff_seconds(s.politeness, 1)))
+                break
             if last.status != 200 or last.truncated or last.refused or not last.body:
                 break
             first, twin = (
@@ -631,6 +647,8 @@ class CrawlWorker:
             checked_at = last.started_at
         if learned is None or checked_at is None:
             return
+        # a check on a page without some of the site's noise keeps what earlier checks taught
+        learned = crawl.noise.merged(learned)
         if learned != crawl.noise:
             log.info(
                 "%s: noise rules %s", crawl.lease.origin, ", ".join(learned.selectors) or "none"
@@ -682,8 +700,7 @@ class CrawlWorker:
                     )
                 )
             crawl.errors += 1
-            crawl.backoff_until = now + self.settings.error_retry
-            crawl.done = True
+            self._back_off(crawl, self.settings.error_retry.total_seconds())
 
     def _own_sitemaps(self, origin: str, rules: RobotsRules) -> list[str]:
         """The sitemaps robots.txt lists on this very host (another host's are not ours to

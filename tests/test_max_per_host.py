@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from crawler.worker import CrawlSettings, run_crawl
 from service.config import load_settings
 from service.errors import ConfigError
 from store import Database, LeasePolicy, LeaseQueue, add_pages
-from store.models import OBSERVATIONS
+from store.models import HOSTS, OBSERVATIONS
+from store.types import utcnow
 from tests.loopback import LoopbackHost, html_page, respond
 
 PAGES = 18
@@ -36,8 +38,12 @@ class SlowHost(LoopbackHost):
     """Pages ``/p0`` ... that each take :data:`ANSWER_SECONDS`, with when each request
     began and ended (monotonic seconds) and the most requests in flight at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, robots: str = "User-agent: *\nAllow: /\n", limited: str = "") -> None:
         super().__init__()
+        self.robots = robots
+        #: A path answered 429 (Retry-After 600), and when that answer was sent.
+        self.limited = limited
+        self.limited_at: float | None = None
         self.spans: list[tuple[float, float]] = []
         self.in_flight = 0
         self.most_in_flight = 0
@@ -49,14 +55,21 @@ class SlowHost(LoopbackHost):
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/robots.txt":
-                    respond(self, 200, "text/plain", "User-agent: *\nAllow: /\n")
+                    respond(self, 200, "text/plain", host.robots)
                     return
                 began = time.monotonic()
                 with host.lock:
                     host.in_flight += 1
                     host.most_in_flight = max(host.most_in_flight, host.in_flight)
                 time.sleep(ANSWER_SECONDS)
-                respond(self, 200, "text/html; charset=utf-8", html_page())
+                if self.path == host.limited:
+                    self.send_response(429)
+                    self.send_header("Retry-After", "600")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    host.limited_at = time.monotonic()
+                else:
+                    respond(self, 200, "text/html; charset=utf-8", html_page())
                 with host.lock:
                     host.in_flight -= 1
                     host.spans.append((began, time.monotonic()))
@@ -76,7 +89,7 @@ def host() -> Iterator[SlowHost]:
     site.stop()
 
 
-def _crawl(db: Database, max_per_host: int) -> None:
+def _crawl(db: Database, max_per_host: int, seconds: float = 60) -> None:
     settings = CrawlSettings(
         politeness=PolitenessPolicy(
             min_delay=DELAY, max_delay=1.0, duration_factor=0.0, max_per_host=max_per_host
@@ -87,7 +100,9 @@ def _crawl(db: Database, max_per_host: int) -> None:
         learn_noise=False,  # every request is counted (twin fetches: test_noise.py)
     )
     policy = LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=1)
-    run_crawl(db, lambda: LeaseQueue(db, policy), settings, workers=1, until_idle=True, seconds=60)
+    run_crawl(
+        db, lambda: LeaseQueue(db, policy), settings, workers=1, until_idle=True, seconds=seconds
+    )
 
 
 @pytest.mark.parametrize("lanes", [1, 3])
@@ -105,6 +120,34 @@ def test_at_most_max_per_host_in_flight_each_lane_polite(
     starts = sorted(began for began, _ in host.spans)
     closest = min(b - a for a, b in zip(starts, starts[lanes:], strict=False))
     assert closest >= DELAY
+
+
+def test_a_429_in_one_lane_ends_the_hosts_crawl_in_every_lane(db: Database) -> None:
+    """After the 429 is answered no lane starts another request: the rest of the lease is
+    handed back, the host backed off by the Retry-After."""
+    host = SlowHost(limited="/p4").start()
+    try:
+        add_pages(db, [(host.url(f"/p{i}"), host.origin) for i in range(PAGES)])
+        _crawl(db, 3, seconds=4)  # the backed-off host's pages stay due: never idle
+        assert host.limited_at is not None
+        later = [began for began, _ in host.spans if began > host.limited_at]
+        assert later == []
+        assert len(host.spans) < PAGES
+        with db.read() as conn:
+            backoff = conn.execute(select(HOSTS.c.backoff_until)).scalar_one()
+        assert backoff is not None and backoff > utcnow() + timedelta(seconds=500)
+    finally:
+        host.stop()
+
+
+def test_a_host_that_asks_for_a_crawl_delay_gets_one_lane(db: Database) -> None:
+    host = SlowHost(robots="User-agent: *\nCrawl-delay: 0.05\n").start()
+    try:
+        add_pages(db, [(host.url(f"/p{i}"), host.origin) for i in range(6)])
+        _crawl(db, 3)
+        assert host.most_in_flight == 1 and len(host.spans) == 6
+    finally:
+        host.stop()
 
 
 def test_max_per_host_setting(tmp_path: Path) -> None:

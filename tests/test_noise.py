@@ -109,6 +109,44 @@ def test_a_page_that_really_changed_teaches_nothing() -> None:
     assert rules is None
 
 
+def test_a_block_shown_on_some_requests_does_not_shift_its_siblings_into_rules() -> None:
+    """An announcement present in one version only: aligned as sequences, the sections after
+    it are the same text, not 'changed' because their positions moved."""
+    sections = "".join(
+        f"<section id='part{name}'><h2>{name}</h2><p>{CONTENT[:150]} {name}</p></section>"
+        for name in ("intro", "examples", "changes", "notes", "usage", "limits", "faq", "more")
+    )
+    banner = "<section class='announce'><p>Maintenance tonight</p></section>"
+    a = f"<html><body>{sections}</body></html>"
+    b = f"<html><body>{banner}{sections}</body></html>"
+    assert _learn(a, b) == NoiseRules(("section.announce",))
+
+
+def test_a_rule_never_hides_another_pages_content() -> None:
+    """Learned where div.container held a rotating testimonial, the rule meets a page whose
+    text sits in div.container: past MAX_RULE_SHARE of its words it is not applied there,
+    and an edit of that page is a change."""
+    rules = NoiseRules(("div.container",))
+    article = (
+        f"<html><body><h1>News</h1><div class='container'><p>{CONTENT}</p></div></body></html>"
+    )
+    edited = article.replace("</p>", " A paragraph added.</p>")
+    before, after = (main_text(parse_html(page), rules) for page in (article, edited))
+    assert CONTENT[:100] in before
+    mark = rules.fingerprint
+    assert content_changed(page_signature(before, mark), page_signature(after, mark)) is True
+    # where it holds little, it is cut
+    home = f"<html><body><p>{CONTENT}</p><div class='container'>Best shop ever</div></body></html>"
+    assert "Best shop" not in main_text(parse_html(home), rules)
+
+
+def test_change_size_reads_marked_signatures() -> None:
+    mark = NoiseRules(("div.teaser",)).fingerprint
+    old, new = page_signature("one two three", mark), page_signature("one two three four", mark)
+    size = change_size(old, new)
+    assert size is not None and size.words == 1 and size.bits > 0
+
+
 def test_an_id_names_an_element_without_classes() -> None:
     a = f"<html><body><p>{CONTENT}</p><span id='greeting'>Good morning</span></body></html>"
     b = a.replace("Good morning", "Welcome back")
@@ -172,8 +210,10 @@ PAGES_ON_SITE = 12
 class TeaserSite(LoopbackHost):
     """Pages ``/p0`` ... whose teaser is picked at random on every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit_repeats: bool = False) -> None:
         super().__init__()
+        #: Answer a page asked again at once with 429 (Retry-After 600), as rate limiters do.
+        self.limit_repeats = limit_repeats
         self.content = {f"/p{i}": f"{CONTENT} page {i}" for i in range(PAGES_ON_SITE)}
         self.rng = random.Random(7)
         self.lock = threading.Lock()
@@ -184,9 +224,15 @@ class TeaserSite(LoopbackHost):
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 with site.lock:
+                    repeated = bool(site.log) and site.log[-1] == self.path
                     site.log.append(self.path)
                     quote = site.rng.choice(QUOTES)
-                if self.path == "/robots.txt":
+                if repeated and site.limit_repeats:
+                    self.send_response(429)
+                    self.send_header("Retry-After", "600")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif self.path == "/robots.txt":
                     respond(self, 200, "text/plain", "User-agent: *\nAllow: /\n")
                 elif self.path in site.content:
                     page = _page(quote, content=site.content[self.path])
@@ -303,7 +349,8 @@ def test_the_check_runs_again_once_it_is_older_than_the_recheck_time(
         conn.execute(update(HOSTS).values(noise_rules="span#gone", noise_checked_at=old))
     _crawl(db)
     rules, checked = _host(db)
-    assert rules == "div.box.teaser" and checked is not None and checked > old
+    # what earlier checks taught stays (a checked page may lack some of the site's noise)
+    assert rules == "div.box.teaser\nspan#gone" and checked is not None and checked > old
     requested = [p for p in site.log if p != "/robots.txt"]
     assert len(requested) == PAGES_ON_SITE + NOISE_TWINS
 
@@ -339,3 +386,22 @@ def test_remote_workers_learn_and_hand_back_noise_rules(
     shown = CliRunner().invoke(app, ["status", "--db", backend_url])
     assert shown.exit_code == 0, shown.output
     assert "noise    1 host checked by a twin fetch, 1 with noise rules" in shown.output
+
+
+def test_a_twin_answered_429_backs_the_host_off(db: Database) -> None:
+    """Three quick repeats of one URL are what rate limiters watch for: a twin answered 429
+    ends the check and the host's lease, backed off by the Retry-After; the page itself is
+    observed."""
+    site = TeaserSite(limit_repeats=True).start()
+    try:
+        add_pages(db, [(site.url(path), site.origin) for path in site.content])
+        run_crawl(db, lambda: LeaseQueue(db, _POLICY), _settings(), workers=1, seconds=4)
+        requested = [p for p in site.log if p != "/robots.txt"]
+        assert requested == ["/p0", "/p0"]  # the page, one twin, then nothing
+        assert _changed(db) == [None]  # the first fetch of /p0
+        with db.read() as conn:
+            backoff = conn.execute(select(HOSTS.c.backoff_until)).scalar_one()
+        assert backoff is not None and backoff > utcnow() + timedelta(seconds=500)
+        assert _host(db) == (None, None)  # nothing learned, checked again next lease
+    finally:
+        site.stop()
