@@ -94,7 +94,7 @@ def crawl_crawlplan(origins: list[str], args: argparse.Namespace) -> dict[str, A
     add_pages(db, [(origin + "/", origin) for origin in origins])
     settings = CrawlSettings(
         user_agent=USER_AGENT,
-        politeness=PolitenessPolicy(min_delay=0.0, duration_factor=0.0, max_per_host=1),
+        politeness=PolitenessPolicy(min_delay=0.0, duration_factor=0.0, max_per_host=args.per_host),
         limits=FetchLimits(allow_private=True),
         scope=CrawlScope("hosts"),
         sitemaps=False,
@@ -171,7 +171,7 @@ def crawl_scrapy(origins: list[str], args: argparse.Namespace) -> dict[str, Any]
             "USER_AGENT": USER_AGENT,
             "ROBOTSTXT_OBEY": True,
             "CONCURRENT_REQUESTS": args.concurrency,
-            "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": args.per_host,
             "DOWNLOAD_DELAY": 0,
             "AUTOTHROTTLE_ENABLED": False,
             "LOG_LEVEL": "WARNING",
@@ -297,6 +297,7 @@ def child_main(argv: list[str]) -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--reactor", default="")
     parser.add_argument("--idle-sleep", type=float, default=0.02)
+    parser.add_argument("--per-host", type=int, default=1)
     args = parser.parse_args(argv)
     result = CRAWLS[args.crawler](args.origins.split(","), args)
     Path(args.result).write_text(json.dumps(result))
@@ -368,8 +369,8 @@ def _row(label: str, r: dict[str, Any]) -> str:
     rate = r["pages"] / r["seconds"]
     ms = 1e3 * r["cpu"] / max(r["pages"], 1)
     return (
-        f"| {label} | {r['pages']:,} | {r['requests']:,} | {r['seconds']:.1f} | {rate:,.0f} | "
-        f"{ms:.2f} | {r['rss_mib']:,.0f} |"
+        f"| {label} | {r['pages']:,.0f} | {r['requests']:,.0f} | {r['seconds']:.1f} | "
+        f"{rate:,.0f} | {ms:.2f} | {r['rss_mib']:,.0f} |"
     )
 
 
@@ -409,6 +410,13 @@ def main() -> None:
     )
     parser.add_argument("--nginx-workers", type=int, default=1)
     parser.add_argument(
+        "--per-host",
+        type=int,
+        default=1,
+        help="requests in flight per host, for both crawlers (crawlplan's crawl.max_per_host, "
+        "Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN; default 1)",
+    )
+    parser.add_argument(
         "--stages",
         action="store_true",
         help="then time each stage of a page's reading, one thread (CPU ms/page)",
@@ -417,12 +425,15 @@ def main() -> None:
     if (why := missing()) is not None:
         print(f"bench_vs_scrapy: skipped: {why}")
         return
+    per_host = f"--per-host={args.per_host}"
+    lanes = f", {args.per_host} per host" if args.per_host > 1 else ""
     runs = [
         Run(
-            f"crawlplan, {p} process{'es' if p > 1 else ''} x {args.workers // p} workers",
+            f"crawlplan, {p} process{'es' if p > 1 else ''} x {args.workers // p} workers{lanes}",
             "crawlplan",
             f"--workers={args.workers}",
             f"--processes={p}",
+            per_host,
         )
         for p in args.processes
     ]
@@ -446,9 +457,10 @@ def main() -> None:
     else:
         runs += [
             Run(
-                f"Scrapy {scrapy.__version__}, {c} concurrent, 1 per host",
+                f"Scrapy {scrapy.__version__}, {c} concurrent, {args.per_host} per host",
                 "scrapy",
                 f"--concurrency={c}",
+                per_host,
             )
             for c in args.scrapy_concurrency
         ]
