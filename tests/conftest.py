@@ -113,6 +113,13 @@ def db(backend_url: str) -> Iterator[Database]:
 
 
 @pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[Database]:
+    """An initialized store on SQLite alone, for crawler behaviour that does not depend on the
+    backend (the store's part is tested on both elsewhere)."""
+    yield from _store(sqlite_url)
+
+
+@pytest.fixture
 def pg_store(pg_url: str) -> Iterator[Database]:
     """An initialized store on PostgreSQL alone (concurrency that only PostgreSQL has)."""
     yield from _store(pg_url)

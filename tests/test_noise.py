@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -290,15 +290,16 @@ def _changed(db: Database) -> list[bool | None]:
         return list(conn.execute(query).scalars())
 
 
-def _host(db: Database) -> tuple[str | None, object]:
+def _host(db: Database) -> tuple[str | None, datetime | None]:
     with db.read() as conn:
         row = conn.execute(select(HOSTS.c.noise_rules, HOSTS.c.noise_checked_at)).one()
     return row.noise_rules, row.noise_checked_at
 
 
 def test_without_rules_a_rotating_teaser_is_a_change_at_nearly_every_fetch(
-    db: Database, site: TeaserSite
+    sqlite_store: Database, site: TeaserSite
 ) -> None:
+    db = sqlite_store
     add_pages(db, [(site.url(path), site.origin) for path in site.content])
     _crawl(db, learn=False)
     _all_due(db)
@@ -330,7 +331,9 @@ def test_the_first_lease_learns_the_sites_noise_and_no_fetch_counts_it(
     assert len([p for p in site.log if p != "/robots.txt"]) == PAGES_ON_SITE  # no twin
     second = _changed(db)[PAGES_ON_SITE:]
     with db.read() as conn:
-        ids = dict(conn.execute(select(PAGES.c.url, PAGES.c.id)).all())
+        ids: dict[str, int] = {
+            url: page_id for url, page_id in conn.execute(select(PAGES.c.url, PAGES.c.id))
+        }
         order = list(
             conn.execute(select(OBSERVATIONS.c.page_id).order_by(OBSERVATIONS.c.id)).scalars()
         )[PAGES_ON_SITE:]
@@ -341,8 +344,9 @@ def test_the_first_lease_learns_the_sites_noise_and_no_fetch_counts_it(
 
 
 def test_the_check_runs_again_once_it_is_older_than_the_recheck_time(
-    db: Database, site: TeaserSite
+    sqlite_store: Database, site: TeaserSite
 ) -> None:
+    db = sqlite_store
     add_pages(db, [(site.url(path), site.origin) for path in site.content])
     with db.write() as conn:  # checked long ago, with rules the site no longer has
         old = utcnow() - NOISE_RECHECK - timedelta(days=1)
@@ -355,7 +359,8 @@ def test_the_check_runs_again_once_it_is_older_than_the_recheck_time(
     assert len(requested) == PAGES_ON_SITE + NOISE_TWINS
 
 
-def test_malformed_stored_rules_are_learned_again(db: Database, site: TeaserSite) -> None:
+def test_malformed_stored_rules_are_learned_again(sqlite_store: Database, site: TeaserSite) -> None:
+    db = sqlite_store
     add_pages(db, [(site.url(path), site.origin) for path in site.content])
     with db.write() as conn:
         conn.execute(update(HOSTS).values(noise_rules="not a rule", noise_checked_at=utcnow()))
@@ -388,10 +393,11 @@ def test_remote_workers_learn_and_hand_back_noise_rules(
     assert "noise    1 host checked by a twin fetch, 1 with noise rules" in shown.output
 
 
-def test_a_twin_answered_429_backs_the_host_off(db: Database) -> None:
+def test_a_twin_answered_429_backs_the_host_off(sqlite_store: Database) -> None:
     """Three quick repeats of one URL are what rate limiters watch for: a twin answered 429
     ends the check and the host's lease, backed off by the Retry-After; the page itself is
     observed."""
+    db = sqlite_store
     site = TeaserSite(limit_repeats=True).start()
     try:
         add_pages(db, [(site.url(path), site.origin) for path in site.content])
