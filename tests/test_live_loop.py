@@ -1,4 +1,5 @@
-"""The production loop as a user runs it (issue 28), on SQLite and PostgreSQL.
+"""The production loop as a user runs it (issue 28), on PostgreSQL (``make demo`` runs it on
+SQLite: ``tests/test_demo.py``).
 
 ``crawlplan init`` and ``seed`` (each host's home page), then ``crawlplan serve`` (the worker
 API, which releases each plan period's work on time) and ``crawlplan worker --api`` (a remote
@@ -214,9 +215,11 @@ def _stop(process: subprocess.Popen[str], timeout: float = 30.0) -> None:
 # plans then favour new pages is open. Rerun twice before failing.
 @pytest.mark.flaky(reruns=2)
 @pytest.mark.timeout(240)
-def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, backend_url: str) -> None:
+def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, pg_url: str) -> None:
+    """On PostgreSQL, the production store (a minute a run): the same loop on SQLite is
+    ``make demo``'s, run by ``tests/test_demo.py``."""
     config = _web()
-    env = _env(backend_url)
+    env = _env(pg_url)
     server = ServerProcess(config, seed=config.seed)
     server.start()
     processes: list[subprocess.Popen[str]] = []
@@ -226,7 +229,7 @@ def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, backend_ur
         seeds.write_text("".join(f"{origin}/s0/p0.html\n" for origin in server.origins))
         _cli(env, tmp_path, "init")
         _cli(env, tmp_path, "seed", "--file", str(seeds))
-        db = open_database(backend_url)
+        db = open_database(pg_url)
         _cli(env, tmp_path, "nightly")  # the cold-start plan, from this period on
         first = latest_plan(db)
         assert first is not None
