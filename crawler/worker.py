@@ -200,9 +200,9 @@ class CrawlStats:
     #: Hosts given up: their robots.txt was unreachable ``robots_give_up_after`` times in a row.
     given_up: int = 0
     #: Twin fetches of hosts' noise checks (:mod:`crawler.noise`), and the checks that
-    #: found noise.
+    #: found noise (``noisy_hosts`` in ``crawlplan status`` counts hosts with rules instead).
     noise_checks: int = 0
-    noisy_hosts: int = 0
+    noise_found: int = 0
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -621,8 +621,8 @@ class CrawlWorker:
             crawl.noise_check = crawl.noise_tries < 3
             return
         crawl.noise_check = False
-        learned: NoiseRules | None = None
-        checked_at = None
+        learned: NoiseRules | None = None  # None until a twin compared with the first version
+        checked_at = outcome.started_at
         last = outcome
         for _ in range(NOISE_TWINS):
             delay = request_delay(s.politeness, rules.crawl_delay(s.agent), last.duration)
@@ -645,7 +645,7 @@ class CrawlWorker:
                 continue
             learned = pair if learned is None else learned.merged(pair)
             checked_at = last.started_at
-        if learned is None or checked_at is None:
+        if learned is None:
             return
         # a check on a page without some of the site's noise keeps what earlier checks taught
         learned = crawl.noise.merged(learned)
@@ -654,7 +654,7 @@ class CrawlWorker:
                 "%s: noise rules %s", crawl.lease.origin, ", ".join(learned.selectors) or "none"
             )
         if learned:
-            self.stats.add(noisy_hosts=1)
+            self.stats.add(noise_found=1)
         crawl.noise = learned
         crawl.host = replace(crawl.host, noise_rules=learned.to_text(), noise_checked_at=checked_at)
 

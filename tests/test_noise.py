@@ -318,7 +318,7 @@ def test_the_first_lease_learns_the_sites_noise_and_no_fetch_counts_it(
     requested = [p for p in site.log if p != "/robots.txt"]
     assert len(requested) == PAGES_ON_SITE + NOISE_TWINS
     assert len(set(requested[: NOISE_TWINS + 1])) == 1  # the first page, then its twins
-    assert stats.noise_checks == NOISE_TWINS and stats.noisy_hosts == 1
+    assert stats.noise_checks == NOISE_TWINS and stats.noise_found == 1
     rules, checked = _host(db)
     assert rules == "div.box.teaser" and checked is not None
     st = read_status(db)
