@@ -64,6 +64,7 @@ bench: setup debian-packages
 	$(BIN)/python -m pip install --quiet scrapy
 	$(BIN)/python tests/benchmarks/bench_vs_scrapy.py
 	$(BIN)/python tests/benchmarks/bench_noise_rules.py
+	$(BIN)/python tests/benchmarks/bench_change_share.py
 	$(BIN)/python tests/benchmarks/bench_estimators.py
 	$(BIN)/python tests/benchmarks/bench_schedules.py
 	$(BIN)/python tests/benchmarks/bench_selection.py

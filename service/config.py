@@ -316,6 +316,16 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "estimate.min_change",
+        "CRAWLPLAN_MIN_CHANGE",
+        float,
+        0.0,
+        "share of a page's main text (0-1) a change must reach to count as one; smaller "
+        "changes count as none, and Last-Modified dates are then not read (0: any change)",
+        minimum=0,
+        maximum=1,
+    ),
+    Setting(
         "plan.period_days",
         "CRAWLPLAN_PERIOD_DAYS",
         float,

@@ -110,6 +110,9 @@ class NightlySettings:
     scale: BucketScale | None = None
     #: The Last-Modified reliability test's thresholds (None: the estimators' defaults).
     last_modified: LastModifiedPolicy | None = None
+    #: The share of a page's main text a change must reach to count (0: any change;
+    #: ``estimate.min_change``, :func:`service.pipeline.estimate_from_store`).
+    min_change: float = 0.0
     #: ``measured``: a crawl of bucket i costs its measured mean fetch time (the capacity is
     #: crawl time); ``equal``: every crawl costs the same (the capacity is a number of crawls).
     crawl_cost: str = "measured"
@@ -160,6 +163,7 @@ class NightlySettings:
             objective=str(v["plan.objective"]),
             scale=settings.bucket_scale,
             last_modified=settings.last_modified_policy,
+            min_change=float(v["estimate.min_change"]),
         )
 
     def __post_init__(self) -> None:
@@ -172,6 +176,10 @@ class NightlySettings:
             )
         if self.strategy not in (1, 2, 3):
             raise ConfigError(f"plan.strategy must be 1, 2 or 3, got {self.strategy}")
+        if not 0 <= self.min_change <= 1:
+            raise ConfigError(
+                f"estimate.min_change must be a share from 0 to 1, got {self.min_change}"
+            )
         if self.crawl_cost not in ("measured", "equal"):
             raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
         if self.explore < 0:
@@ -655,6 +663,7 @@ def _estimate(db: Database, settings: NightlySettings, stages: _Stages) -> None:
             db,
             scale=settings.scale,
             policy=settings.last_modified,
+            min_change=settings.min_change,
             progress=lambda _pages: stages.beat(),
         )
     with stages.stage("importance"):

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from crawler.signature import changes_at_least
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
@@ -93,6 +94,8 @@ class EstimateSummary:
     fetches: int
     by_estimator: dict[str, int]
     problems: int
+    #: Changes smaller than ``min_change`` that were counted as no change.
+    small_changes: int = 0
 
 
 def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
@@ -194,19 +197,37 @@ def estimate_from_store(
     progress: Callable[[int], None] | None = None,
     scale: BucketScale | None = None,
     policy: LastModifiedPolicy | None = None,
+    min_change: float = 0.0,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets
     (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
-    reliability test's thresholds; the defaults otherwise)."""
+    reliability test's thresholds; the defaults otherwise).
+
+    ``min_change`` > 0 (``estimate.min_change``, a share of the main text, 0-1) makes
+    "changed" mean "changed by at least that much": smaller changes, read from the stored
+    signatures (:func:`crawler.signature.changes_at_least`), count as no change, and
+    Last-Modified dates are not read, since a date says that a page changed, not by how much.
+    """
     prior = None
-    pages = fetches = 0
+    pages = fetches = small_changes = 0
     by_estimator: dict[str, int] = {}
     now_days = datetime.now(UTC).timestamp() / _DAY_S
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
-    for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages)):
+    sized = min_change > 0
+    for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
         page_id, host_id, fetched_s, changed, modified_s = np.array(chunk.rows, dtype=np.float64).T
+        if sized:
+            flags, demoted = changes_at_least(
+                [row[0] for row in chunk.rows],
+                [row[3] for row in chunk.rows],
+                chunk.signatures,
+                min_change,
+            )
+            changed = np.array(flags, dtype=np.float64)
+            modified_s = np.full_like(modified_s, np.nan)
+            small_changes += demoted
         result = estimate_fetch_arrays(
             page_id.astype(np.int64),
             fetched_s / _DAY_S,
@@ -244,7 +265,7 @@ def estimate_from_store(
         fetches += int(result.fetches.sum())
         if progress is not None:
             progress(pages)
-    return EstimateSummary(pages, fetches, by_estimator, 0)
+    return EstimateSummary(pages, fetches, by_estimator, 0, small_changes)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ computed. Memory is bounded by the chunk size, not by the number of pages.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
@@ -49,11 +49,13 @@ CreationWindow = tuple[int, float, float]
 @dataclass(frozen=True)
 class FetchChunk:
     """The answered fetches of a chunk of whole pages (:data:`FetchRow`, by page then
-    time), and the creation windows of its pages that have one (``pages.new_after``: the
-    few found on re-crawls; by page id)."""
+    time), the creation windows of its pages that have one (``pages.new_after``: the few
+    found on re-crawls; by page id), and, when asked for, each fetch's content signature
+    (``signatures``, aligned with ``rows``; empty otherwise)."""
 
     rows: list[FetchRow]
     windows: list[CreationWindow]
+    signatures: list[str | None] = field(default_factory=list)
 
 
 def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list[FetchRow]]:
@@ -62,9 +64,13 @@ def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list
         yield chunk.rows
 
 
-def iter_fetch_chunks(db: Database, *, chunk_pages: int = 50_000) -> Iterator[FetchChunk]:
+def iter_fetch_chunks(
+    db: Database, *, chunk_pages: int = 50_000, signatures: bool = False
+) -> Iterator[FetchChunk]:
     """Yield the answered fetches of ``chunk_pages`` pages at a time, by page then time,
-    with the creation windows of those pages that are new.
+    with the creation windows of those pages that are new (and, with ``signatures``, each
+    fetch's content signature: the evidence of a change's size, read only when a threshold
+    on it is set, for its 40-48 bytes a row).
 
     Keyset pagination on page id: each chunk is one indexed range scan however large the
     store. Times come out of SQL as epoch seconds, rows as the driver's tuples: no datetime
@@ -96,6 +102,7 @@ def iter_fetch_chunks(db: Database, *, chunk_pages: int = 50_000) -> Iterator[Fe
                     epoch_seconds(o.c.fetched_at, dialect),
                     o.c.changed,
                     epoch_seconds(o.c.last_modified, dialect),
+                    *([o.c.signature] if signatures else []),
                 )
                 .join(p, p.c.id == o.c.page_id)
                 .where(
@@ -121,7 +128,9 @@ def iter_fetch_chunks(db: Database, *, chunk_pages: int = 50_000) -> Iterator[Fe
                 else []
             )
         after = int(last)
-        if rows:
+        if rows and signatures:
+            yield FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows])
+        elif rows:
             yield FetchChunk(rows, windows)
 
 

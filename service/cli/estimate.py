@@ -14,6 +14,8 @@ from service.cli.options import ConfigOption, DbOption
 from service.cli.support import err, fail, open_checked, out, settings_from, user_errors
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from service.config import Settings
 
 __all__ = ["estimate"]
@@ -27,7 +29,9 @@ def estimate(
             "--observations",
             "-i",
             help="CSV or Parquet, one row per fetch: page, fetched_at (ISO-8601 or days), "
-            "changed (1/0, empty on a page's first fetch), optional last_modified, host. "
+            "changed (1/0, empty on a page's first fetch), optional last_modified, host, "
+            "change_size (the share of the text that changed, 0-1: needed with "
+            "estimate.min_change). "
             "Without it, every page of the store is re-estimated from its observations.",
             show_default=False,
         ),
@@ -61,8 +65,12 @@ def _estimate_store(settings: Settings) -> None:
     from service.pipeline import estimate_from_store
 
     database = open_checked(settings)
+    min_change = float(settings.values["estimate.min_change"])
     summary = estimate_from_store(
-        database, scale=settings.bucket_scale, policy=settings.last_modified_policy
+        database,
+        scale=settings.bucket_scale,
+        policy=settings.last_modified_policy,
+        min_change=min_change,
     )
     out.print(
         f"estimated {summary.pages:,} pages from {summary.fetches:,} fetches "
@@ -70,6 +78,12 @@ def _estimate_store(settings: Settings) -> None:
         f"rates and buckets written to {database.display_url}",
         markup=False,
     )
+    if min_change > 0:
+        out.print(
+            f"{summary.small_changes:,} changes below estimate.min_change = {min_change:g} "
+            "of the text counted as none; Last-Modified dates not read",
+            markup=False,
+        )
 
 
 def _estimate_file(settings: Settings, observations: Path, out_file: Path) -> None:
@@ -86,6 +100,9 @@ def _estimate_file(settings: Settings, observations: Path, out_file: Path) -> No
             f"{observations}: missing column(s) {', '.join(missing)}; "
             "expected page, fetched_at, changed and optionally last_modified, host"
         )
+    min_change = float(settings.values["estimate.min_change"])
+    if min_change > 0:
+        table = _small_changes_as_none(table, min_change, observations)
     result = estimate_fetch_table(
         table,
         now=utcnow(),
@@ -110,3 +127,34 @@ def _estimate_file(settings: Settings, observations: Path, out_file: Path) -> No
             markup=False,
         )
         raise typer.Exit(1)
+
+
+def _small_changes_as_none(table: pd.DataFrame, min_change: float, path: Path) -> pd.DataFrame:
+    """The table with changes below ``min_change`` (its ``change_size`` column, a share of
+    the text, 0-1; empty: unknown, still a change) as no change and no Last-Modified dates:
+    ``estimate.min_change`` as the store's estimate reads it."""
+    import pandas as pd
+
+    from service.errors import InputFileError
+
+    if "change_size" not in table.columns:
+        raise InputFileError(
+            f"{path}: estimate.min_change is {min_change:g} but there is no change_size "
+            "column (each change's share of the text, 0-1); add it or set "
+            "estimate.min_change = 0"
+        )
+    raw = table["change_size"]
+    size = pd.to_numeric(raw, errors="coerce")
+    given = raw.notna() & (raw.astype(str).str.strip() != "")
+    bad = given & ~size.between(0, 1)
+    if bad.any():
+        at = int(bad.to_numpy().nonzero()[0][0])
+        line = at + (2 if path.suffix.lower() == ".csv" else 1)
+        raise InputFileError(
+            f"{path}, line {line}: change_size {raw.iloc[at]!r} is not a share from 0 to 1 "
+            f"({int(bad.sum())} such row(s)); leave it empty where the size is unknown"
+        )
+    small = (pd.to_numeric(table["changed"], errors="coerce") == 1) & (size < min_change)
+    table = table.drop(columns=["last_modified"], errors="ignore")
+    table["changed"] = table["changed"].astype(object).where(~small, 0)
+    return table

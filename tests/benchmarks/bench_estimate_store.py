@@ -11,7 +11,10 @@ fetches of one host in four. Then, each in a process of its own so that its peak
 * ``crawlplan estimate --db URL``: every page re-estimated from its observations, in chunks,
   and the estimates written back (rates, intervals, estimator, bucket);
 * baseline: a bare ``SELECT page_id, fetched_at, changed`` of every observation, ordered by
-  page and time, through the driver (the least any estimation must read).
+  page and time, through the driver (the least any estimation must read);
+* ``crawlplan estimate`` with ``estimate.min_change = 0.05``: it reads every fetch's
+  signature too (each version of a page has its own) and counts the changes below 5 % of
+  the text as none.
 
 Options: ``--pages N`` (default 10,000,000), ``--fetches K`` (default 3), ``--keep DIR``
 reuses (or builds once into) DIR/estimate.db.
@@ -80,16 +83,21 @@ _BUILD = [
     # change (ten days before the first fetch until then).
     f"""
     INSERT INTO observations (page_id, kind, fetched_at, previous_fetch_at, recorded_at,
-                              http_status, changed, duration, last_modified)
+                              http_status, changed, duration, last_modified, signature)
     SELECT id, 'fetch', {_STAMP.format(t="t")},
            CASE WHEN j = 0 THEN NULL ELSE {_STAMP.format(t=f"t - {DAY}")} END,
            {_STAMP.format(t="t")}, 200, changed, 0.05,
-           CASE WHEN host % 4 = 0 THEN {_STAMP.format(t="lm")} END
+           CASE WHEN host % 4 = 0 THEN {_STAMP.format(t="lm")} END,
+           printf('%016x%016x%08x', (id * 2654435761 + v * 40503) & 281474976710655,
+                  id * 1000003 + v, 500 + v % 7)
     FROM (
         SELECT *, coalesce(
             max(CASE WHEN changed = 1 THEN t - 3600 END)
                 OVER (PARTITION BY id ORDER BY j ROWS UNBOUNDED PRECEDING),
-            first_value(t) OVER (PARTITION BY id ORDER BY j) - 10 * {DAY}) AS lm
+            first_value(t) OVER (PARTITION BY id ORDER BY j) - 10 * {DAY}) AS lm,
+            -- the version: a new signature (SimHash, exact hash, words) at every change
+            sum(coalesce(changed, 0)) OVER (PARTITION BY id ORDER BY j
+                                            ROWS UNBOUNDED PRECEDING) AS v
         FROM f
     ) ORDER BY id, j
     """,
@@ -133,12 +141,12 @@ print(rows, time.perf_counter() - t0, con.execute("SELECT count(*) FROM pages").
 """
 
 
-def _child(argv: list[str]) -> tuple[float, float, str]:
+def _child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Run a child process; its wall seconds, its own peak RSS (MiB, from ``wait4``) and its
     output."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
+        child = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - t0
@@ -188,6 +196,12 @@ def main() -> None:
     print(line.format("baseline: bare ordered read of the observations", read_s, read_mib))
     print(f"{'ratio':<50} {est_s / read_s:8.2f}")
     print(out.strip())
+    sized_s, sized_mib, sized_out = _child(
+        [str(bin_dir / "crawlplan"), "estimate", "--db", f"sqlite:///{path}"],
+        env={**os.environ, "CRAWLPLAN_MIN_CHANGE": "0.05"},
+    )
+    print(line.format("crawlplan estimate, estimate.min_change = 0.05", sized_s, sized_mib))
+    print(sized_out.strip())
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
         json.dumps(
@@ -198,6 +212,8 @@ def main() -> None:
                 "estimate_peak_mib": est_mib,
                 "bare_read_seconds": read_s,
                 "bare_read_peak_mib": read_mib,
+                "min_change_seconds": sized_s,
+                "min_change_peak_mib": sized_mib,
             },
             indent=2,
         )
