@@ -159,15 +159,18 @@ class CrawlSettings:
     #: How soon an unreachable robots.txt is asked again (RFC 9309: "later"); a host is thus
     #: given up about ``(robots_give_up_after - 1) * robots_retry`` after its first failure.
     robots_retry: timedelta = UNREACHABLE_RETRY
-    #: Learn each host's noise rules with a twin fetch (:mod:`crawler.noise`): one more
-    #: request per host every ``NOISE_RECHECK``.
-    learn_noise: bool = True
+    #: Twin fetches that learn a host's noise rules (:mod:`crawler.noise`): this many more
+    #: requests per host every ``NOISE_RECHECK``; 0: no twin fetches, no rules learned
+    #: (``crawl.noise_twins``).
+    noise_twins: int = NOISE_TWINS
 
     def __post_init__(self) -> None:
         if self.robots_give_up_after < 0:
             raise ValueError("robots_give_up_after must be >= 0 (0: never give up)")
         if self.robots_retry <= timedelta(0):
             raise ValueError("robots_retry must be positive")
+        if self.noise_twins < 0:
+            raise ValueError("noise_twins must be >= 0 (0: no noise rules learned)")
 
 
 @dataclass
@@ -430,7 +433,7 @@ class CrawlWorker:
             pending=deque(lease.pages),
             next_request=now,
             noise=noise,
-            noise_check=self.settings.learn_noise
+            noise_check=self.settings.noise_twins > 0
             and (checked is None or self.clock() - checked >= NOISE_RECHECK),
         )
 
@@ -610,7 +613,8 @@ class CrawlWorker:
         outcome: FetchOutcome,
     ) -> None:
         """The host's noise check (:mod:`crawler.noise`): when ``outcome`` is a whole HTML
-        page, fetch it :data:`~crawler.noise.NOISE_TWINS` times more, each the host's delay
+        page, fetch it ``noise_twins`` times more (:data:`~crawler.noise.NOISE_TWINS` by
+        default), each the host's delay
         after the last, and learn the host's noise rules from each version against the first,
         before the page is signed. Tried on the lease's first 3 pages at most; twin fetches
         that all fail leave the check for the next lease."""
@@ -624,7 +628,7 @@ class CrawlWorker:
         learned: NoiseRules | None = None  # None until a twin compared with the first version
         checked_at = outcome.started_at
         last = outcome
-        for _ in range(NOISE_TWINS):
+        for _ in range(s.noise_twins):
             delay = request_delay(s.politeness, rules.crawl_delay(s.agent), last.duration)
             if self._pause(delay):
                 break

@@ -128,6 +128,7 @@ DEFAULT_MAX_BYTES = 1_000_000  # crawler.fetch.FetchLimits().max_bytes
 DEFAULT_USER_AGENT = "crawlplan/0.1 (+https://example.invalid/crawlplan)"  # CrawlSettings()
 DEFAULT_CRAWL_SCOPE = "domains"  # crawler.scope.CrawlScope().mode
 DEFAULT_ROBOTS_GIVE_UP_AFTER = 3  # crawler.worker.CrawlSettings().robots_give_up_after
+DEFAULT_NOISE_TWINS = 3  # crawler.noise.NOISE_TWINS
 DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
 DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
@@ -239,6 +240,17 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_CRAWL_SCOPE,
         "links followed: hosts (same host), domains (same registered domain), any",
         choices=("hosts", "domains", "any"),
+    ),
+    Setting(
+        "crawl.noise_twins",
+        "CRAWLPLAN_NOISE_TWINS",
+        int,
+        DEFAULT_NOISE_TWINS,
+        "extra fetches of one page per host every 30 days that learn the site's per-request "
+        "noise (teasers, greetings): elements whose text differs are left out of change "
+        "detection; 0: none",
+        minimum=0,
+        maximum=10,
     ),
     Setting(
         "crawl.robots_give_up_after",
@@ -496,6 +508,7 @@ class Settings:
                 exclude=tuple(self.values["crawl.exclude"]),
             ),
             robots_give_up_after=int(self.values["crawl.robots_give_up_after"]),
+            noise_twins=int(self.values["crawl.noise_twins"]),
         )
 
 

@@ -79,6 +79,8 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     assert values["crawl.max_bytes"] == FetchLimits().max_bytes
     assert values["crawl.user_agent"] == CrawlSettings().user_agent
     assert values["crawl.scope"] == CrawlSettings().scope.mode
+    assert values["crawl.noise_twins"] == CrawlSettings().noise_twins
+    assert values["crawl.robots_give_up_after"] == CrawlSettings().robots_give_up_after
     assert values["estimate.min_rate"] == MIN_RATE
     assert values["estimate.max_rate"] == MAX_RATE
     assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0

@@ -80,7 +80,7 @@ def _settings() -> CrawlSettings:
         limits=FetchLimits(allow_private=True, read_timeout=5.0),
         max_urls=40,
         idle_sleep=0.05,
-        learn_noise=False,  # requests are counted against observations (twins: test_noise.py)
+        noise_twins=0,  # requests are counted against observations (twins: test_noise.py)
         max_errors_per_lease=MAX_ERRORS,
         # Failed pages wait an hour: each crawl below fetches each of them once, then idles.
         error_retry=timedelta(hours=1),

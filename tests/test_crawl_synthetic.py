@@ -61,7 +61,7 @@ def _settings() -> CrawlSettings:
         limits=FetchLimits(allow_private=True, max_bytes=1_000_000),
         max_urls=40,
         idle_sleep=0.05,
-        learn_noise=False,  # requests are counted against observations (twins: test_noise.py)
+        noise_twins=0,  # requests are counted against observations (twins: test_noise.py)
         error_retry=timedelta(seconds=0.5),
     )
 

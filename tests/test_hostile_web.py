@@ -80,7 +80,7 @@ def _settings() -> CrawlSettings:
         max_urls=40,
         idle_sleep=0.05,
         error_retry=timedelta(hours=1),  # each failed page is fetched once here
-        learn_noise=False,  # requests are counted (twin fetches: test_noise.py)
+        noise_twins=0,  # requests are counted (twin fetches: test_noise.py)
     )
 
 

@@ -98,7 +98,7 @@ def _crawl(db: Database, max_per_host: int, seconds: float = 60) -> None:
         limits=FetchLimits(allow_private=True),
         idle_sleep=0.05,
         sitemaps=False,
-        learn_noise=False,  # every request is counted (twin fetches: test_noise.py)
+        noise_twins=0,  # every request is counted (twin fetches: test_noise.py)
     )
     policy = LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=1)
     run_crawl(

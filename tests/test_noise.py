@@ -38,6 +38,7 @@ from crawler.worker import CrawlSettings, CrawlStats, run_crawl, run_workers
 from service.api.app import ApiSettings
 from service.api.schemas import HostUpdateIn
 from service.cli.app import app
+from service.config import load_settings
 from store import Database, LeasePolicy, LeaseQueue, add_pages, read_status, recompute_ready
 from store.models import HOSTS, OBSERVATIONS, PAGES
 from store.types import utcnow
@@ -257,21 +258,21 @@ def site() -> Iterator[TeaserSite]:
 _POLICY = LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=1)
 
 
-def _settings(learn: bool = True) -> CrawlSettings:
+def _settings(twins: int = NOISE_TWINS) -> CrawlSettings:
     return CrawlSettings(
         politeness=PolitenessPolicy(min_delay=0.01, max_delay=1.0, duration_factor=0.0),
         limits=FetchLimits(allow_private=True),
         idle_sleep=0.05,
         sitemaps=False,
-        learn_noise=learn,
+        noise_twins=twins,
     )
 
 
-def _crawl(db: Database, learn: bool = True) -> CrawlStats:
+def _crawl(db: Database, twins: int = NOISE_TWINS) -> CrawlStats:
     return run_crawl(
         db,
         lambda: LeaseQueue(db, _POLICY),
-        _settings(learn),
+        _settings(twins),
         workers=1,
         until_idle=True,
         seconds=60,
@@ -301,9 +302,9 @@ def test_without_rules_a_rotating_teaser_is_a_change_at_nearly_every_fetch(
 ) -> None:
     db = sqlite_store
     add_pages(db, [(site.url(path), site.origin) for path in site.content])
-    _crawl(db, learn=False)
+    _crawl(db, twins=0)
     _all_due(db)
-    _crawl(db, learn=False)
+    _crawl(db, twins=0)
     second = _changed(db)[PAGES_ON_SITE:]
     assert len(second) == PAGES_ON_SITE
     assert sum(c is True for c in second) >= PAGES_ON_SITE // 2  # 5 in 6 by chance
@@ -341,6 +342,20 @@ def test_the_first_lease_learns_the_sites_noise_and_no_fetch_counts_it(
     assert second[edited] is True  # the real edit
     assert [c for i, c in enumerate(second) if i != edited] == [False] * (PAGES_ON_SITE - 1)
     assert _host(db) == (rules, checked)
+
+
+def test_crawl_noise_twins_sets_how_many_twins_a_check_fetches(
+    sqlite_store: Database, site: TeaserSite
+) -> None:
+    settings = load_settings({}, environ={"CRAWLPLAN_NOISE_TWINS": "1"}).crawl_settings()
+    assert settings.noise_twins == 1
+    add_pages(sqlite_store, [(site.url(path), site.origin) for path in site.content])
+    stats = _crawl(sqlite_store, twins=settings.noise_twins)
+    requested = [p for p in site.log if p != "/robots.txt"]
+    assert len(requested) == PAGES_ON_SITE + 1 and stats.noise_checks == 1
+    assert _host(sqlite_store)[0] == "div.box.teaser"  # one twin differs: odds 5 in 6
+    with pytest.raises(ValueError, match="noise_twins must be >= 0"):
+        CrawlSettings(noise_twins=-1)
 
 
 def test_the_check_runs_again_once_it_is_older_than_the_recheck_time(

@@ -85,7 +85,7 @@ def _crawl(db: Database, scope: CrawlScope | None = None) -> CrawlStats:
         max_urls=50,
         idle_sleep=0.05,
         scope=scope or CrawlScope(),
-        learn_noise=False,  # requests are counted (twin fetches: test_noise.py)
+        noise_twins=0,  # requests are counted (twin fetches: test_noise.py)
     )
     policy = LeasePolicy(lease_seconds=30, max_urls=50, max_urls_per_host=50, max_hosts=4)
     return run_crawl(

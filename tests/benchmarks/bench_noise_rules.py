@@ -5,7 +5,7 @@ request in every page, plus the time, a visitor number and a request id
 (``tests/realweb/nginx_site.py``). Each round crawls the whole site, moves the mtime of 50
 pages (so nginx answers them 200, with fresh noise, not 304) and crawls those again; it
 counts the touched pages whose second fetch was recorded as changed. Baseline, same run:
-the crawler with ``learn_noise`` off (noise masked by its look alone). Rounds alternate off
+the crawler with ``noise_twins = 0`` (noise masked by its look alone). Rounds alternate off
 and on. Skips with one line without nginx or the doc package.
 """
 
@@ -25,6 +25,7 @@ from sqlalchemy import select, update
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.realweb, tests.conftest
 
 from crawler.fetch import FetchLimits
+from crawler.noise import NOISE_TWINS
 from crawler.politeness import PolitenessPolicy
 from crawler.worker import CrawlSettings, run_crawl
 from store import (
@@ -64,7 +65,7 @@ def one_round(learn: bool, seed: int) -> tuple[int, str | None]:
             limits=FetchLimits(allow_private=True),
             max_urls=200,
             idle_sleep=0.05,
-            learn_noise=learn,
+            noise_twins=NOISE_TWINS if learn else 0,
         )
         with NginxSite(root, work / "nginx") as nginx:
             add_pages(db, [(nginx.origin + "/", nginx.origin)])
