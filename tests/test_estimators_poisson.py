@@ -226,3 +226,41 @@ def test_block_sums_of_grouped_intervals_match_the_ungrouped_path(
             getattr(grouped, name), getattr(shuffled, name), rtol=1e-12, err_msg=name
         )
     assert np.array_equal(grouped.unchanged_time == 0, shuffled.unchanged_time == 0)
+
+
+def test_posterior_mean_of_the_log_rate_integrates_the_posterior() -> None:
+    evidence, lengths, changed = _random_pages(SEED + 3, 30)
+    mu, sigma = math.log(0.5), 1.5
+    prior = LogNormalRatePrior.fixed(mu, sigma)
+    mean = EmpiricalBayesChangeRate(prior=prior, point="mean").fit(evidence)
+    mode = EmpiricalBayesChangeRate(prior=prior).fit(evidence)
+    grid = np.linspace(-25.0, 15.0, 40001)
+    rate = np.exp(grid)
+    for i, (t, c) in enumerate(zip(lengths, changed, strict=True)):
+        with np.errstate(divide="ignore"):
+            log_post = (
+                np.log(-np.expm1(-np.outer(rate, t[c]))).sum(axis=1)
+                - rate * t[~c].sum()
+                - 0.5 * ((grid - mu) / sigma) ** 2
+            )
+        weight = np.exp(log_post - log_post.max())
+        expected = float(np.sum(weight * grid) / np.sum(weight))
+        # 24 points over 2.5 half-widths of the interval each side: within 1 % of the rate
+        assert math.log(mean.rate_[i]) == pytest.approx(expected, abs=1e-2)
+    # the interval is the mode's, whatever the point reported
+    np.testing.assert_array_equal(mean.rate_low_, mode.rate_low_)
+    np.testing.assert_array_equal(mean.rate_high_, mode.rate_high_)
+
+
+def test_posterior_mean_leaves_the_knee_of_one_sided_evidence() -> None:
+    # changed at every fetch: the likelihood is flat above about one change per interval,
+    # the mode sits at that knee, the mean moves into the prior's upper tail; never changed:
+    # the other way
+    prior = LogNormalRatePrior.fixed(math.log(0.1), 2.5)
+    pages = ChangeIntervals.from_lists([[10.0] * 4, [10.0] * 4], [[1] * 4, [0] * 4])
+    mode = EmpiricalBayesChangeRate(prior=prior).fit(pages).rate_
+    mean = EmpiricalBayesChangeRate(prior=prior, point="mean").fit(pages).rate_
+    assert mean[0] > 2 * mode[0]
+    assert mean[1] < mode[1]
+    with pytest.raises(ValueError, match="point"):
+        EmpiricalBayesChangeRate(prior=prior, point="median").fit(pages)
