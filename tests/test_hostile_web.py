@@ -147,7 +147,7 @@ def test_each_behaviour_is_recorded_as_what_it_is(crawl: Crawl, behaviour: str) 
     assert (observation.bytes or 0) <= MAX_BYTES
     # ... and the host went on: its plain page was fetched too (a Retry-After host, later).
     ok = crawl.web.origin(behaviour) + "/ok.html"
-    assert [o.http_status for o in crawl.fetches[ok]] == [200]
+    assert [(o.http_status, o.error) for o in crawl.fetches[ok]] == [(200, None)]
     assert crawl.pages[ok].status == "ok"
 
 
