@@ -77,25 +77,30 @@ def fresh_pg_database() -> Iterator[str]:
             )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _collector_settled() -> None:
-    """Collect, then freeze what outlives the modules before this one (pytest's own state,
-    imports, session fixtures), before the module's fixtures start any server or crawl.
+@pytest.fixture(scope="module")
+def settled_collector() -> Iterator[None]:
+    """Collect, then freeze what lives before the module's servers start (pytest's own
+    state, imports, earlier fixtures), for modules whose checks hang on loopback timing;
+    handed back after the module.
 
     A full collection walks every object not frozen: late in the suite, some 500,000 of
     them, 0.3-0.7 s with the interpreter lock held (measured 2026-11-28), and up to twice
     that on a busy machine. Run in the middle of a crawl over loopback, that stall froze
     the test's own HTTP servers past the fetcher's 1 s read timeout, and what was recorded
-    depended on when the collector ran. Frozen, those objects are never walked again."""
+    depended on when the collector ran. Frozen, those objects are not walked again. Not
+    for every module: with few objects left unfrozen, full collections come often, and a
+    module that builds much ran about a tenth slower."""
     gc.collect()
     gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)
 def _collector_unfrozen() -> Iterator[None]:
     """Long-running commands freeze what they set up (``freeze_start_up``); run in this test
     process by CliRunner, the freeze is handed back after the test (the test's objects must
-    not outlive it), with the module's own freeze; the next module freezes again."""
+    not outlive it), with the module's own (``settled_collector``)."""
     frozen = gc.get_freeze_count()
     yield
     if gc.get_freeze_count() > frozen:  # frozen objects that die make it smaller

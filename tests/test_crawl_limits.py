@@ -36,7 +36,7 @@ POLICY = LeasePolicy(lease_seconds=30, max_urls=10, max_urls_per_host=10, max_ho
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[HostileWeb]:
+def web(settled_collector: None) -> Iterator[HostileWeb]:
     with HostileWeb(HostileConfig(trickle=0.2, bomb_bytes=1024)) as server:
         yield server
 

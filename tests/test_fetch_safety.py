@@ -26,7 +26,7 @@ LOOPBACK = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[HostileWeb]:
+def web(settled_collector: None) -> Iterator[HostileWeb]:
     with HostileWeb(HostileConfig(trickle=0.2, bomb_bytes=1024 * 1024)) as server:
         yield server
 

@@ -85,7 +85,7 @@ def _settings() -> CrawlSettings:
 
 
 @pytest.fixture(scope="module")
-def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
+def crawl(tmp_path_factory: pytest.TempPathFactory, settled_collector: None) -> Iterator[Crawl]:
     db = open_database(f"sqlite:///{tmp_path_factory.mktemp('hostile') / 'crawl.db'}", create=True)
     upgrade_schema(db)
     crashes: list[BaseException] = []

@@ -48,7 +48,7 @@ ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
 
 @pytest.fixture
-def sites() -> Iterator[tuple[PagesHost, PagesHost]]:
+def sites(settled_collector: None) -> Iterator[tuple[PagesHost, PagesHost]]:
     a, b = PagesHost(robots=ROBOTS).start(), PagesHost(robots=ROBOTS).start()
     assert b.server is not None
     b_port = b.server.server_address[1]
