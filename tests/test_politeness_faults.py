@@ -33,6 +33,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 HOSTS = 12
 MIN_DELAY = 0.4  # seconds between two requests to one host
 LEASE_SECONDS = 3.0  # heartbeat every second
+#: Worker threads per process. A thread crawls its batch of hosts to the end before it leases
+#: again, so a free host is taken within a lease time only if some survivor has an idle
+#: thread: with two threads each (eight for twelve hosts), CI saw the victim's fourth host
+#: wait 8.4 s for a busy thread's batch to end. Four each leave the survivors at least four
+#: idle threads (twelve, at most eight of them busy with the others' hosts).
+WORKERS = 4
 
 
 @pytest.fixture
@@ -49,7 +55,15 @@ def _start(url: str) -> subprocess.Popen[str]:
         CRAWLPLAN_LEASE_SECONDS=str(LEASE_SECONDS),
         CRAWLPLAN_LEASE_MAX_HOSTS="2",  # spread the hosts over the processes
     )
-    command = [sys.executable, "-m", "service", "crawl", "--allow-private", "--workers", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "service",
+        "crawl",
+        "--allow-private",
+        "--workers",
+        str(WORKERS),
+    ]
     return subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
