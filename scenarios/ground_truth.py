@@ -12,6 +12,7 @@ from scenarios.synthetic_web import SyntheticWeb
 
 __all__ = [
     "ChangeDetection",
+    "match_fetches",
     "repository_freshness",
     "score_change_detection",
     "smallest_gaps",
@@ -31,20 +32,20 @@ class ChangeDetection:
 
 
 def score_change_detection(
-    web: SyntheticWeb,
-    served: Mapping[int, Sequence[float]],
-    observed: Mapping[int, Sequence[bool | None]],
+    web: SyntheticWeb, fetches: Mapping[int, Sequence[tuple[float, bool | None]]]
 ) -> ChangeDetection:
     """Compare change flags with the truth.
 
-    ``served[page]`` are the server times (s) at which the page was served (200 or 304),
-    in order; ``observed[page]`` the crawler's ``changed`` flags for the same fetches, in the
-    same order (the first is usually None: nothing to compare with).
+    ``fetches[page]`` are the crawler's recorded fetches of the page that the server
+    answered (200 or 304), in order: each the server time (s) at which it was served and the
+    crawler's ``changed`` flag (the first usually None: nothing to compare with). A flag
+    compares the page with the crawler's previous stored copy, so the truth is whether the
+    page changed between the two recorded fetches, whatever the server answered in between
+    that the crawler did not record (see :func:`match_fetches`).
     """
     revisits = real = detected = missed = false = 0
-    for page, times in served.items():
-        flags = observed.get(page, [])
-        for (t0, t1), flag in zip(itertools.pairwise(times), flags[1:], strict=False):
+    for page, recorded in fetches.items():
+        for (t0, _), (t1, flag) in itertools.pairwise(recorded):
             truth = web.version(page, t1) != web.version(page, t0)
             revisits += 1
             real += truth
@@ -52,6 +53,41 @@ def score_change_detection(
             missed += bool(truth and not flag)
             false += bool(flag and not truth)
     return ChangeDetection(revisits, real, detected, missed, false)
+
+
+def match_fetches(
+    served: Mapping[int, Sequence[float]],
+    recorded: Mapping[int, Sequence[tuple[float, bool | None]]],
+    *,
+    slack: float = 0.5,
+    within: float = 60.0,
+) -> dict[int, list[tuple[float, bool | None]]]:
+    """The server time of each fetch the crawler recorded, from the server's own log.
+
+    ``served[page]``: the server times (s) at which the server answered the page, ascending.
+    ``recorded[page]``: the crawler's successful fetches of it, ascending, each the time
+    (s, on the server's clock) the crawler started it and its ``changed`` flag. Each fetch is
+    matched to the first answer not yet matched at or after its start, less ``slack`` (the
+    two clocks' disagreement), and no later than ``within`` after it; a fetch with none is
+    left out. Returns ``page -> [(served time, flag), ...]``.
+
+    Why not pair them in order: an answer the crawler never recorded (a read timeout after
+    the server logged its 200, a report lost with its worker) would shift every later pair,
+    and a flag would be scored against the wrong interval, as a false alarm or a miss.
+    """
+    out: dict[int, list[tuple[float, bool | None]]] = {}
+    for page, fetches in recorded.items():
+        times = np.asarray(served.get(page, ()), dtype=float)
+        next_free = 0
+        matched: list[tuple[float, bool | None]] = []
+        for start, flag in fetches:
+            i = max(next_free, int(np.searchsorted(times, start - slack, side="left")))
+            if i < len(times) and times[i] <= start + within:
+                matched.append((float(times[i]), flag))
+                next_free = i + 1
+        if matched:
+            out[page] = matched
+    return out
 
 
 def smallest_gaps(times_by_host: Mapping[int, Sequence[float]]) -> dict[int, float]:

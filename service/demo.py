@@ -64,6 +64,7 @@ from estimators.buckets import BucketScale
 from planner.cycle.due_urls import DUE_SHARE
 from scenarios.demo_report import plot_freshness, reference_freshness, share_of_gain
 from scenarios.ground_truth import (
+    match_fetches,
     score_change_detection,
     smallest_gaps,
     time_averaged_freshness,
@@ -437,10 +438,16 @@ def _latest_fetches(db: Database, by_url: dict[str, int], epoch: datetime, n: in
     for url, at in rows:
         page = by_url.get(url)
         if page is not None and at is not None:
-            when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
-            when = when if when.tzinfo else when.replace(tzinfo=UTC)
-            out[page] = (when - epoch).total_seconds()
+            out[page] = _seconds_since(at, epoch)
     return out
+
+
+def _seconds_since(at: datetime | str, epoch: datetime) -> float:
+    """A store timestamp (a datetime, naive meaning UTC, or its ISO text) as seconds since
+    ``epoch``."""
+    when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    return (when - epoch).total_seconds()
 
 
 # -- the demo --------------------------------------------------------------------------------
@@ -860,8 +867,10 @@ def _checks(
             f"host's delay: {report.impolite[name]:,}; requests robots.txt disallows: "
             f"{report.disallowed[name]:,}"
         )
-    served, observed = served_and_observed(planned.db, web, planned.by_url, logs["crawlplan"])
-    score = score_change_detection(web, served, observed)
+    fetches = recorded_fetches(
+        planned.db, web, planned.by_url, logs["crawlplan"], planned.server.epoch
+    )
+    score = score_change_detection(web, fetches)
     report.detection = (
         f"{score.revisits:,} revisits, {score.real_changes:,} real changes, "
         f"{score.detected:,} detected, {score.missed:,} missed, "
@@ -1178,22 +1187,28 @@ def _served(web: SyntheticWeb, log: list[LoggedRequest]) -> dict[int, list[float
     return served
 
 
-def served_and_observed(
-    database: Database, web: SyntheticWeb, by_url: dict[str, int], log: list[LoggedRequest]
-) -> tuple[dict[int, list[float]], dict[int, list[bool | None]]]:
-    """Per synthetic page: when the server served it, and what the crawler flagged.
+def recorded_fetches(
+    database: Database,
+    web: SyntheticWeb,
+    by_url: dict[str, int],
+    log: list[LoggedRequest],
+    epoch: datetime,
+) -> dict[int, list[tuple[float, bool | None]]]:
+    """Per synthetic page, the fetches the crawler recorded that the server answered: each
+    the server time (s since ``epoch``) it was served, from the server's log, and the
+    crawler's ``changed`` flag (:func:`~scenarios.ground_truth.match_fetches`).
 
     ``by_url`` maps each page's normalized URL (on this server's ports) to its page id."""
-    served = _served(web, log)
-    observed: dict[int, list[bool | None]] = {}
+    recorded: dict[int, list[tuple[float, bool | None]]] = {}
     with database.read() as conn:
         rows = conn.execute(
-            select(PAGES.c.url, OBSERVATIONS.c.changed)
+            select(PAGES.c.url, OBSERVATIONS.c.fetched_at, OBSERVATIONS.c.changed)
             .join(OBSERVATIONS, OBSERVATIONS.c.page_id == PAGES.c.id)
             .where(OBSERVATIONS.c.http_status.in_(_ANSWERED))
             .order_by(OBSERVATIONS.c.page_id, OBSERVATIONS.c.fetched_at)
         ).all()
     for row in rows:
         if row.url in by_url:
-            observed.setdefault(by_url[row.url], []).append(row.changed)
-    return served, observed
+            start = _seconds_since(row.fetched_at, epoch)
+            recorded.setdefault(by_url[row.url], []).append((start, row.changed))
+    return match_fetches(_served(web, log), recorded)
