@@ -423,6 +423,16 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "plan.renewal",
+        "CRAWLPLAN_RENEWAL",
+        str,
+        "measured",
+        "plan for a growing web: measured (the new pages the cycle expects, over the pages "
+        "held, are crawled at once, so a bucket's crawls go to its older pages); off: plan as "
+        "if every page had been crawled long ago",
+        choices=("measured", "off"),
+    ),
+    Setting(
         "plan.crawl_cost",
         "CRAWLPLAN_CRAWL_COST",
         str,

@@ -119,6 +119,9 @@ class NightlySettings:
     #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
     #: off; :func:`planner.cycle.plan_inputs.explore`).
     explore: float = EXPLORE_REVISITS
+    #: Plan for a growing web (``plan.renewal = "measured"``; ``False``: ``"off"``;
+    #: :func:`planner.cycle.plan_cycle.web_renewal`).
+    renewal: bool = True
     #: Periods the model looks ahead (0: the cycle;
     #: :func:`planner.cycle.plan_inputs.model_horizon`); the plan publishes the first
     #: ``periods`` of them.
@@ -141,6 +144,7 @@ class NightlySettings:
             horizon=self.horizon,
             terminal_value=True,
             explore=self.explore,
+            renewal=self.renewal,
             optimize=self.optimize,
             fallback_uniform=False,  # the previous plan stays current
         )
@@ -157,6 +161,7 @@ class NightlySettings:
             horizon=int(v["plan.horizon"]),
             crawl_cost=str(v["plan.crawl_cost"]),
             explore=float(v["plan.explore"]),
+            renewal=str(v["plan.renewal"]) == "measured",
             strategy=int(v["plan.strategy"]),
             capacity=float(v["plan.capacity"]),
             window_days=float(v["plan.window_days"]),

@@ -22,6 +22,7 @@ from planner.cycle.plan_cycle import (
     base_class,
     host_class,
     plan_cycle,
+    web_renewal,
 )
 from planner.model.instance import CrawlInstance
 from planner.model.steady_rates import (
@@ -30,6 +31,7 @@ from planner.model.steady_rates import (
     marginal_value,
     page_value,
     period_value,
+    revisit_interval,
 )
 from planner.schedules.optimal import refresh_schedule
 from planner.solver.steady_solver import solve_steady
@@ -116,6 +118,96 @@ def test_freshness_value_is_cho_periodic_refresh() -> None:
         ) / (2 * h)
         sign = 1.0 if STEADY_OBJECTIVES[objective] else -1.0
         assert np.allclose(marginal_value(objective, x, pages, lam), sign * numeric, rtol=1e-5)
+
+
+def _aged_web(lam: float, beta: float, interval: float) -> tuple[float, float]:
+    """Fresh share and re-crawls per page and period of a web whose pages' ages are
+    exponential with rate ``beta`` (a population growing at that rate), each page crawled at
+    birth and every ``interval`` periods of its age: by quadrature over ages and by counting
+    the pages that reach each multiple of the interval."""
+    # Gauss-Legendre on each interval between two crawls (the integrand jumps at crawls).
+    nodes, weights = np.polynomial.legendre.leggauss(40)
+    starts = np.arange(0.0, 60.0 / beta, interval)
+    ages = starts[:, None] + (nodes[None, :] + 1.0) * interval / 2.0
+    fresh = np.exp(-lam * (ages - starts[:, None])) * beta * np.exp(-beta * ages)
+    share = float(np.sum(fresh * weights[None, :]) * interval / 2.0)
+    k = np.arange(1, int(60.0 / (beta * interval)) + 2)
+    crawls = float(np.sum(beta * np.exp(-beta * k * interval)))
+    return share, crawls
+
+
+@pytest.mark.parametrize(
+    ("lam", "beta", "interval"), [(0.01, 0.02, 60.0), (0.3, 0.014, 9.0), (2.0, 0.05, 1.5)]
+)
+def test_a_growing_web_is_valued_by_its_ages(lam: float, beta: float, interval: float) -> None:
+    """The closed forms of "A growing web" (planner.model.steady_rates) against the web they
+    describe: a bucket whose re-crawls per page are those of the aged web has the aged web's
+    fresh share, and its revisit interval is the one the web was crawled at."""
+    share, crawls = _aged_web(lam, beta, interval)
+    pages = np.array([1000.0])
+    x = crawls * pages
+    lam_ = np.array([lam])
+    value = period_value("freshness", x, pages, lam_, renewal=beta)
+    assert value[0] / pages[0] == pytest.approx(share, rel=1e-5)
+    assert revisit_interval(x, pages, beta)[0] == pytest.approx(interval, rel=1e-6)
+    # Fewer re-crawls than 1 / interval: the pages crawled at birth are not due yet.
+    assert crawls < 1.0 / interval
+
+
+def test_a_growing_web_reduces_to_the_old_web_and_stays_concave() -> None:
+    """beta -> 0 gives the known-rate values; dV/dx and dV/dN are the derivatives; the value
+    per page is concave in the crawls per page (the model stays a convex program)."""
+    lam = np.array([0.003, 0.05, 0.4, 3.0])
+    pages = np.full(4, 200.0)
+    x = np.array([2.0, 20.0, 60.0, 150.0])
+    for fn in (period_value, marginal_value, page_value):
+        old = fn("freshness", x, pages, lam)
+        assert np.allclose(fn("freshness", x, pages, lam, renewal=1e-9), old, rtol=1e-6)
+    assert np.allclose(revisit_interval(x, pages, 1e-12), pages / x, rtol=1e-9)
+    beta = 0.02
+    h = 1e-4
+
+    def value(xx: np.ndarray, nn: np.ndarray) -> np.ndarray:
+        return period_value("freshness", xx, nn, lam, renewal=beta)
+
+    dx = (value(x + h, pages) - value(x - h, pages)) / (2 * h)
+    dn = (value(x, pages + h) - value(x, pages - h)) / (2 * h)
+    assert np.allclose(marginal_value("freshness", x, pages, lam, renewal=beta), dx, rtol=1e-5)
+    assert np.allclose(page_value("freshness", x, pages, lam, renewal=beta), dn, rtol=1e-5)
+    f = np.logspace(-4, 0, 400)
+    for rate in lam:
+        per_page = period_value(
+            "freshness", f, np.ones_like(f), np.full_like(f, rate), renewal=beta
+        )
+        slopes = np.diff(per_page) / np.diff(f)
+        assert np.all(slopes > 0)
+        assert np.all(np.diff(slopes) <= 1e-9 * slopes[1:])  # slopes fall: concave
+
+
+def test_a_growing_web_plans_shorter_intervals_for_the_same_budget() -> None:
+    """With new pages found every period, the renewal the plan uses is those pages over the
+    pages held; the plan's marginal values are equal across the buckets it crawls (its
+    optimum), and it gives the fast buckets more than the plan for an old web would."""
+    rates = np.array([0.002, 0.01, 0.05, 0.2])
+    pages = np.full(4, 2500.0)
+    instance = _instance(rates, pages, 160.0, nconst=200.0)
+    beta = web_renewal(instance)
+    assert beta == pytest.approx(160.0 / 10_000)  # as many as the capacity crawls
+    assert web_renewal(_instance(rates, pages, 160.0, nconst=50.0)) == pytest.approx(0.005)
+    assert web_renewal(_instance(rates, pages, 160.0)) == 0.0
+    grown = solve_steady(instance, SteadySetup(renewal=0.005))
+    old = solve_steady(instance, SteadySetup())
+    assert grown.status.ok and old.status.ok
+    x = grown.trajectory.x[:, 0]
+    crawled = x > 1e-3
+    marginal = grown.marginal[crawled, 0]
+    assert np.allclose(marginal, marginal.mean(), rtol=1e-3)
+    assert x[-2:].sum() > old.trajectory.x[-2:, 0].sum()
+
+
+def test_renewal_is_checked() -> None:
+    with pytest.raises(ValueError, match="renewal must be >= 0"):
+        SteadySetup(renewal=-0.1)
 
 
 @settings(max_examples=15, deadline=None)

@@ -74,7 +74,8 @@ from planner.cycle.plan_inputs import (
     planning_weights,
     warm_start,
 )
-from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
+from planner.model.instance import CrawlInstance
+from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup, uniform_start
 from planner.model.webfountain import Trajectory, round_robin_crawl
 from planner.model.weights import ObjectiveWeights, strategy_weights
 from planner.solver.plan_solver import PlanSolution, PlanSolver
@@ -209,6 +210,11 @@ class CycleSettings:
         model's value of a crawled new page, :mod:`planner.model.steady_rates`).
     explore : float
         Every bucket crawled at least once per this many mean revisit intervals (0: off).
+    renewal : bool
+        Plan for a growing web (steady-rate model, freshness): the pages new this cycle are
+        crawled at once, so many pages were crawled recently and a bucket's crawls go to its
+        older pages (:func:`web_renewal`; :mod:`planner.model.steady_rates`, "A growing
+        web"). ``False``: plan as if every page were old.
     optimize : bool
         ``False``: the uniform crawl (every known page equally often, filling capacity),
         the baseline a fixed-schedule crawler follows.
@@ -227,6 +233,7 @@ class CycleSettings:
     terminal_value: bool = True
     page_lifetime: float = PAGE_LIFETIME_DAYS
     explore: float = EXPLORE_REVISITS
+    renewal: bool = True
     optimize: bool = True
     fallback_uniform: bool = False
 
@@ -433,6 +440,25 @@ def _failed(inputs: PlanInputs, settings: CycleSettings, record: SolverRecord) -
     return PlanOutcome(inputs, None, record)
 
 
+def web_renewal(instance: CrawlInstance) -> float:
+    """New pages crawled per known page and period, beta of the steady-rate model's growing
+    web (:mod:`planner.model.steady_rates`): the new pages the cycle expects per period (those
+    known now spread over the cycle, those found at a constant rate, and those the uniform
+    crawl's re-crawls would find), as many as the mean capacity can crawl, over the pages
+    held. 0 for a web that finds no new pages."""
+    held = float(np.sum(instance.b0))
+    if held <= 0:
+        return 0.0
+    periods = max(int(instance.periods), 1)
+    found = float(
+        np.sum(np.asarray(instance.oldnwt, dtype=float)[:, 0] * uniform_start(instance)[:, 0])
+    )
+    expected = float(instance.n0) / periods + float(instance.nconst) + found
+    cost = max(float(np.mean(instance.new_crawl_cost)), 1e-12)
+    crawlable = float(np.mean(instance.capacity)) / cost
+    return max(min(expected, crawlable), 0.0) / held
+
+
 def _plan_steady(
     inputs: PlanInputs,
     settings: CycleSettings,
@@ -449,7 +475,11 @@ def _plan_steady(
         shape = np.asarray(rate_shape, dtype=float)[inputs.bucket_ids]
         shape = np.where(np.isfinite(shape) & (shape > 0), shape, np.inf)
     setup = SteadySetup(
-        objective=settings.objective, lifetime=lifetime, host_caps=groups, rate_shape=shape
+        objective=settings.objective,
+        lifetime=lifetime,
+        host_caps=groups,
+        rate_shape=shape,
+        renewal=web_renewal(instance) if settings.renewal else 0.0,
     )
     solution = solve_steady(instance, setup)
     record = _steady_record(solution, inputs, settings)

@@ -90,6 +90,26 @@ the plan starves). For minimized objectives a new page not yet crawled costs, ea
 ``lifetime`` more periods at the horizon's end, the value of the worst bucket's page under the
 uniform crawl (``new_penalty``): a page the repository lacks is at least as bad as its worst.
 
+**A growing web** (``SteadySetup.renewal``). New pages are crawled when they are found, so
+a web that gains pages holds many whose first crawl was recent: they are not due, and a
+bucket's crawls go to its older pages. With pages found at ``beta`` per page and period
+(the web's pages age like a population growing at that rate: the share older than ``a`` is
+``e^(-beta a)``, deaths or not) and revisited every ``I`` periods of age, a bucket's re-crawls
+per page and period are ``beta / (e^(beta I) - 1)``, not ``1 / I``, and its fresh share is
+``beta (1 - e^(-(lambda + beta) I)) / ((lambda + beta) (1 - e^(-beta I)))``. In terms of
+``x`` and ``N`` (``y = beta N / x``, ``k = 1 + lambda / beta``)::
+
+    V       = (x + beta N) / (lambda + beta) (1 - (1 + y)^(-k))
+    dV/dN   = (beta + lambda (1 + y)^(-k)) / (lambda + beta)
+    I       = ln(1 + y) / beta          (the revisit interval, :func:`revisit_interval`)
+
+the known-rate form as ``beta`` goes to 0, and still the perspective of a concave function.
+Planning at ``1 / I`` on such a web spends a whole interval's crawls on pages crawled at
+birth: the plan's revisit intervals come out too long and its slow buckets over-crawled
+(lifetimes version 2 with 2 % births a period, every page once in 28 periods: the freshness
+0.0122 below the page-level optimum's, docs/benchmarks.md). Freshness with known rates only;
+the other objectives, and beliefs (``rate_shape``), plan as if ``beta = 0``.
+
 **Uncertain rates** (issue 25). A bucket's rate may be a belief, not a number: lambda ~
 Gamma(alpha, beta) with mean ``lambda[i,t] = alpha / beta`` (``SteadySetup.rate_shape`` gives
 alpha per bucket). Freshness is then valued by its expectation, as the conjugate prior makes
@@ -133,6 +153,7 @@ __all__ = [
     "new_page_values",
     "page_value",
     "period_value",
+    "revisit_interval",
     "uniform_start",
 ]
 
@@ -177,6 +198,11 @@ class SteadySetup:
     new_value : ndarray, shape (B,), or None
         Value of a crawled new page that joins bucket i, beyond the horizon (maximized
         objectives; module docstring). None: computed at the uniform crawl.
+    rate_shape : ndarray, shape (B,), or None
+        Gamma shape of each bucket's rate belief (module docstring, "Uncertain rates").
+    renewal : float
+        New pages crawled per page and period, beta (module docstring, "A growing web");
+        0: a web whose pages were all crawled long ago.
     host_caps : sequence of (rows, cap)
         Host groups (module docstring, "Host caps"): ``rows`` int array of the instance rows
         (buckets) holding one bound host's pages, ``cap`` float array [T] (or a scalar: every
@@ -191,8 +217,13 @@ class SteadySetup:
     new_value: np.ndarray | None = None
     rate_shape: np.ndarray | None = None
     host_caps: Sequence[tuple[np.ndarray, np.ndarray]] = ()
+    renewal: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (np.isfinite(self.renewal) and self.renewal >= 0):
+            raise ValueError(
+                f"renewal must be >= 0 new pages per page and period, got {self.renewal}"
+            )
         if self.objective not in STEADY_OBJECTIVES:
             known = ", ".join(STEADY_OBJECTIVES)
             raise ValueError(f"objective must be one of {known}, got {self.objective!r}")
@@ -245,19 +276,48 @@ def _gamma_freshness(
     return value, q**alpha
 
 
+def _renewal_freshness(
+    xe: np.ndarray, n: np.ndarray, lam: np.ndarray, beta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Freshness V and dV/dN on a web growing at ``beta`` (module docstring, "A growing
+    web"): ``V = (x + beta N) / (lambda + beta) (1 - (1 + y)^-k)``, ``dV/dN = (beta + lambda
+    (1 + y)^-k) / (lambda + beta)``, ``y = beta N / x``, ``k = 1 + lambda / beta``."""
+    log_q = -(1.0 + lam / beta) * np.log1p(beta * n / xe)
+    value = -(xe + beta * n) / (lam + beta) * np.expm1(log_q)
+    return value, (beta + lam * np.exp(log_q)) / (lam + beta)
+
+
+def revisit_interval(x: np.ndarray, pages: np.ndarray, renewal: float = 0.0) -> np.ndarray:
+    """Periods between two crawls of a page of a bucket of ``pages`` crawled ``x`` times a
+    period, elementwise: ``N / x``, or ``ln(1 + beta N / x) / beta`` on a web growing at
+    ``renewal = beta`` (module docstring); inf where ``x`` is 0."""
+    xe = np.asarray(x, dtype=float)
+    n = np.asarray(pages, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(xe > 0, n / xe, np.inf)
+        if renewal <= 0:
+            return ratio
+        return np.where(xe > 0, np.log1p(renewal * ratio) / renewal, np.inf)
+
+
 def period_value(
     objective: str,
     x: np.ndarray,
     pages: np.ndarray,
     lam: np.ndarray,
     shape: np.ndarray | None = None,
+    *,
+    renewal: float = 0.0,
 ) -> np.ndarray:
     """V(x, N) of the module docstring, elementwise (numpy; x, N in pages, lambda per period;
-    ``shape``: the Gamma shape of each rate's belief, None or inf: the rate is known)."""
+    ``shape``: the Gamma shape of each rate's belief, None or inf: the rate is known;
+    ``renewal``: beta, for freshness with known rates)."""
     xe = np.asarray(x, dtype=float) + EPSILON
     n = np.asarray(pages, dtype=float)
     if objective == "freshness" and shape is not None:
         return _gamma_freshness(xe, n, lam, _shape(shape, lam))[0]
+    if objective == "freshness" and renewal > 0:
+        return _renewal_freshness(xe, n, lam, renewal)[0]
     if objective == "freshness":
         return -(xe / lam) * np.expm1(-lam * n / xe)
     if objective == "obsolescence":
@@ -275,6 +335,8 @@ def marginal_value(
     pages: np.ndarray,
     lam: np.ndarray,
     shape: np.ndarray | None = None,
+    *,
+    renewal: float = 0.0,
 ) -> np.ndarray:
     """What one more crawl of a bucket is worth in a period, dV/dx, signed so that larger is
     better for every objective (for minimized objectives the cost it removes)."""
@@ -284,6 +346,9 @@ def marginal_value(
     if objective == "freshness" and shape is not None:
         value, per_page = _gamma_freshness(xe, n, lam, _shape(shape, lam))
         return (value - n * per_page) / xe  # Euler: V = x dV/dx + N dV/dN
+    if objective == "freshness" and renewal > 0:
+        value, per_page = _renewal_freshness(xe, n, lam, renewal)
+        return (value - n * per_page) / xe
     if objective == "freshness":
         return -np.expm1(-u) / lam - np.exp(-u) * n / xe
     if objective == "obsolescence":
@@ -301,6 +366,8 @@ def page_value(
     pages: np.ndarray,
     lam: np.ndarray,
     shape: np.ndarray | None = None,
+    *,
+    renewal: float = 0.0,
 ) -> np.ndarray:
     """dV/dN: what one more page of a bucket adds per period when the bucket's crawls grow in
     proportion (Euler: V = x dV/dx + N dV/dN), elementwise; for minimized objectives the cost
@@ -310,6 +377,8 @@ def page_value(
     u = lam * n / xe
     if objective == "freshness" and shape is not None:
         return _gamma_freshness(xe, n, lam, _shape(shape, lam))[1]
+    if objective == "freshness" and renewal > 0:
+        return _renewal_freshness(xe, n, lam, renewal)[1]
     if objective == "freshness":
         return np.exp(-u)
     if objective == "obsolescence":
@@ -328,13 +397,17 @@ def new_page_values(
     lam: np.ndarray,
     lifetime: float,
     shape: np.ndarray | None = None,
+    *,
+    renewal: float = 0.0,
 ) -> np.ndarray:
     """new_value[i] of the module docstring for a plan's crawls ``x`` and pages ``N`` [B, T]
     (the last period's rates) and ``lifetime`` periods: the larger of ``lifetime * dV/dN``
     and a single crawl's worth, ``(1 - e^(-lambda lifetime)) / lambda`` (freshness; binary
     ``lifetime / (1 + lambda lifetime)``, a page fresh until its first change on average)."""
     last = None if shape is None else _shape(shape, lam)[:, -1]
-    held = lifetime * page_value(objective, x[:, -1], pages[:, -1], lam[:, -1], last)
+    held = lifetime * page_value(
+        objective, x[:, -1], pages[:, -1], lam[:, -1], last, renewal=renewal
+    )
     rate = lam[:, -1]
     if objective == "freshness":
         once = -np.expm1(-rate * lifetime) / rate
@@ -372,11 +445,17 @@ def _uniform_page_values(instance: CrawlInstance, objective: str, lam: np.ndarra
     return np.asarray((v / b0[:, None]).mean(axis=1))
 
 
-def _value_expression(objective: str, x: Any, pages: Any, lam: Any, alpha: Any = None) -> Any:
+def _value_expression(
+    objective: str, x: Any, pages: Any, lam: Any, alpha: Any = None, renewal: float = 0.0
+) -> Any:
     xe = x + EPSILON
     if objective == "freshness" and alpha is not None:
         beta = alpha / lam
         return xe * beta / (alpha - 1.0) * (1.0 - (beta / (beta + pages / xe)) ** (alpha - 1.0))
+    if objective == "freshness" and renewal > 0:
+        k = 1.0 + lam / renewal
+        grown = pyo.log(1.0 + renewal * pages / xe)
+        return (xe + renewal * pages) / (lam + renewal) * (1.0 - pyo.exp(-k * grown))
     if objective == "freshness":
         return (xe / lam) * (1.0 - pyo.exp(-lam * pages / xe))
     if objective == "obsolescence":
@@ -473,7 +552,12 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
     values = sum(
         m.w[i]
         * _value_expression(
-            setup.objective, m.x[i, t], m.N[i, t], m.lam[i, t], m.alpha[i] if uncertain else None
+            setup.objective,
+            m.x[i, t],
+            m.N[i, t],
+            m.lam[i, t],
+            m.alpha[i] if uncertain else None,
+            float(setup.renewal),
         )
         for i in m.I
         for t in m.T
@@ -484,7 +568,13 @@ def build_steady_model(instance: CrawlInstance, setup: SteadySetup) -> pyo.Concr
             x_u = np.maximum(x0, EPSILON)
             pages = np.broadcast_to(b0[:, None], x_u.shape)
             new_value = new_page_values(
-                setup.objective, x_u, pages, lam, setup.lifetime, setup.rate_shape
+                setup.objective,
+                x_u,
+                pages,
+                lam,
+                setup.lifetime,
+                setup.rate_shape,
+                renewal=setup.renewal,
             )
         credit = float((w * p * np.asarray(new_value, dtype=float)).sum())
         m.new_credit = pyo.Param(initialize=credit, mutable=True)

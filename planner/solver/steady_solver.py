@@ -108,7 +108,15 @@ def solve_steady(instance: CrawlInstance, setup: SteadySetup | None = None) -> S
             break
         nlp.load_solution(outcome.x)
         x, pages = _crawls(model, instance)
-        value = new_page_values(setup.objective, x, pages, lam, setup.lifetime, setup.rate_shape)
+        value = new_page_values(
+            setup.objective,
+            x,
+            pages,
+            lam,
+            setup.lifetime,
+            setup.rate_shape,
+            renewal=setup.renewal,
+        )
         w = _weights(setup, int(instance.buckets))
         credit = float((w * np.asarray(instance.p, dtype=float) * value).sum())
         old = float(pyo.value(model.new_credit))
@@ -124,13 +132,16 @@ def solve_steady(instance: CrawlInstance, setup: SteadySetup | None = None) -> S
     x, pages = _crawls(model, instance)
     z = np.maximum(np.array([float(model.z[t].value or 0.0) for t in range(T)]), 0.0)
     n = np.maximum(np.array([float(model.n[t].value or 0.0) for t in range(T)]), 0.0)
-    fresh = period_value("freshness", x, pages, lam, setup.rate_shape)
+    renewal = setup.renewal if setup.objective == "freshness" else 0.0
+    fresh = period_value("freshness", x, pages, lam, setup.rate_shape, renewal=renewal)
     p = np.asarray(instance.p, dtype=float) if instance.p.size else np.zeros(B)
     end_pages = pages + p[:, None] * z[None, :]
     trajectory = Trajectory(x=x, y=np.maximum(pages - fresh, 0.0), b=end_pages, n=n, z=z)
     w = _weights(setup, B)
     shape = setup.rate_shape if setup.objective == "freshness" else None
-    marginal = w[:, None] * marginal_value(setup.objective, x, pages, lam, shape)
+    marginal = w[:, None] * marginal_value(
+        setup.objective, x, pages, lam, shape, renewal=setup.renewal
+    )
     row_of = {id(c): r for r, c in enumerate(nlp.constraint_data)}
     rows = [row_of[id(model.capacity[t])] for t in range(T)]
     price = np.abs(np.asarray(outcome.constraint_multipliers, dtype=float)[rows])

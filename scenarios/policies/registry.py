@@ -44,6 +44,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "horizon",
         "terminal_value",
         "explore",
+        "renewal",
     ),
     "sampling": ("group", "cycle", "sample_share"),
     "cohorts": ("rates", "buckets", "cycle"),

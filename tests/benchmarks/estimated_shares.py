@@ -54,6 +54,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "posterior": {"kind": "webfountain", "rates": "posterior"},
     "dates ignored": {"kind": "webfountain", "last_modified": "ignore"},
     "no revisit ceiling": {"kind": "webfountain", "explore": 0.0},
+    "no renewal": {"kind": "webfountain", "renewal": False},
     "freshness schedule": {"kind": "freshness"},
 }
 
