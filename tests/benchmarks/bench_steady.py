@@ -7,7 +7,8 @@ it measures, in one run and for each objective of the steady-rate model:
 * the baseline: :class:`planner.solver.plan_solver.PlanSolver` (build, compile, priced start,
   Ipopt) with the default strategy, as nightly solved until issue 24;
 * :func:`planner.solver.steady_solver.solve_steady` (build, compile, Ipopt from the uniform
-  crawl), with the time-averaged freshness each plan promises by the steady-rate values.
+  crawl), with the time-averaged freshness each plan promises by the steady-rate values;
+  and freshness on a growing web (the instance's own renewal, and 2 % a period).
 
 Options: ``--runs N`` (median, default 1), ``--periods T``, ``--buckets B``.
 """
@@ -19,6 +20,7 @@ import os
 import statistics
 import time
 
+from planner.cycle.plan_cycle import web_renewal
 from planner.model.paper_instances import paper_instance
 from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
 from planner.solver.plan_solver import PlanSolver
@@ -60,6 +62,22 @@ def main() -> None:
             f"compile {steady.build_seconds:.2f} s, Ipopt {steady.solve_seconds:.2f} s, "
             f"{steady.iterations} iterations, {steady.status.value}); freshness "
             f"{steady.freshness:.4f}",
+            flush=True,
+        )
+    # A growing web (planner.model.steady_rates, "A growing web"): the instance's own new
+    # pages as the plan measures them, and 2 % of the pages held a period.
+    for renewal in (web_renewal(instance), 0.02):
+        results = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            grown = solve_steady(instance, SteadySetup(lifetime=200.0, renewal=renewal))
+            results.append((time.perf_counter() - t0, grown))
+        total = statistics.median(r[0] for r in results)
+        steady = results[0][1]
+        print(
+            f"steady-rate freshness, growing web (renewal {renewal:.4f}): {total:.2f} s = "
+            f"{total / base:.2f}x baseline ({steady.iterations} iterations, "
+            f"{steady.status.value}); freshness {steady.freshness:.4f}",
             flush=True,
         )
 
