@@ -51,6 +51,7 @@ from planner.cycle.due_urls import (
 )
 from planner.cycle.quotas import charge_urgent
 from planner.model.instance import InstanceError
+from planner.model.steady_rates import revisit_interval
 from store import Database, latest_plan
 from store.due_times import NOTIFIED, page_schedule_finished
 from store.estimates import (
@@ -433,11 +434,16 @@ def _choose(
 
 
 def _due_interval(work: PeriodWork) -> dict[int, float] | None:
-    """Each bucket's planned revisit interval, seconds: the period's length over the
-    bucket's crawls per page and period (the plan's average over its periods); None for a
+    """Each bucket's planned revisit interval, seconds: the period's length times the
+    periods between two crawls of a page at the bucket's crawls per page and period (the
+    plan's average over its periods): their inverse, or on a growing web that young pages
+    share (``work.renewal``) :func:`planner.model.steady_rates.revisit_interval`. None for a
     plan that records no crawl fractions (every page of a quota bucket eligible)."""
     length = (work.ends_at - work.starts_at).total_seconds()
-    interval = {b: length / f for b, f in work.crawl_fraction.items() if f > 0}
+    buckets = [b for b, f in work.crawl_fraction.items() if f > 0]
+    fraction = np.array([work.crawl_fraction[b] for b in buckets], dtype=float)
+    periods = revisit_interval(fraction, np.ones_like(fraction), work.renewal)
+    interval = {b: length * float(p) for b, p in zip(buckets, periods, strict=True)}
     return interval or None
 
 

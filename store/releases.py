@@ -47,7 +47,7 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from store.backend import ChosenPages
 from store.database import Database
 from store.host_ready import lower_ready_from_queue, refresh_ready
-from store.models import HOSTS, PERIOD_RELEASES, PLAN_PERIODS, QUOTAS, RELEASED_PAGES
+from store.models import HOSTS, PERIOD_RELEASES, PLAN_PERIODS, PLANS, QUOTAS, RELEASED_PAGES
 from store.pages import insert_ignoring_conflicts
 from store.types import utcnow
 
@@ -81,6 +81,8 @@ class PeriodWork:
     this period, ``new_marginal`` that of one more new page (empty, None: the plan has none).
     ``crawl_fraction`` maps bucket to its planned crawls per page and period, averaged over
     the plan's periods (x_it / b_i,t-1; a period without a quota row counts as 0).
+    ``renewal``: the growing web's beta the plan was made for (its solver record's
+    ``renewal``; 0: none), which sets its buckets' revisit intervals.
     """
 
     plan_id: int
@@ -92,6 +94,7 @@ class PeriodWork:
     marginal: dict[int, float] = field(default_factory=dict)
     new_marginal: float | None = None
     crawl_fraction: dict[int, float] = field(default_factory=dict)
+    renewal: float = 0.0
 
 
 @dataclass
@@ -162,6 +165,8 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
             .where(QUOTAS.c.plan_id == plan_id)
             .group_by(QUOTAS.c.bucket)
         ).all()
+        solver = conn.execute(select(PLANS.c.solver).where(PLANS.c.id == plan_id)).scalar()
+    renewal = solver.get("renewal") if isinstance(solver, dict) else None
     return PeriodWork(
         plan_id=plan_id,
         period=row.period,
@@ -172,6 +177,7 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
         marginal={int(b): float(v) for b, _, v in quotas if v is not None},
         new_marginal=None if row.new_marginal is None else float(row.new_marginal),
         crawl_fraction={int(b): float(f or 0.0) / max(int(periods), 1) for b, f in fractions},
+        renewal=float(renewal) if isinstance(renewal, int | float) and renewal > 0 else 0.0,
     )
 
 

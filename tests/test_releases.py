@@ -77,6 +77,7 @@ def _plan(
     marginal: dict[int, float] | None = None,
     new_marginal: float | None = None,
     fractions: dict[int, float] | None = None,
+    solver: dict[str, Any] | None = None,
 ) -> int:
     """Publish a plan whose page schedule counts as done (the tests set scheduled_at)."""
     version = publish_plan(
@@ -100,7 +101,7 @@ def _plan(
                 for t in range(1, periods + 1)
             ],
             inputs={},
-            solver={},
+            solver=solver or {},
         ),
         now=T0 - DAY,
     )
@@ -149,6 +150,23 @@ def test_pooled_quotas_take_the_most_overdue_pages_then_spill_to_early_ones(db: 
     due = set(_due(db))
     assert set(old3) | set(due8) <= due and not set(new3) & due
     assert due & set(recent8) == {recent8[3]}  # fetched longest ago of the four
+
+
+@pytest.mark.parametrize(("renewal", "released"), [(None, 0), (0.1, 1)])
+def test_a_plan_for_a_growing_web_makes_pages_due_sooner(
+    db: Database, renewal: float | None, released: int
+) -> None:
+    # Bucket 8 is planned a fifth of its pages a period. On an old web that is an interval
+    # of 5 days; on a web growing at 0.1 a period (the plan's solver record), whose young
+    # pages need no crawl yet, ln(1 + 0.1 x 5) / 0.1 = 4.05 days. A page fetched 1.2 days
+    # before the period, 2.2 days by its end, is due (half an interval) only on the growing
+    # web; without spill nothing else takes the quota.
+    page = _fetched(db, "c", 8, [T0 - timedelta(hours=28.8)])
+    solver = {"renewal": renewal} if renewal is not None else {}
+    _plan(db, {8: 1}, marginal={8: 1.0}, fractions={8: 1 / 5}, solver=solver)
+    summary = release_period(db, now=T0, min_delay_seconds=0.0, spill=False)
+    assert summary.released == released
+    assert (page[0] in _due(db)) == bool(released)
 
 
 def test_pooled_quotas_reach_a_bucket_whose_quota_rounded_to_nothing(db: Database) -> None:

@@ -312,7 +312,9 @@ class SolverRecord:
     ``"failed"`` (the solver's own starts were tried next) or None (no warm start given).
     ``fallback``: the solve failed and the uniform crawl was planned instead.
     ``obsolete_at_cycle_end``, ``new_left_at_cycle_end``: what the solved cycle leaves behind,
-    pages (comparable across strategies, unlike the objective).
+    pages (comparable across strategies, unlike the objective). ``renewal``: the growing
+    web's beta the steady-rate model planned for (new pages per page held and period,
+    :func:`web_renewal`; None: 0), which the release's due intervals use too.
     """
 
     status: str
@@ -327,6 +329,7 @@ class SolverRecord:
     fallback: bool = False
     obsolete_at_cycle_end: float | None = None
     new_left_at_cycle_end: float | None = None
+    renewal: float | None = None
     message: str = ""
     note: str = ""
 
@@ -474,15 +477,20 @@ def _plan_steady(
     if rate_shape is not None:
         shape = np.asarray(rate_shape, dtype=float)[inputs.bucket_ids]
         shape = np.where(np.isfinite(shape) & (shape > 0), shape, np.inf)
+    # The growing web's value is freshness's with known rates (steady_rates, "A growing web").
+    applies = settings.renewal and settings.objective == "freshness" and shape is None
+    renewal = web_renewal(instance) if applies else 0.0
     setup = SteadySetup(
         objective=settings.objective,
         lifetime=lifetime,
         host_caps=groups,
         rate_shape=shape,
-        renewal=web_renewal(instance) if settings.renewal else 0.0,
+        renewal=renewal,
     )
     solution = solve_steady(instance, setup)
     record = _steady_record(solution, inputs, settings)
+    if renewal > 0:
+        record = replace(record, renewal=renewal)
     if solution.status.ok:
         cycle = cycle_from_trajectory(
             inputs, solution.trajectory, settings.periods, explore_revisits=settings.explore

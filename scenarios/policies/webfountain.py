@@ -84,7 +84,7 @@ from planner.cycle.plan_cycle import (
     plan_cycle,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
-from planner.model.steady_rates import STEADY_OBJECTIVES
+from planner.model.steady_rates import STEADY_OBJECTIVES, revisit_interval
 from planner.model.weights import Strategy
 from planner.schedules.objectives import OBJECTIVES
 from planner.schedules.optimal import bucket_intervals
@@ -405,10 +405,13 @@ class WebFountainPolicy(Policy):
         for fractions in cycle.fractions:
             for cls, f in fractions.items():
                 mean_fraction[cls] = mean_fraction.get(cls, 0.0) + f / T
-        # The service's due interval, N / x, also on a growing web: its revisit interval
-        # ln(1 + beta N / x) / beta moved freshness by +-0.003 either way (lifetimes v2 with
-        # births, 1/28 to 1/7), so the release keeps the simpler one.
-        self._class_interval = {int(c): 1.0 / f for c, f in mean_fraction.items() if f > 0}
+        # On a growing web the interval of the plan's crawls per page (steady_rates, "A
+        # growing web"), as the service's release reads it from the plan's solver record.
+        classes = [int(c) for c, f in mean_fraction.items() if f > 0]
+        fraction = np.array([mean_fraction[c] for c in classes], dtype=float)
+        renewal = outcome.solver.renewal or 0.0
+        periods = revisit_interval(fraction, np.ones_like(fraction), renewal)
+        self._class_interval = dict(zip(classes, periods.tolist(), strict=True))
         for k in populated:
             members = pages[bucket[pages] == k]
             crawls = float(old[k].sum()) / T
