@@ -21,10 +21,11 @@ import statistics
 import time
 
 from planner.cycle.plan_cycle import web_renewal
+from planner.model.instance import CrawlInstance
 from planner.model.paper_instances import paper_instance
 from planner.model.steady_rates import STEADY_OBJECTIVES, SteadySetup
 from planner.solver.plan_solver import PlanSolver
-from planner.solver.steady_solver import solve_steady
+from planner.solver.steady_solver import SteadySolution, solve_steady
 
 
 def main() -> None:
@@ -50,13 +51,9 @@ def main() -> None:
         flush=True,
     )
     for objective in STEADY_OBJECTIVES:
-        results = []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            steady = solve_steady(instance, SteadySetup(objective=objective, lifetime=200.0))
-            results.append((time.perf_counter() - t0, steady))
-        total = statistics.median(r[0] for r in results)
-        steady = results[0][1]
+        total, steady = _timed(
+            instance, SteadySetup(objective=objective, lifetime=200.0), args.runs
+        )
         print(
             f"steady-rate {objective}: {total:.2f} s = {total / base:.2f}x baseline (build + "
             f"compile {steady.build_seconds:.2f} s, Ipopt {steady.solve_seconds:.2f} s, "
@@ -67,19 +64,24 @@ def main() -> None:
     # A growing web (planner.model.steady_rates, "A growing web"): the instance's own new
     # pages as the plan measures them, and 2 % of the pages held a period.
     for renewal in (web_renewal(instance), 0.02):
-        results = []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            grown = solve_steady(instance, SteadySetup(lifetime=200.0, renewal=renewal))
-            results.append((time.perf_counter() - t0, grown))
-        total = statistics.median(r[0] for r in results)
-        steady = results[0][1]
+        total, steady = _timed(instance, SteadySetup(lifetime=200.0, renewal=renewal), args.runs)
         print(
             f"steady-rate freshness, growing web (renewal {renewal:.4f}): {total:.2f} s = "
             f"{total / base:.2f}x baseline ({steady.iterations} iterations, "
             f"{steady.status.value}); freshness {steady.freshness:.4f}",
             flush=True,
         )
+
+
+def _timed(instance: CrawlInstance, setup: SteadySetup, runs: int) -> tuple[float, SteadySolution]:
+    """The median wall time (s) of ``runs`` builds, compiles and solves, and the first
+    solution."""
+    results = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        solution = solve_steady(instance, setup)
+        results.append((time.perf_counter() - t0, solution))
+    return statistics.median(r[0] for r in results), results[0][1]
 
 
 if __name__ == "__main__":

@@ -124,6 +124,16 @@ def run(spec: WorldSpec, every: int, seed: int, variants: list[str]) -> dict[str
     return out
 
 
+def parse_world_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The command line, with ``--worlds`` checked against the shipped and generated worlds
+    (one error line naming the unknown ones and the known)."""
+    args = parser.parse_args()
+    unknown = sorted(set(args.worlds) - set(SHIPPED) - set(GENERATED))
+    if unknown:
+        parser.error(f"unknown worlds {unknown}: use {[*SHIPPED, *GENERATED]}")
+    return args
+
+
 def _share(m: dict[str, float], name: str) -> float:
     return (m[name] - m["uniform"]) / (m["optimum"] - m["uniform"])
 
@@ -135,10 +145,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--variants", nargs="*", default=[], choices=list(VARIANTS))
-    args = parser.parse_args()
-    unknown = sorted(set(args.worlds) - set(SHIPPED) - set(GENERATED))
-    if unknown:
-        parser.error(f"unknown worlds {unknown}: use {[*SHIPPED, *GENERATED]}")
+    args = parse_world_args(parser)
     extra = "".join(f" {v} (share) |" for v in args.variants)
     print(
         "| world, budget | uniform | Nutch | StormCrawler | planner (share) | optimum | margin |"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from estimated_shares import GENERATED, PERIODS, SHIPPED, WARMUP, world_spec
+from estimated_shares import GENERATED, PERIODS, SHIPPED, WARMUP, parse_world_args, world_spec
 
 from scenarios.policies import make_policy
 from scenarios.simulator import SimulationSettings, simulate
@@ -45,10 +45,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--variants", nargs="*", default=[], choices=list(VARIANTS))
-    args = parser.parse_args()
-    unknown = sorted(set(args.worlds) - set(SHIPPED) - set(GENERATED))
-    if unknown:
-        parser.error(f"unknown worlds {unknown}: use {[*SHIPPED, *GENERATED]}")
+    args = parse_world_args(parser)
     policies = {**POLICIES, **{v: VARIANTS[v] for v in args.variants}}
     extra = "".join(f" {v} (gap) |" for v in args.variants)
     print("| world, budget | uniform | optimum | planner, true rates (gap) |" + extra)
