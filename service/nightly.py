@@ -17,10 +17,17 @@ Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly
    cash spread and every page's importance stored (:func:`store.importance.spread_virtual_cash`).
 3. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
    the never-fetched pages n (:func:`service.pipeline.aggregates_from_store`); the instance
-   over the populated buckets (:func:`planner.cycle.plan_inputs.plan_inputs`).
-4. ``solve``: the WebFountain model on the populated buckets, warm-started from the current
-   plan moved on to this cycle (:mod:`planner.cycle.plan_inputs`,
-    :mod:`planner.solver.plan_solver`).
+   over the populated buckets (:func:`planner.cycle.plan_inputs.plan_inputs`). With the
+   steady-rate model, also the fetched pages of the hosts whose politeness could bind: a
+   polite delay (``crawl.min_delay``, or robots.txt's longer crawl delay) that lets a period
+   take fewer crawls than the host has fetched pages (:func:`service.pipeline.
+   politeness_bounds`).
+4. ``solve``: the steady-rate model (or, ``plan.model = "webfountain"``, the paper's model
+   warm-started from the current plan moved on to this cycle) on the populated buckets; a
+   host the plan would crawl beyond its cap has its pages split into classes of their own
+   and the cycle is planned again within its cap (:func:`planner.cycle.bound_hosts.
+   plan_within_caps`). The bound hosts' ids and caps go to the plan's solver record
+   (``bound_hosts``), which the release reads to tell a page's class.
 5. ``publish``: whole-page quotas within capacity, written and published in one transaction;
    until that commit workers keep leasing from the previous plan.
 6. ``schedule``: every page's refresh interval and scheduled time inside its bucket's quota
@@ -57,13 +64,13 @@ from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
 from estimators.opic import crawl_virtual_gift
 from estimators.reliability import LastModifiedPolicy
+from planner.cycle.bound_hosts import plan_within_caps
 from planner.cycle.plan_cycle import (
     PAGE_LIFETIME_DAYS,
     PLAN_MODELS,
     CrawlMeasures,
     CycleSettings,
     WarmStart,
-    plan_cycle,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS, PlanInputs, PlannedCycle
 from planner.model.instance import InstanceError
@@ -71,7 +78,12 @@ from planner.model.steady_rates import STEADY_OBJECTIVES
 from planner.schedules.objectives import OBJECTIVES
 from service.errors import ConfigError
 from service.page_schedule import UNIFORM, schedule_pages
-from service.pipeline import StoreAggregates, aggregates_from_store, estimate_from_store
+from service.pipeline import (
+    StoreAggregates,
+    aggregates_from_store,
+    estimate_from_store,
+    politeness_bounds,
+)
 from store import Database, PlanDraft, PlanPeriodDraft, latest_plan, publish_plan
 from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
@@ -126,6 +138,10 @@ class NightlySettings:
     #: :func:`planner.cycle.plan_inputs.model_horizon`); the plan publishes the first
     #: ``periods`` of them.
     horizon: int = 0
+    #: The configured minimum delay between two requests to one host, seconds
+    #: (``crawl.min_delay``): with robots.txt's crawl delays, what caps a host's crawls a
+    #: period (:func:`service.pipeline.politeness_bounds`).
+    min_delay_seconds: float = 1.0
     #: ``False``: the baseline a fixed-schedule crawler follows instead of the optimized plan:
     #: the uniform crawl (every known page equally often, filling capacity) and a round robin
     #: inside each bucket; for comparisons on the same machinery and budget.
@@ -169,6 +185,7 @@ class NightlySettings:
             scale=settings.bucket_scale,
             last_modified=settings.last_modified_policy,
             min_change=float(v["estimate.min_change"]),
+            min_delay_seconds=float(v["crawl.min_delay"]),
         )
 
     def __post_init__(self) -> None:
@@ -560,7 +577,17 @@ def _run(
             if reuse is not None:
                 aggregates = reuse.aggregates
             else:
-                aggregates = aggregates_from_store(db, period_days=settings.period_days, now=when)
+                hosts = None
+                if settings.model == "steady" and settings.optimize:
+                    hosts = politeness_bounds(
+                        db,
+                        period_days=settings.period_days,
+                        periods=settings.periods,
+                        min_delay_seconds=settings.min_delay_seconds,
+                    )
+                aggregates = aggregates_from_store(
+                    db, period_days=settings.period_days, now=when, hosts=hosts
+                )
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
         report.reading = StoreReading(
@@ -582,13 +609,24 @@ def _run(
     warm, detail = _warm(db, current, start)
     with stages.stage("solve"):
         try:
-            outcome = plan_cycle(
-                aggregates.buckets, settings.cycle_settings(capacity), measures, warm=warm
+            capped = plan_within_caps(
+                aggregates.buckets,
+                settings.cycle_settings(capacity),
+                measures,
+                aggregates.host_pages,
+                warm=warm,
             )
         except InstanceError as error:
             raise ConfigError(f"the store's data make no valid plan instance: {error}") from None
+    outcome = capped.outcome
     report.inputs, cycle = outcome.inputs, outcome.cycle
     solver = outcome.solver.as_dict()
+    if capped.bound.size:
+        solver["bound_hosts"] = {
+            "host_id": aggregates.host_pages.host[capped.bound].tolist(),
+            "cap": capped.cap.tolist(),
+            "solves": capped.solves,
+        }
     report.solver = solver
     if detail is not None:
         report.current_quotas, report.current_new_pages = detail.quotas, detail.new_pages

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import chain
@@ -40,6 +40,7 @@ from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
 from estimators.reliability import LastModifiedPolicy
+from planner.cycle.bound_hosts import HostPages, host_caps, wide_class
 from planner.cycle.due_urls import (
     DUE_SHARE,
     HOST_CAPACITY,
@@ -47,8 +48,10 @@ from planner.cycle.due_urls import (
     RECRAWLS,
     Selection,
     Shortfall,
+    host_capacity,
     select_due_pages,
 )
+from planner.cycle.plan_cycle import HOST_CLASS_STRIDE, class_label, host_class
 from planner.cycle.quotas import charge_urgent
 from planner.model.instance import InstanceError
 from planner.model.steady_rates import revisit_interval
@@ -56,6 +59,7 @@ from store import Database, latest_plan
 from store.due_times import NOTIFIED, page_schedule_finished
 from store.estimates import (
     CreationWindow,
+    host_page_counts,
     iter_fetch_chunks,
     iter_page_states,
     write_estimates,
@@ -65,6 +69,7 @@ from store.releases import (
     Candidates,
     PeriodWork,
     QueuedRelease,
+    host_candidates,
     host_delays,
     is_released,
     new_page_candidates,
@@ -80,6 +85,7 @@ __all__ = [
     "StoreAggregates",
     "aggregates_from_store",
     "estimate_from_store",
+    "politeness_bounds",
     "release_period",
 ]
 
@@ -271,16 +277,43 @@ def estimate_from_store(
 
 @dataclass(frozen=True)
 class StoreAggregates:
-    """The NLP's inputs from the store: per-bucket aggregates of fetched pages, and n."""
+    """The NLP's inputs from the store: per-bucket aggregates of fetched pages, and n;
+    ``host_pages``: the fetched pages of the hosts whose politeness could bind the plan,
+    with their caps (:func:`planner.cycle.bound_hosts.plan_within_caps`)."""
 
     buckets: BucketAggregates
     new_pages: int
+    host_pages: HostPages = field(default_factory=HostPages.none)
+
+
+def politeness_bounds(
+    db: Database, *, period_days: float, periods: int, min_delay_seconds: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The hosts whose politeness could bind a plan, and their caps (re-crawls a period,
+    :func:`planner.cycle.bound_hosts.host_caps`): those whose polite delay (the larger of
+    ``min_delay_seconds`` and the robots.txt crawl delay) lets a period take fewer crawls
+    than they hold fetched pages. Sorted by host id."""
+    counts = host_page_counts(db)
+    delay = np.fmax(np.asarray(counts.crawl_delay, dtype=float), min_delay_seconds)
+    fetched = np.asarray(counts.fetched, dtype=float)
+    cap = host_caps(
+        np.nan_to_num(delay), counts.new, period_seconds=period_days * _DAY_S, periods=periods
+    )
+    could = cap < fetched
+    return np.asarray(counts.host_id, dtype=np.int64)[could], cap[could]
 
 
 def aggregates_from_store(
-    db: Database, *, period_days: float, now: datetime | None = None, chunk_pages: int = 100_000
+    db: Database,
+    *,
+    period_days: float,
+    now: datetime | None = None,
+    chunk_pages: int = 100_000,
+    hosts: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None,
 ) -> StoreAggregates:
-    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages.
+    """Per-bucket aggregates of the fetched pages and the count of never-fetched pages;
+    with ``hosts`` (host ids sorted, and their caps: :func:`politeness_bounds`), those
+    hosts' fetched pages as :class:`~planner.cycle.bound_hosts.HostPages` too.
 
     Raises :class:`InstanceError` naming how many fetched pages have a bucket but no rate
     (a store whose estimates were not written by ``crawlplan estimate``, which writes both)."""
@@ -289,9 +322,11 @@ def aggregates_from_store(
     new_pages = 0
     unrated, first_unrated = 0, 0
     now_s = when.timestamp()
+    host_ids = np.zeros(0, dtype=np.int64) if hosts is None else hosts[0]
+    kept: list[npt.NDArray[np.float64]] = []
     for chunk in iter_page_states(db, chunk_pages=chunk_pages):
         # None (never fetched, no rate) becomes NaN.
-        ids, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
+        ids, host, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
         fetched = np.isfinite(last_s)
         new_pages += int((~fetched).sum())
         bad = fetched & (bucket > 0) & ~(rate >= 0)  # NaN (no rate) or negative
@@ -307,6 +342,14 @@ def aggregates_from_store(
                 bucket[fetched].astype(np.int64), rate[fetched], elapsed, period=period_days
             )
         )
+        if host_ids.size:
+            on = np.isin(host[fetched], host_ids)
+            if on.any():
+                kept.append(
+                    np.stack(
+                        [host[fetched][on], bucket[fetched][on], rate[fetched][on], elapsed[on]]
+                    )
+                )
     if unrated:
         pages = "1 fetched page has" if unrated == 1 else f"{unrated:,} fetched pages have"
         raise InstanceError(
@@ -319,7 +362,20 @@ def aggregates_from_store(
         parts.append(
             bucket_aggregates(empty, empty.astype(float), empty.astype(float), period=period_days)
         )
-    return StoreAggregates(combine_aggregates(parts), new_pages)
+    host_pages = HostPages.none()
+    if hosts is not None and host_ids.size:
+        host, bucket, rate, elapsed = (
+            np.concatenate(kept, axis=1) if kept else np.zeros((4, 0), dtype=np.float64)
+        )
+        host_pages = HostPages(
+            host=host_ids,
+            cap=np.asarray(hosts[1], dtype=float),
+            page_host=np.searchsorted(host_ids, host.astype(np.int64)),
+            page_class=bucket.astype(np.int64),
+            rate=np.nan_to_num(rate),
+            elapsed=elapsed,
+        )
+    return StoreAggregates(combine_aggregates(parts), new_pages, host_pages)
 
 
 @dataclass(frozen=True)
@@ -364,7 +420,7 @@ class ReleaseSummary:
         if not spilled and not self.unspent:
             return None
         where = ", ".join(
-            f"{'new pages' if b == NEW_PAGES else f'bucket {b}'} +{n:,}"
+            f"{'new pages' if b == NEW_PAGES else f'bucket {class_label(b)}'} +{n:,}"
             for b, n in sorted(self.spilled.items(), key=lambda item: (-item[1], item[0]))
         )
         return (
@@ -390,11 +446,18 @@ def _choose(
     min_delay_seconds: float,
     spill: bool,
     due_share: float | None,
+    bound: Candidates | None = None,
 ) -> Selection:
     """Choose the period's pages among the candidates read; ``due_share`` None, or a plan
     without crawl fractions: no due intervals (every candidate of a quota bucket eligible),
-    else the quotas pooled (:func:`planner.cycle.due_urls.select_due_pages`, ``pooled``)."""
-    parts = list(per_bucket.values())
+    else the quotas pooled (:func:`planner.cycle.due_urls.select_due_pages`, ``pooled``).
+
+    ``bound``: the candidates of the plan's politeness-bound hosts (``work.bound_hosts``).
+    Their pages, read there or among their buckets', are candidates of their host's classes
+    (:func:`planner.cycle.bound_hosts.wide_class` on the host's group), whose quotas are
+    kept, not pooled: a bound host's capacity left unused in a period is lost, so its
+    classes take their own pages (``kept``)."""
+    parts = [*per_bucket.values(), *([] if bound is None else [bound])]
 
     def column(name: str, dtype: type) -> npt.NDArray[Any]:
         return np.concatenate(
@@ -402,6 +465,20 @@ def _choose(
         )
 
     page_id, host_id = column("page_id", np.int64), column("host_id", np.int64)
+    bucket = column("bucket", np.int64)
+    last_fetch = column("last_fetch_s", np.float64)
+    importance = column("importance", np.float64)
+    kept: list[int] = []
+    if work.bound_hosts:
+        # A page read twice (its bucket's read and its host's) is one candidate.
+        _, first = np.unique(page_id, return_index=True)
+        first.sort()
+        page_id, host_id, bucket = page_id[first], host_id[first], bucket[first]
+        last_fetch, importance = last_fetch[first], importance[first]
+        bucket = class_of(bucket, host_id, work.bound_hosts)
+        split = set(np.unique(bucket[bucket >= HOST_CLASS_STRIDE]).tolist())
+        split |= {k for k in (*work.quotas, *work.crawl_fraction) if k >= HOST_CLASS_STRIDE}
+        kept = sorted(split)
     new_hosts = np.asarray(new.host_id, dtype=np.int64)
     hosts = np.unique(np.concatenate([host_id, new_hosts]))
     robots = host_delays(db, hosts.tolist())
@@ -412,9 +489,9 @@ def _choose(
     return select_due_pages(
         page_id=page_id,
         host_id=host_id,
-        bucket=column("bucket", np.int64),
-        last_fetch=column("last_fetch_s", np.float64),
-        importance=column("importance", np.float64),
+        bucket=bucket,
+        last_fetch=last_fetch,
+        importance=importance,
         quotas=work.quotas,
         new_page_id=np.asarray(new.page_id, dtype=np.int64),
         new_host_id=new_hosts,
@@ -430,7 +507,24 @@ def _choose(
         due_interval=interval,
         due_share=due_share,
         pooled=interval is not None,
+        kept=kept if interval is not None else (),
     )
+
+
+def class_of(
+    bucket: npt.NDArray[np.int64], host_id: npt.NDArray[np.int64], bound_hosts: Sequence[int]
+) -> npt.NDArray[np.int64]:
+    """Each candidate's class in a plan whose politeness-bound hosts are ``bound_hosts``
+    (group order): ``host_class(wide_class(bucket), g)`` for a page of bound host g with an
+    estimate, its bucket otherwise (:mod:`planner.cycle.bound_hosts`)."""
+    if not len(bound_hosts):
+        return bucket
+    hosts = np.asarray(bound_hosts, dtype=np.int64)
+    order = np.argsort(hosts, kind="stable")
+    at = np.searchsorted(hosts[order], host_id).clip(max=hosts.size - 1)
+    on = (hosts[order][at] == host_id) & (bucket > 0)
+    group = order[at]
+    return np.where(on, host_class(wide_class(bucket), group), bucket).astype(np.int64)
 
 
 def _due_interval(work: PeriodWork) -> dict[int, float] | None:
@@ -521,7 +615,7 @@ def release_period(
     if urgent:
         quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
         work = replace(work, quotas=quotas, new_pages=new_pages)
-    per_bucket, new, selection = _read_and_choose(
+    per_bucket, new, bound, selection = _read_and_choose(
         db,
         work,
         when,
@@ -531,7 +625,8 @@ def release_period(
         spill,
         due_share if due else None,
     )
-    queued, withdrawn = _queue_chosen(db, work, when, [*per_bucket.values(), new], selection)
+    read = [*per_bucket.values(), bound, new]
+    queued, withdrawn = _queue_chosen(db, work, when, read, selection)
     if queued is None:
         return done
     return ReleaseSummary(
@@ -561,36 +656,48 @@ def _read_and_choose(
     max_rounds: int,
     spill: bool,
     due_share: float | None,
-) -> tuple[dict[int, Candidates], Candidates, Selection]:
-    """Read each quota bucket's candidates (pooled: every bucket's with an interval) and new
-    pages', choose the period's pages, and read again, up to ``max_rounds`` reads: four times
-    more of a bucket whose quota full hosts left short while it has more candidates unread
+) -> tuple[dict[int, Candidates], Candidates, Candidates, Selection]:
+    """Read each quota bucket's candidates (pooled: every bucket's with an interval), the
+    politeness-bound hosts' (:func:`_bound_candidates`, once) and new pages', choose the
+    period's pages, and read again, up to ``max_rounds`` reads: four times more of a bucket
+    whose quota full hosts left short while it has more candidates unread
     (pooled: whose last candidate read may be more overdue than a page taken,
     :func:`_pooled_reads`), and, while crawls are left to spill, the buckets (or new pages)
     they go to next (:func:`_spill_reads`)."""
-    limits = {b: _limit(q, candidate_factor) for b, q in work.quotas.items() if q > 0}
+    # Buckets are read by index; the politeness-bound hosts' classes (keys past the
+    # buckets) by host, once: at most what each host can take this period, per bucket.
+    limits = {
+        b: _limit(q, candidate_factor)
+        for b, q in work.quotas.items()
+        if q > 0 and b < HOST_CLASS_STRIDE
+    }
     interval = _due_interval(work) if due_share is not None else None
     if interval is not None:  # pooled: every bucket with an interval may have due pages
         for b in interval:
-            limits[b] = max(limits.get(b, 0), POOLED_READ)
+            if b < HOST_CLASS_STRIDE:
+                limits[b] = max(limits.get(b, 0), POOLED_READ)
+    bound = _bound_candidates(db, work, when, min_delay_seconds)
     new_limit = _limit(work.new_pages, candidate_factor)
     per_bucket: dict[int, Candidates] = {}
     new = Candidates()
     to_read, read_new = set(limits), new_limit > 0
     spill_rounds = 0
+    bound_keys = tuple(k for k in work.quotas if k >= HOST_CLASS_STRIDE)
     for _ in range(max_rounds):
         if to_read:
             per_bucket.update(refresh_candidates(db, {b: limits[b] for b in to_read}, now=when))
         if read_new:
             new = new_page_candidates(db, new_limit, now=when)
-        selection = _choose(db, per_bucket, new, work, when, min_delay_seconds, spill, due_share)
+        selection = _choose(
+            db, per_bucket, new, work, when, min_delay_seconds, spill, due_share, bound
+        )
         to_read, read_new = set(), False
         if interval is not None and due_share is not None:
             for b in _pooled_reads(per_bucket, selection, interval, due_share, work):
                 limits[b] *= 4
                 to_read.add(b)
         for short in selection.shortfalls:
-            if short.reason != HOST_CAPACITY or short.bucket == RECRAWLS:
+            if short.reason != HOST_CAPACITY or short.bucket in (RECRAWLS, *bound_keys):
                 continue
             if short.bucket == NEW_PAGES:
                 if not new.exhausted.get(NEW_PAGES, True):
@@ -609,7 +716,29 @@ def _read_and_choose(
                 new_limit, read_new = new_more, True
         if not to_read and not read_new:
             break
-    return per_bucket, new, selection
+    return per_bucket, new, bound, selection
+
+
+def _bound_candidates(
+    db: Database, work: PeriodWork, when: datetime, min_delay_seconds: float
+) -> Candidates:
+    """The candidates of the plan's politeness-bound hosts: per host and bucket, as many as
+    the host can take in what is left of the period (its polite delay: the larger of
+    ``min_delay_seconds`` and its robots.txt crawl delay), which is every page its classes
+    can use; none for a plan without bound hosts."""
+    if not work.bound_hosts:
+        return Candidates()
+    delays = host_delays(db, list(work.bound_hosts))
+    delay = np.array(
+        [max(min_delay_seconds, delays.get(h) or 0.0) for h in work.bound_hosts], dtype=float
+    )
+    window = (work.ends_at - when).total_seconds()
+    room = int(min(host_capacity(delay, window).max(initial=0), _HOST_READ_MAX))
+    return host_candidates(db, list(work.bound_hosts), room, now=when)
+
+
+#: At most this many candidates per bound host and bucket.
+_HOST_READ_MAX = 100_000
 
 
 #: Every bucket a page can be in.
@@ -690,6 +819,8 @@ def _spill_reads(
     if work.new_marginal is not None:
         values.append((work.new_marginal, NEW_PAGES))
     ranked = [b for _, b in sorted(values, key=lambda vb: (-vb[0], vb[1] == NEW_PAGES, vb[1]))]
+    # The bound hosts' classes: read in full already (_bound_candidates).
+    ranked = [b for b in ranked if b < HOST_CLASS_STRIDE]
     groups: list[list[int]] = [[b] for b in ranked]
     groups.append([b for b in _BUCKETS if b not in work.marginal])
     if work.new_marginal is None:
@@ -747,7 +878,7 @@ def _queue_chosen(
     # chosen ones because they are queued now; withdrawn counts those not chosen.
     ids = np.concatenate([np.asarray(c.page_id, dtype=np.int64) for c in read])
     pending = np.concatenate([np.asarray(c.pending, dtype=bool) for c in read])
-    waiting = ids[pending]
+    waiting = np.unique(ids[pending])  # a page read twice is withdrawn once
     withdrawn = int(np.count_nonzero(~np.isin(waiting, chosen))) if len(waiting) else 0
     # Each chosen page's fetch count, bucket and index key as read (the release checks the
     # first and finds the page's index entry by the others).

@@ -94,6 +94,14 @@ class ReleaseSql(Protocol):
         (:func:`store.releases.refresh_candidates`)."""
         ...
 
+    def host_rows(
+        self, conn: Connection, hosts: Sequence[int], limit: int, *, now: datetime
+    ) -> list[list[Any]]:
+        """Per host of ``hosts``, in that order, its candidate rows as :meth:`refresh_rows`
+        gives a bucket's, with the page's bucket last, up to ``limit`` per bucket, longest
+        unvisited first in each, ordered by bucket."""
+        ...
+
     def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
         """Up to ``limit`` never-fetched candidate rows, highest cash first (cash in place of
         the seconds and of the key)."""

@@ -9,6 +9,7 @@ computed. Memory is bounded by the chunk size, not by the number of pages.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,14 +19,16 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text
 
 from store.database import PG_BY_ID, Database, driver_rows
-from store.models import DUPLICATE_STATUS, OBSERVATIONS, PAGES, UNPLANNED_STATUSES
+from store.models import DUPLICATE_STATUS, HOSTS, OBSERVATIONS, PAGES, UNPLANNED_STATUSES
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
     "CreationWindow",
     "FetchChunk",
     "FetchRow",
+    "HostPageCounts",
     "PageState",
+    "host_page_counts",
     "iter_fetch_chunks",
     "iter_fetch_rows",
     "iter_page_states",
@@ -208,12 +211,12 @@ def write_estimates(
 
 
 #: What the planner's bucket aggregates need of one page, as the driver returns it: (page id,
-#: bucket, rate per day or None, last fetch in epoch seconds or None).
-PageState = tuple[int, int, float | None, float | None]
+#: host id, bucket, rate per day or None, last fetch in epoch seconds or None).
+PageState = tuple[int, int, int, float | None, float | None]
 
 
 def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[list[PageState]]:
-    """Yield every fetchable page's bucket, rate and last fetch, ``chunk_pages`` at a time
+    """Yield every fetchable page's host, bucket, rate and last fetch, ``chunk_pages`` at a time
     (driver tuples, times in epoch seconds: no datetime object per page).
 
     Unfetchable pages (status ``blocked``: robots.txt disallows them) and duplicates (status
@@ -226,7 +229,13 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
         with db.read() as conn:
             rows = driver_rows(
                 conn,
-                select(p.c.id, p.c.bucket, p.c.rate, epoch_seconds(p.c.last_fetch_at, db.dialect))
+                select(
+                    p.c.id,
+                    p.c.host_id,
+                    p.c.bucket,
+                    p.c.rate,
+                    epoch_seconds(p.c.last_fetch_at, db.dialect),
+                )
                 .where(p.c.id > after, p.c.status.not_in(UNPLANNED_STATUSES))
                 .order_by(p.c.id)
                 .limit(chunk_pages),
@@ -235,3 +244,38 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
             return
         after = int(rows[-1][0])
         yield rows
+
+
+@dataclass(frozen=True)
+class HostPageCounts:
+    """Per host with plannable pages (not blocked, not duplicate), columns of equal length:
+    its id, its fetched pages, its never-fetched pages, and its robots.txt ``crawl_delay``
+    (seconds; NaN when it names none)."""
+
+    host_id: list[int]
+    fetched: list[int]
+    new: list[int]
+    crawl_delay: list[float]
+
+
+def host_page_counts(db: Database) -> HostPageCounts:
+    """Every host's plannable pages, fetched and never fetched, and its crawl delay: what
+    tells the nightly run which hosts' politeness could bind its plan (one grouped scan of
+    the pages)."""
+    p, h = PAGES, HOSTS
+    stmt = (
+        select(h.c.id, func.count(), func.count(p.c.last_fetch_at), h.c.crawl_delay)
+        .select_from(p.join(h, h.c.id == p.c.host_id))
+        .where(p.c.status.not_in(UNPLANNED_STATUSES))
+        .group_by(h.c.id, h.c.crawl_delay)
+        .order_by(h.c.id)
+    )
+    with db.read() as conn:
+        rows = conn.execute(stmt).tuples().all()
+    out = HostPageCounts([], [], [], [])
+    for host, pages, fetched, delay in rows:
+        out.host_id.append(int(host))
+        out.fetched.append(int(fetched))
+        out.new.append(int(pages) - int(fetched))
+        out.crawl_delay.append(math.nan if delay is None else float(delay))
+    return out

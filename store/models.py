@@ -406,13 +406,17 @@ class PlanPeriod(Base):
 
 
 class Quota(Base):
-    """How many pages of bucket i to re-crawl in period t of a plan (x_it), and x_it/b_i,t-1."""
+    """How many pages of class i to re-crawl in period t of a plan (x_it), and x_it/b_i,t-1.
+
+    ``bucket``: the change-rate class 0..255, or a politeness-bound host's class ``c + 256
+    (g + 1)`` (:func:`planner.cycle.plan_cycle.host_class`; g indexes the plan's solver
+    record's ``bound_hosts``)."""
 
     __tablename__ = "quotas"
 
     plan_id: Mapped[int] = mapped_column(Integer, ForeignKey("plans.id"), primary_key=True)
     period: Mapped[int] = mapped_column(Integer, primary_key=True)
-    bucket: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
     pages: Mapped[int] = mapped_column(Integer)
     fraction: Mapped[float] = mapped_column(Float)
     marginal: Mapped[float | None] = mapped_column(
@@ -420,7 +424,7 @@ class Quota(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_quotas_bucket"),
+        CheckConstraint("bucket >= 0", name="ck_quotas_bucket"),
         CheckConstraint("pages >= 0", name="ck_quotas_pages"),
     )
 

@@ -42,7 +42,10 @@ __all__ = [
 class PlanPeriodDraft:
     """Period ``period`` (1..T) of a plan.
 
-    ``quotas`` maps bucket (0..255) to pages of that bucket to re-crawl this period (x_it);
+    ``quotas`` maps class to pages of that class to re-crawl this period (x_it): a bucket
+    0..255, or class c of the plan's bound host g, ``c + 256 (g + 1)``, where the plan's
+    solver record names g (``solver["bound_hosts"]["host_id"][g]``, the host whose
+    politeness bound the plan: :mod:`planner.cycle.bound_hosts`);
     ``fractions`` maps bucket to x_it / b_i,t-1; ``new_pages`` is the quota of never-fetched
     pages (z_t); ``capacity`` is the crawls the period allows. ``marginal`` maps bucket to
     the plan's value of one more crawl of it this period (a bucket may have a value and no
@@ -99,21 +102,26 @@ def _validate(draft: PlanDraft) -> None:
         raise InvalidPlanError(f"plan periods must be numbered 1..T in order, got {numbers}")
     if draft.period_days <= 0:
         raise InvalidPlanError(f"period_days must be > 0, got {draft.period_days}")
+    bound = draft.solver.get("bound_hosts") if isinstance(draft.solver, Mapping) else None
+    groups = len(bound.get("host_id", ())) if isinstance(bound, Mapping) else 0
+    top = 256 * (groups + 1) - 1  # the highest class key the bound hosts allow
+
     for p in draft.periods:
         if p.ends_at <= p.starts_at:
             raise InvalidPlanError(f"period {p.period} ends before it starts")
         if p.new_pages < 0:
             raise InvalidPlanError(f"period {p.period}: negative new-page quota {p.new_pages}")
-        bad = {b: q for b, q in p.quotas.items() if not 0 <= b <= 255 or q < 0}
+        bad = {b: q for b, q in p.quotas.items() if not 0 <= b <= top or q < 0}
         if bad:
             raise InvalidPlanError(
-                f"period {p.period}: quotas need buckets 0..255 and pages >= 0, got {bad}"
+                f"period {p.period}: quotas need classes 0..{top} (buckets 0..255, and 256 "
+                f"more per bound host) and pages >= 0, got {bad}"
             )
         values = [*p.marginal.values(), *([] if p.new_marginal is None else [p.new_marginal])]
-        odd = {b: v for b, v in p.marginal.items() if not 0 <= b <= 255}
+        odd = {b: v for b, v in p.marginal.items() if not 0 <= b <= top}
         if odd or not all(math.isfinite(v) for v in values):
             raise InvalidPlanError(
-                f"period {p.period}: marginal values need buckets 0..255 and finite values, "
+                f"period {p.period}: marginal values need classes 0..{top} and finite values, "
                 f"got {dict(p.marginal)} and {p.new_marginal} for new pages"
             )
 

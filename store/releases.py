@@ -56,6 +56,7 @@ __all__ = [
     "Candidates",
     "PeriodWork",
     "QueuedRelease",
+    "host_candidates",
     "host_delays",
     "is_released",
     "new_page_candidates",
@@ -82,7 +83,11 @@ class PeriodWork:
     ``crawl_fraction`` maps bucket to its planned crawls per page and period, averaged over
     the plan's periods (x_it / b_i,t-1; a period without a quota row counts as 0).
     ``renewal``: the growing web's beta the plan was made for (its solver record's
-    ``renewal``; 0: none), which sets its buckets' revisit intervals.
+    ``renewal``; 0: none), which sets its buckets' revisit intervals. ``bound_hosts``: the
+    hosts whose politeness bound the plan (its solver record's ``bound_hosts``), in group
+    order: the pages of ``bound_hosts[g]`` form classes of their own, keyed ``c + 256 (g +
+    1)`` in ``quotas``, ``marginal`` and ``crawl_fraction``
+    (:mod:`planner.cycle.bound_hosts`).
     """
 
     plan_id: int
@@ -95,6 +100,7 @@ class PeriodWork:
     new_marginal: float | None = None
     crawl_fraction: dict[int, float] = field(default_factory=dict)
     renewal: float = 0.0
+    bound_hosts: tuple[int, ...] = ()
 
 
 @dataclass
@@ -167,6 +173,8 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
         ).all()
         solver = conn.execute(select(PLANS.c.solver).where(PLANS.c.id == plan_id)).scalar()
     renewal = solver.get("renewal") if isinstance(solver, dict) else None
+    bound = solver.get("bound_hosts") if isinstance(solver, dict) else None
+    bound_hosts = bound.get("host_id", []) if isinstance(bound, dict) else []
     return PeriodWork(
         plan_id=plan_id,
         period=row.period,
@@ -178,6 +186,7 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
         new_marginal=None if row.new_marginal is None else float(row.new_marginal),
         crawl_fraction={int(b): float(f or 0.0) / max(int(periods), 1) for b, f in fractions},
         renewal=float(renewal) if isinstance(renewal, int | float) and renewal > 0 else 0.0,
+        bound_hosts=tuple(int(h) for h in bound_hosts),
     )
 
 
@@ -217,6 +226,32 @@ def refresh_candidates(
         rows = db.backend.releases.refresh_rows(conn, asked, now=now)
     for (bucket, limit), found in zip(asked, rows, strict=True):
         out[bucket].extend(found, bucket, limit)
+    return out
+
+
+def host_candidates(db: Database, hosts: Sequence[int], limit: int, *, now: datetime) -> Candidates:
+    """The refresh candidates of ``hosts`` (politeness-bound hosts: few pages a period), up
+    to ``limit`` per host and bucket, each bucket's longest unvisited first, on the same
+    conditions as :func:`refresh_candidates`; one read of each host's pages. ``bucket``
+    holds each page's change-rate bucket (0..255); ``exhausted`` is keyed by bucket, True
+    when no host held more candidates in it than read."""
+    out = Candidates()
+    if not hosts or limit <= 0:
+        return out
+    with db.read() as conn:
+        per_host = db.backend.releases.host_rows(conn, list(hosts), limit, now=now)
+    full: dict[int, bool] = {}
+    for rows in per_host:
+        start = 0
+        while start < len(rows):
+            bucket = int(rows[start][7])
+            end = start
+            while end < len(rows) and int(rows[end][7]) == bucket:
+                end += 1
+            out.extend([row[:7] for row in rows[start:end]], bucket, limit + 1)
+            full[bucket] = full.get(bucket, True) and end - start < limit
+            start = end
+    out.exhausted = full
     return out
 
 

@@ -44,13 +44,13 @@ def inject(point: str) -> None:
 
         nightly.estimate_from_store = estimate  # type: ignore[assignment]
     elif point == "solve":
-        real_plan = nightly.plan_cycle
+        real_plan = nightly.plan_within_caps
 
         def plan(*args: Any, **kwargs: Any) -> Any:
             real_plan(*args, **kwargs)
             _die()
 
-        nightly.plan_cycle = plan  # type: ignore[assignment]
+        nightly.plan_within_caps = plan  # type: ignore[assignment]
     elif point == "publish":
         real_publish = nightly.publish_plan
 

@@ -3,12 +3,13 @@ publish, schedule; idempotent, resumable, one run at a time."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 import service.nightly as nightly_module
 from estimators.discovery import discovery_rates
@@ -19,7 +20,7 @@ from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages, lat
 from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
 from store.measurements import measure_crawl
-from store.models import NIGHTLY_RUNS, PLANS
+from store.models import HOSTS, NIGHTLY_RUNS, PLANS, RELEASED_PAGES
 from store.nightly_runs import recent_runs, run_liveness, start_run
 from store.plans import plan_detail
 from tests.conftest import T0, count_store_reads
@@ -28,33 +29,46 @@ DAY = timedelta(days=1)
 
 
 def _crawl_history(
-    db: Database, pages: int, visits: int, new: int = 3, slow_every: int = 0
+    db: Database,
+    pages: int,
+    visits: int,
+    new: int = 3,
+    slow_every: int = 0,
+    hosts: tuple[str, ...] = ("h",),
 ) -> None:
     """``pages`` pages fetched daily for ``visits`` days (page k changes every k-th visit,
-    page 0 never), each fetch timed 0.1 s (1 s for every ``slow_every``-th page), plus ``new``
-    pages never fetched."""
-    add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in range(pages)], now=T0)
+    page 0 never; page k on ``hosts[k % len(hosts)]``), each fetch timed 0.1 s (1 s for
+    every ``slow_every``-th page), plus ``new`` pages never fetched on the first host."""
+    add_pages(
+        db,
+        [
+            (f"http://{hosts[k % len(hosts)]}.test/p{k}", f"http://{hosts[k % len(hosts)]}.test")
+            for k in range(pages)
+        ],
+        now=T0,
+    )
     queue = LeaseQueue(db, LeasePolicy(max_urls=pages, max_urls_per_host=pages))
     for day in range(visits):
         now = T0 + day * DAY + timedelta(minutes=1)
-        (lease,) = queue.lease("w", now=now)
-        results = []
-        for leased in lease.pages:
-            k = int(leased.url.rsplit("p", 1)[1])
-            changed = None if day == 0 else bool(k and day % k == 0)
-            results.append(
-                FetchResult(
-                    leased.page_id,
-                    now,
-                    "ok",
-                    200,
-                    changed=changed,
-                    duration=1.0 if slow_every and k % slow_every == 0 else 0.1,
-                    next_due_at=now + DAY - timedelta(minutes=2),
+        for lease in queue.lease("w", now=now):
+            results = []
+            for leased in lease.pages:
+                k = int(leased.url.rsplit("p", 1)[1])
+                changed = None if day == 0 else bool(k and day % k == 0)
+                results.append(
+                    FetchResult(
+                        leased.page_id,
+                        now,
+                        "ok",
+                        200,
+                        changed=changed,
+                        duration=1.0 if slow_every and k % slow_every == 0 else 0.1,
+                        next_due_at=now + DAY - timedelta(minutes=2),
+                    )
                 )
-            )
-        queue.finish(lease.lease_id, results, now=now)
-    add_pages(db, [(f"http://h.test/new{k}", "http://h.test") for k in range(new)], now=T0)
+            queue.finish(lease.lease_id, results, now=now)
+    origin = f"http://{hosts[0]}.test"
+    add_pages(db, [(f"{origin}/new{k}", origin) for k in range(new)], now=T0)
 
 
 def _plans(db: Database) -> int:
@@ -212,7 +226,7 @@ def test_killed_before_publish_keeps_the_previous_plan(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(nightly_module, "plan_cycle", killed)
+        patch.setattr(nightly_module, "plan_within_caps", killed)
         with pytest.raises(KeyboardInterrupt):
             run_nightly(db, SETTINGS, now=now + DAY)
     plan = latest_plan(db)
@@ -398,10 +412,11 @@ def test_the_plans_marginal_values_are_published(
     """Values the planner gives with its quotas (per period, per bucket and for new pages)
     are published with the plan, for the releases to spill unusable quota by."""
     _crawl_history(db, pages=12, visits=8)
-    real = nightly_module.plan_cycle
+    real = nightly_module.plan_within_caps
 
     def valued(*args: object, **kwargs: object) -> object:
-        outcome = real(*args, **kwargs)  # type: ignore[arg-type]
+        planned = real(*args, **kwargs)  # type: ignore[arg-type]
+        outcome = planned.outcome
         cycle = outcome.cycle
         assert cycle is not None
         marginal = [
@@ -409,9 +424,10 @@ def test_the_plans_marginal_values_are_published(
             for t, q in enumerate(cycle.quotas)
         ]
         new_marginal = [0.25 * t for t in range(len(cycle.quotas))]
-        return replace(outcome, cycle=replace(cycle, marginal=marginal, new_marginal=new_marginal))
+        cycle = replace(cycle, marginal=marginal, new_marginal=new_marginal)
+        return replace(planned, outcome=replace(outcome, cycle=cycle))
 
-    monkeypatch.setattr(nightly_module, "plan_cycle", valued)
+    monkeypatch.setattr(nightly_module, "plan_within_caps", valued)
     report = run_nightly(db, SETTINGS, now=T0 + 8 * DAY)
     assert report.status == "published" and report.cycle is not None
     detail = plan_detail(db, report.plan or 0)
@@ -420,3 +436,44 @@ def test_the_plans_marginal_values_are_published(
     }
     assert detail.new_marginal == {t + 1: 0.25 * t for t in range(4)}
     assert all(detail.quotas[(t, 200)] == 0 for t in range(1, 5))  # a value, no quota
+
+
+def test_a_host_whose_politeness_binds_gets_classes_of_its_own(db: Database) -> None:
+    """Two hosts of 30 fetched pages, 30 crawls a day: the free plan gives each about 15.
+    One host's robots.txt asks for 6 h between requests (4 a day): the plan splits its pages
+    into classes of their own (keys past 255), gives them at most 4 crawls a period and
+    records the host and its cap; the release queues no more of its pages than that, and
+    the other host's pages take the capacity it cannot."""
+    _crawl_history(db, pages=60, visits=8, new=0, hosts=("free", "slow"))
+    with db.write() as conn:
+        conn.execute(
+            update(HOSTS).where(HOSTS.c.origin == "http://slow.test").values(crawl_delay=21_600.0)
+        )
+        slow = conn.execute(
+            select(HOSTS.c.id).where(HOSTS.c.origin == "http://slow.test")
+        ).scalar_one()
+    now = T0 + 8 * DAY
+    settings = replace(SETTINGS, capacity=30.0, crawl_cost="equal")
+    report = run_nightly(db, settings, now=now)
+    assert report.status == "published", report.message
+    record = report.solver["bound_hosts"]
+    assert record["host_id"] == [slow] and record["cap"] == [4.0] and record["solves"] >= 2
+    plan = latest_plan(db)
+    assert plan is not None
+    detail = plan_detail(db, plan.version)
+    assert any(b >= 256 for _, b in detail.quotas)
+    for period in range(1, 5):
+        on_slow = sum(q for (p, b), q in detail.quotas.items() if p == period and b >= 256)
+        crawls = sum(q for (p, _), q in detail.quotas.items() if p == period)
+        assert 3 <= on_slow <= 4
+        assert crawls + detail.new_pages[period] == 30
+    release = release_period(db, now=now + timedelta(minutes=5), min_delay_seconds=1.0)
+    assert release.status == "released", release
+    with db.read() as conn:
+        hosts = Counter(
+            conn.execute(
+                select(RELEASED_PAGES.c.host_id).where(RELEASED_PAGES.c.plan_id == plan.version)
+            ).scalars()
+        )
+    assert hosts[slow] <= 4
+    assert sum(hosts.values()) == release.released

@@ -30,6 +30,7 @@ from store import (
     recompute_ready,
 )
 from store.due_times import finish_page_schedule
+from store.errors import InvalidPlanError
 from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES
 from store.releases import release_pages
 from store.urgent import URGENT_DUE
@@ -989,3 +990,109 @@ def test_the_plan_keeps_its_marginal_values(db: Database) -> None:
     assert (work.marginal, work.new_marginal) == ({3: 0.25, 9: 1.5}, 0.75)
     plain = _plan(db, {3: 4})
     assert plan_detail(db, plain).marginal == {} and plan_detail(db, plain).new_marginal == {}
+
+
+def _bound_setup(db: Database) -> tuple[list[int], list[int], int]:
+    """Bucket 9: 40 pages on host ``slow`` (robots.txt: 3 h between requests, 8 a day) and
+    40 on ``free``, all overdue, the slow host's the oldest (so bucket 9's own read holds
+    them too)."""
+    slow = _fetched(db, "slow", 9, [T0 - 12 * DAY - timedelta(minutes=i) for i in range(40)])
+    free = _fetched(db, "free", 9, [T0 - 10 * DAY - timedelta(minutes=i) for i in range(40)])
+    with db.write() as conn:
+        conn.execute(
+            update(HOSTS).where(HOSTS.c.origin == "http://slow.test").values(crawl_delay=10_800.0)
+        )
+        host = conn.execute(
+            select(HOSTS.c.id).where(HOSTS.c.origin == "http://slow.test")
+        ).scalar_one()
+    return slow, free, int(host)
+
+
+def test_a_bound_hosts_classes_take_their_own_pages_and_quota(db: Database) -> None:
+    """A plan whose solver record names a politeness-bound host keys that host's classes
+    past 255 (class 9 of bound host 0: 9 + 256): its pages, read with their bucket and with
+    their host, are candidates of that class only, once each, and fill its quota; bucket
+    9's quota goes to the other host's pages, however older the bound host's are."""
+    slow, free, host = _bound_setup(db)
+    solver = {"bound_hosts": {"host_id": [host], "cap": [8.0]}}
+    fractions = {9: 0.5, 265: 5 / 40}
+    _plan(db, {9: 20, 265: 5}, marginal={9: 1.0, 265: 2.0}, fractions=fractions, solver=solver)
+    summary = release_period(db, now=T0, min_delay_seconds=0.0)
+    assert summary.by_bucket == {9: 20, 265: 5}, summary
+    assert summary.shortfalls == () and summary.spilled == {}
+    due = set(_due(db))
+    assert len(due & set(slow)) == 5 and len(due & set(free)) == 20
+    assert set(slow[-5:]) <= due  # the host's longest unvisited
+
+
+def test_a_bound_class_over_its_hosts_room_spills_the_rest(db: Database) -> None:
+    """A bound host's quota beyond what its delay allows in the period: the host takes its
+    8, the shortfall is named, and the rest goes by value to the other host's pages."""
+    slow, free, host = _bound_setup(db)
+    solver = {"bound_hosts": {"host_id": [host], "cap": [8.0]}}
+    fractions = {9: 0.25, 265: 12 / 40}
+    _plan(db, {9: 10, 265: 12}, marginal={9: 1.0, 265: 2.0}, fractions=fractions, solver=solver)
+    summary = release_period(db, now=T0, min_delay_seconds=0.0)
+    assert summary.by_bucket == {9: 10, 265: 8}, summary
+    assert [(s.bucket, s.reason) for s in summary.shortfalls] == [(265, HOST_CAPACITY)]
+    assert summary.spilled == {9: 4} and summary.released == 22
+    due = set(_due(db))
+    assert len(due & set(slow)) == 8 and len(due & set(free)) == 14
+
+
+def test_a_plan_naming_no_bound_host_keeps_split_classes_out(db: Database) -> None:
+    """Quotas of classes past 255 need the bound hosts that key them: a plan without them
+    is refused with a line that says so."""
+    with pytest.raises(InvalidPlanError, match=r"quotas need classes 0\.\.255"):
+        _plan(db, {9: 1, 265: 1})
+    _bound_setup(db)
+    with pytest.raises(InvalidPlanError, match=r"classes 0\.\.511"):
+        _plan(db, {9: 1, 777: 1}, solver={"bound_hosts": {"host_id": [1], "cap": [1.0]}})
+
+
+def test_quota_classes_past_255_migrate_in_place_on_a_populated_store(db: Database) -> None:
+    """Migration 0021 widens quotas.bucket (SQLite: the table's SQL text rewritten, as the
+    plans' immutability triggers and foreign keys want): a store with a published plan
+    upgrades in place, then takes a bound host's classes; down again, those quotas go and
+    the old check is back."""
+    from alembic import command
+    from sqlalchemy import func, insert, text
+    from sqlalchemy.exc import IntegrityError
+
+    from store.models import QUOTAS
+    from store.schema import _config
+
+    def quota_rows() -> list[tuple[int, int]]:
+        with db.read() as conn:
+            rows = conn.execute(select(QUOTAS.c.bucket, QUOTAS.c.pages).order_by(QUOTAS.c.bucket))
+            return [tuple(r) for r in rows]
+
+    cfg = _config()
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0020")
+    version = _plan(db, {9: 3}, periods=1)
+    row = {"plan_id": version, "period": 1, "pages": 1, "fraction": 0.1}
+    with pytest.raises(IntegrityError), db.write() as conn:
+        conn.execute(insert(QUOTAS).values(bucket=265, **row))
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0021")
+    with db.write() as conn:  # a pooled connection sees the new constraint
+        conn.execute(insert(QUOTAS).values(bucket=265, **row))
+    with pytest.raises(IntegrityError), db.write() as conn:
+        conn.execute(insert(QUOTAS).values(bucket=-2, **row))
+    assert quota_rows() == [(9, 3), (265, 1)]
+    if db.dialect == "sqlite":
+        with db.read() as conn:
+            assert conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
+            assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0020")
+    assert quota_rows() == [(9, 3)]
+    with db.read() as conn:
+        assert conn.execute(select(func.count()).select_from(QUOTAS)).scalar_one() == 1
+    with db.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

@@ -93,6 +93,7 @@ __all__ = [
     "SolverRecord",
     "WarmStart",
     "base_class",
+    "class_label",
     "host_class",
     "plan_cycle",
 ]
@@ -124,6 +125,14 @@ def host_class(cls: int | npt.NDArray[np.int64], group: int | npt.NDArray[np.int
 def base_class(key: int | npt.NDArray[np.int64]) -> Any:
     """The change-rate class (0..255) of a class key, split or not; elementwise on arrays."""
     return key % HOST_CLASS_STRIDE
+
+
+def class_label(key: int) -> str:
+    """A class key as tables show it: ``"9"`` for bucket 9, ``"9 @host 0"`` for class 9 of
+    the plan's bound host 0 (key 265)."""
+    if key < HOST_CLASS_STRIDE:
+        return str(key)
+    return f"{key % HOST_CLASS_STRIDE} @host {key // HOST_CLASS_STRIDE - 1}"
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,15 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    (``"observed"``), and computes the aggregates
    (:func:`estimators.buckets.bucket_aggregates`: pages b, expected obsolete pages y, change
    fraction a); never-fetched pages are the model's n. With the steady-rate model, the
-   pages of each politeness-bound host whose cap can bind (fewer crawls a period than it
-   has pages) form classes of their own, class c of bound host g keyed
-   :func:`planner.cycle.plan_cycle.host_class` ``(c, g)`` (:data:`HOST_CLASS_MERGE` classes
-   as one), and the host's cap, less room
-   for its never-fetched pages spread over the cycle, goes to the plan
-   (:class:`planner.cycle.plan_cycle.HostCaps`): the plan gives the host no more crawls
-   than it accepts, spent on its pages by their rates, and the rest of the budget to the
-   other hosts' pages (a crawler knows its hosts' politeness limits: robots.txt
-   Crawl-delay, its configured delays);
+   fetched pages of each host whose politeness cap could bind (fewer crawls a period than
+   it has pages) and the host's cap, less room for its never-fetched pages spread over the
+   cycle, go to the planner, which splits off the hosts the plan would crawl beyond their
+   caps, as the nightly run does (:func:`planner.cycle.bound_hosts.plan_within_caps`):
+   class c of bound host g keyed :func:`planner.cycle.plan_cycle.host_class` ``(c, g)``
+   (:data:`planner.cycle.bound_hosts.HOST_CLASS_MERGE` classes as one); the plan gives the
+   host no more crawls than it accepts, spent on its pages by their rates, and the rest of
+   the budget to the other hosts' pages (a crawler knows its hosts' politeness limits:
+   robots.txt Crawl-delay, its configured delays);
 3. plans the cycle with :func:`planner.cycle.plan_cycle.plan_cycle`, the function the
    nightly run deploys: ``model`` (``"steady"``, the steady-rate model with ``objective``,
    or ``"webfountain"``, the paper's with ``strategy``), the budget as capacity (every crawl
@@ -72,16 +72,15 @@ from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
 from estimators.gamma_updates import pooled_gamma
 from estimators.poisson import EmpiricalBayesChangeRate
+from planner.cycle.bound_hosts import HostPages, plan_within_caps, wide_class
 from planner.cycle.due_urls import select_due_pages
 from planner.cycle.plan_cycle import (
     HOST_CLASS_STRIDE,
     PLAN_MODELS,
     CrawlMeasures,
     CycleSettings,
-    HostCaps,
     PlanOutcome,
     host_class,
-    plan_cycle,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
 from planner.model.steady_rates import STEADY_OBJECTIVES, revisit_interval
@@ -123,14 +122,6 @@ BUCKET_RANGES = ("fixed", "observed")
 #: ``within_bucket`` value: inside a bucket, the page unvisited longest first (what the
 #: steady-rate model assumes).
 LONGEST_UNVISITED = "longest-unvisited"
-
-#: A politeness-bound host's pages are bucketed in classes this many times as wide as the
-#: others' (rates within a factor 1.34 of each other at the 255 fixed classes): its few
-#: crawls a period would be a fraction of a crawl in each of a hundred classes, and every
-#: class is a row of the model. In polite-host (seed 1) 4 left freshness within 0.002 of
-#: the fine classes (true rates 0.8095 against 0.8096, estimated 0.7876 against 0.7860)
-#: and took about half the solve time.
-HOST_CLASS_MERGE = 4
 
 #: Seconds per period on the selection's clock (any common clock works).
 _SECONDS = 86_400.0
@@ -227,6 +218,7 @@ class WebFountainPolicy(Policy):
         self.solves: list[float] = []
         #: The last plan's inputs and outcome (for inspection: the same as the nightly run's).
         self.last_inputs: tuple[BucketAggregates, CrawlMeasures] | None = None
+        self._host_pages = HostPages.none()
         self.last_plan: PlanOutcome | None = None
         self._cycle_start = -1
         self._old = np.zeros((0, 0), dtype=np.int64)
@@ -326,24 +318,7 @@ class WebFountainPolicy(Policy):
                 lo, hi = float(r.min()), float(r.max())
                 edges = bucket_edges(lo, max(hi, lo * 1.0001), self.buckets)
             bucket[pages] = assign_buckets(r, edges).astype(np.int64)
-        classes, host_caps = self.buckets, None
-        bound = self._bound_hosts(log)
-        if bound.size:
-            group_of_host = np.full(log.n_hosts, -1, dtype=np.int64)
-            group_of_host[bound] = np.arange(bound.size)
-            group = group_of_host[log.host[pages]]
-            fine = bucket[pages]
-            wide = (fine - 1) // HOST_CLASS_MERGE * HOST_CLASS_MERGE + 1
-            bucket[pages] = np.where(group >= 0, host_class(wide, group), fine)
-            classes = HOST_CLASS_STRIDE * (bound.size + 1) - 1
-            new_on_host = np.bincount(
-                log.host[log.eligible & (log.fetches == 0)], minlength=log.n_hosts
-            )[bound]
-            cap = log.host_cap[bound]
-            host_caps = HostCaps(
-                group=np.arange(classes + 1) // HOST_CLASS_STRIDE - 1,
-                cap=np.maximum(cap - np.minimum(cap, new_on_host / self.cycle), 0.0),
-            )
+        classes = self.buckets
         elapsed = np.where(fetched, period - np.nan_to_num(log.last_fetch), 0.0)
         agg = bucket_aggregates(
             bucket[pages],
@@ -352,6 +327,7 @@ class WebFountainPolicy(Policy):
             period=1.0,
             n_buckets=classes,
         )
+        self._host_pages = self._candidate_hosts(log, pages, bucket, rate, elapsed)
         known = int(log.known.sum())
         births = max(0, known - self._known_at_start) / max(1, self.cycle)
         self._known_at_start = known
@@ -362,19 +338,44 @@ class WebFountainPolicy(Policy):
             shape, _ = pooled_gamma(
                 belief.alpha[pages], belief.beta[pages], bucket[pages], classes + 1
             )
-        measures = CrawlMeasures(
-            new_pages=new_count, discovery=discovery, host_caps=host_caps, rate_shape=shape
-        )
+        measures = CrawlMeasures(new_pages=new_count, discovery=discovery, rate_shape=shape)
         return agg, measures, rate, bucket
 
-    def _bound_hosts(self, log: CrawlLog) -> IntArray:
-        """The hosts whose politeness cap can bind, for the steady-rate model: a cap below
-        the host's pages the crawler may fetch (else it could take every page every period);
-        none for the paper's model, which plans without caps."""
+    def _candidate_hosts(
+        self,
+        log: CrawlLog,
+        pages: IntArray,
+        bucket: IntArray,
+        rate: FloatArray,
+        elapsed: FloatArray,
+    ) -> HostPages:
+        """The fetched ``pages`` of the hosts whose politeness cap can bind, for the
+        steady-rate model (a cap below the host's pages the crawler may fetch, else it could
+        take every page every period), with their caps less room for their never-fetched
+        pages over the cycle; none for the paper's model, which plans without caps. The
+        planner splits off those the plan would crawl beyond their caps
+        (:func:`planner.cycle.bound_hosts.plan_within_caps`, as the nightly run does)."""
         if self.model != "steady" or not np.isfinite(log.host_cap).any():
-            return np.zeros(0, dtype=np.int64)
-        pages = np.bincount(log.host[log.eligible], minlength=log.n_hosts)
-        return np.flatnonzero(log.host_cap < pages).astype(np.int64)
+            return HostPages.none()
+        held = np.bincount(log.host[log.eligible], minlength=log.n_hosts)
+        hosts = np.flatnonzero(log.host_cap < held).astype(np.int64)
+        if hosts.size == 0:
+            return HostPages.none()
+        new_on_host = np.bincount(
+            log.host[log.eligible & (log.fetches == 0)], minlength=log.n_hosts
+        )[hosts]
+        cap = log.host_cap[hosts]
+        index = np.full(log.n_hosts, -1, dtype=np.int64)
+        index[hosts] = np.arange(hosts.size)
+        on = pages[index[log.host[pages]] >= 0]
+        return HostPages(
+            host=hosts,
+            cap=np.maximum(cap - np.minimum(cap, new_on_host / self.cycle), 0.0),
+            page_host=index[log.host[on]],
+            page_class=bucket[on],
+            rate=np.maximum(rate[on], 0.0),
+            elapsed=np.maximum(elapsed[on], 0.0),
+        )
 
     def _plan(self, log: CrawlLog, period: int, budget: int) -> None:
         agg, measures, rate, bucket = self.aggregates(log, period)
@@ -382,8 +383,19 @@ class WebFountainPolicy(Policy):
         ahead = np.asarray(log.budgets[period : period + self.cycle], dtype=float)
         if ahead.size and np.any(ahead != budget):  # capacity that varies, known ahead
             settings = replace(settings, capacity_by_period=tuple(ahead.tolist()))
-        outcome = plan_cycle(agg, settings, measures)
-        self.last_inputs, self.last_plan = (agg, measures), outcome
+        planned = plan_within_caps(agg, settings, measures, self._host_pages)
+        outcome, agg = planned.outcome, planned.aggregates
+        if planned.bound.size:  # the bound hosts' pages: their host's classes
+            hp = self._host_pages
+            on = np.isin(hp.page_host, planned.bound) & (hp.page_class > 0)
+            group = np.searchsorted(planned.bound, hp.page_host[on])
+            ids = np.flatnonzero(log.eligible & (log.fetches > 0))
+            at = ids[np.isin(log.host[ids], hp.host[planned.bound])]
+            at = at[bucket[at] > 0]
+            bucket = bucket.copy()
+            # pages of the bound hosts, in the order HostPages holds them (ascending ids)
+            bucket[at] = host_class(wide_class(hp.page_class[on]), group)
+        self.last_inputs, self.last_plan = (agg, planned.measures), outcome
         if outcome.solver.solve_seconds is not None:
             self.solves.append(outcome.solver.solve_seconds)
         cycle = outcome.cycle

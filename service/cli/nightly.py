@@ -127,6 +127,8 @@ def _cycle_table(report: NightlyReport, periods: int) -> Table:
     """Per bucket: pages per period in the current plan and in the new cycle."""
     from rich.table import Table
 
+    from planner.cycle.plan_cycle import class_label
+
     assert report.cycle is not None
     new: dict[int, float] = {}
     for quotas in report.cycle.quotas:
@@ -140,7 +142,7 @@ def _cycle_table(report: NightlyReport, periods: int) -> Table:
     changes = sorted(set(new) | set(old), key=lambda b: -abs(new.get(b, 0) - old.get(b, 0)))
     for bucket in sorted(changes[:15]):
         a, b = old.get(bucket, 0.0), new.get(bucket, 0.0)
-        table.add_row(str(bucket), f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}")
+        table.add_row(class_label(bucket), f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}")
     cur_new = sum(report.current_new_pages.values()) / current_periods
     new_new = sum(report.cycle.new_pages) / periods
     table.add_row("new", f"{cur_new:,.1f}", f"{new_new:,.1f}", f"{new_new - cur_new:+,.1f}")

@@ -220,6 +220,8 @@ def _print_comparison(
     replanned: PlannedCycle | None,
 ) -> None:
     """Crawls per cycle and bucket: published, re-planned, what-if, and the change."""
+    from planner.cycle.plan_cycle import class_label
+
     assert report.cycle is not None and report.inputs is not None
     assert report.inputs.instance is not None
     instance = report.inputs.instance
@@ -242,7 +244,7 @@ def _print_comparison(
     )
     rows: list[tuple[str, str, int, int | None, int]] = [
         (
-            str(bucket),
+            class_label(bucket),
             str(int(instance.b0[k])),
             was.get(bucket, 0),
             None if redo is None else redo.get(bucket, 0),
@@ -253,7 +255,8 @@ def _print_comparison(
     # Buckets the plan in force crawls that hold no page today (their pages moved).
     gone = sorted(set(was) - set(report.inputs.bucket_ids.tolist()))
     rows += [
-        (str(b), "0", was[b], None if redo is None else redo.get(b, 0), now.get(b, 0)) for b in gone
+        (class_label(b), "0", was[b], None if redo is None else redo.get(b, 0), now.get(b, 0))
+        for b in gone
     ]
     rows.append(
         (

@@ -43,6 +43,25 @@ WHERE bucket = %s AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 're
 ORDER BY last_fetch_at, importance DESC NULLS LAST, id
 LIMIT %s
 """
+#: Refresh candidates of one politeness-bound host, up to ``%s`` per bucket (see
+#: :data:`store.dialects.sqlite_releases.HOST_REFRESH`).
+HOST_REFRESH = """
+SELECT id, host_id, secs, importance, pending, fetches, key, bucket FROM (
+    SELECT id, host_id, date_part('epoch', last_fetch_at)::float8 AS secs, importance,
+           next_due_at IS NOT NULL AS pending, fetches,
+           (extract(epoch FROM last_fetch_at) * 1000000)::int8 AS key, bucket, last_fetch_at,
+           row_number() OVER (
+               PARTITION BY bucket ORDER BY last_fetch_at, importance DESC NULLS LAST, id
+           ) AS rank
+    FROM pages
+    WHERE host_id = %s AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 'redirect')
+      AND (leased_until IS NULL OR leased_until < %s)
+      AND (next_due_at IS NULL OR next_due_at > to_timestamp(0))
+      AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)
+) AS host_pages
+WHERE rank <= %s
+ORDER BY bucket, last_fetch_at, importance DESC NULLS LAST, id
+"""
 #: New-page candidates, by the partial index ``ix_pages_new_cash``.
 NEW_PAGES = """
 SELECT id, host_id, cash, importance, next_due_at IS NOT NULL, fetches, cash
@@ -217,6 +236,11 @@ class PostgresqlReleases:
         self, conn: Connection, asked: Sequence[tuple[int, int]], *, now: datetime
     ) -> list[list[Any]]:
         return _pipelined_rows(conn, self.refresh_sql, [(b, now, n) for b, n in asked])
+
+    def host_rows(
+        self, conn: Connection, hosts: Sequence[int], limit: int, *, now: datetime
+    ) -> list[list[Any]]:
+        return _pipelined_rows(conn, HOST_REFRESH, [(h, now, limit) for h in hosts])
 
     def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
         return _pipelined_rows(conn, self.new_pages_sql, [(now, limit)])[0]

@@ -41,6 +41,28 @@ WHERE bucket = ? AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 'red
 ORDER BY last_fetch_at, importance DESC, id
 LIMIT ?
 """
+#: Refresh candidates of one politeness-bound host: its pages as REFRESH reads a bucket's, up
+#: to ``?`` per bucket, longest unvisited first in each (a window over the host's pages,
+#: read by ``ix_pages_host``: a host that bounds the plan holds few pages a period can
+#: take, and the release reads them once); the bucket last.
+HOST_REFRESH = """
+SELECT id, host_id, secs, importance, pending, fetches, key, bucket FROM (
+    SELECT id, host_id,
+           CAST(strftime('%s', last_fetch_at) AS REAL) + CAST(substr(last_fetch_at, 20) AS REAL)
+               AS secs,
+           importance, next_due_at IS NOT NULL AS pending, fetches, last_fetch_at AS key,
+           bucket,
+           ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY last_fetch_at, importance DESC, id)
+               AS rank
+    FROM pages
+    WHERE host_id = ? AND last_fetch_at IS NOT NULL AND status IN ('ok', 'gone', 'redirect')
+      AND (leased_until IS NULL OR leased_until < ?)
+      AND (next_due_at IS NULL OR next_due_at > '1970-01-01 00:00:00.000000')
+      AND NOT EXISTS (SELECT 1 FROM released_pages r WHERE r.page_id = pages.id)
+)
+WHERE rank <= ?
+ORDER BY bucket, key, importance DESC, id
+"""
 #: New-page candidates: the condition of the partial index ``ix_pages_new_cash`` word for
 #: word (``status = 'new'``), for SQLite to use it; cash stands for seconds and key.
 NEW_PAGES = """
@@ -161,6 +183,12 @@ class SqliteReleases:
     ) -> list[list[Any]]:
         at = sqlite_text(now)
         return [_rows(conn, self.refresh_sql, (b, at, n)) for b, n in asked]
+
+    def host_rows(
+        self, conn: Connection, hosts: Sequence[int], limit: int, *, now: datetime
+    ) -> list[list[Any]]:
+        at = sqlite_text(now)
+        return [_rows(conn, HOST_REFRESH, (h, at, limit)) for h in hosts]
 
     def new_page_rows(self, conn: Connection, limit: int, *, now: datetime) -> list[Any]:
         return _rows(conn, self.new_pages_sql, (sqlite_text(now), limit))
