@@ -423,6 +423,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "plan.weights",
+        "CRAWLPLAN_WEIGHTS",
+        str,
+        "equal",
+        "what a bucket's crawls are worth: equal (every page alike) or importance (weighted "
+        "by its pages' mean OPIC importance, as the page schedule weights each page)",
+        choices=("equal", "importance"),
+    ),
+    Setting(
         "plan.renewal",
         "CRAWLPLAN_RENEWAL",
         str,

@@ -463,10 +463,14 @@ def _store(path: Path) -> Database:
 #: ``robots``: every page links to three URLs under /private/, which robots.txt disallows on
 #: every host, and every eighth host asks for a Crawl-delay of 0.5 s. ``fast-lying``: pages
 #: ten times faster (0.01 to 2 changes a second) and three hosts in four with Last-Modified
-#: that lies (the request time, never moving, or missing), without ETags.
-WORLDS = ("demo", "robots", "fast-lying")
+#: that lies (the request time, never moving, or missing), without ETags. ``crawl-delay``:
+#: every fourth host from the sixth on asks for 2 s between requests, fewer crawls a period
+#: than a uniform share of the budget would give it (their politeness binds the plan:
+#: ``planner.cycle.bound_hosts``).
+WORLDS = ("demo", "robots", "fast-lying", "crawl-delay")
 
 _ROBOTS_DELAY = "User-agent: *\nDisallow: /private/\nCrawl-delay: 0.5\n"
+_ROBOTS_SLOW = "User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
 
 
 def _web_config(demo: DemoSettings) -> WebConfig:
@@ -480,6 +484,8 @@ def _web_config(demo: DemoSettings) -> WebConfig:
     if demo.world == "robots":
         private_links = 3
         behaviors.update({h: HostBehavior(robots=_ROBOTS_DELAY) for h in range(5, demo.hosts, 8)})
+    elif demo.world == "crawl-delay":
+        behaviors.update({h: HostBehavior(robots=_ROBOTS_SLOW) for h in range(6, demo.hosts, 4)})
     elif demo.world == "fast-lying":
         rate_low, rate_high = demo.rate_low * 10, demo.rate_high * 10
         lies = ("now", "static", "none")

@@ -138,6 +138,9 @@ class NightlySettings:
     #: :func:`planner.cycle.plan_inputs.model_horizon`); the plan publishes the first
     #: ``periods`` of them.
     horizon: int = 0
+    #: ``equal``: every page alike; ``importance``: each bucket's objective weighted by its
+    #: pages' mean OPIC importance (``plan.weights``; steady-rate model).
+    weights: str = "equal"
     #: The configured minimum delay between two requests to one host, seconds
     #: (``crawl.min_delay``): with robots.txt's crawl delays, what caps a host's crawls a
     #: period (:func:`service.pipeline.politeness_bounds`).
@@ -186,6 +189,7 @@ class NightlySettings:
             last_modified=settings.last_modified_policy,
             min_change=float(v["estimate.min_change"]),
             min_delay_seconds=float(v["crawl.min_delay"]),
+            weights=str(v["plan.weights"]),
         )
 
     def __post_init__(self) -> None:
@@ -201,6 +205,10 @@ class NightlySettings:
         if not 0 <= self.min_change <= 1:
             raise ConfigError(
                 f"estimate.min_change must be a share from 0 to 1, got {self.min_change}"
+            )
+        if self.weights not in PLAN_WEIGHTS:
+            raise ConfigError(
+                f"plan.weights must be {' or '.join(PLAN_WEIGHTS)}, got {self.weights!r}"
             )
         if self.crawl_cost not in ("measured", "equal"):
             raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
@@ -271,6 +279,10 @@ class NightlyReport:
     def exit_code(self) -> int:
         """0 when the run left a usable plan in place as intended, 1 when solving failed."""
         return 1 if self.status == "failed" else 0
+
+
+#: What the plan weights a bucket's objective by (``plan.weights``).
+PLAN_WEIGHTS = ("equal", "importance")
 
 
 def cycle_start(now: datetime, period_days: float) -> datetime:
@@ -605,6 +617,7 @@ def _run(
         bucket_seconds=measured.bucket_seconds if settings.crawl_cost == "measured" else None,
         seconds_per_fetch=measured.seconds_per_fetch,
         discovery=discovery,
+        importance=aggregates.importance if settings.weights == "importance" else None,
     )
     warm, detail = _warm(db, current, start)
     with stages.stage("solve"):

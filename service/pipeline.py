@@ -279,11 +279,14 @@ def estimate_from_store(
 class StoreAggregates:
     """The NLP's inputs from the store: per-bucket aggregates of fetched pages, and n;
     ``host_pages``: the fetched pages of the hosts whose politeness could bind the plan,
-    with their caps (:func:`planner.cycle.bound_hosts.plan_within_caps`)."""
+    with their caps (:func:`planner.cycle.bound_hosts.plan_within_caps`); ``importance``:
+    per bucket (256), the mean OPIC importance of its fetched pages that have one, over
+    that of every fetched page that has one (NaN: none known; None: no page has one)."""
 
     buckets: BucketAggregates
     new_pages: int
     host_pages: HostPages = field(default_factory=HostPages.none)
+    importance: npt.NDArray[np.float64] | None = None
 
 
 def politeness_bounds(
@@ -324,9 +327,11 @@ def aggregates_from_store(
     now_s = when.timestamp()
     host_ids = np.zeros(0, dtype=np.int64) if hosts is None else hosts[0]
     kept: list[npt.NDArray[np.float64]] = []
+    weight_sum = np.zeros(256)
+    weighed = np.zeros(256)
     for chunk in iter_page_states(db, chunk_pages=chunk_pages):
-        # None (never fetched, no rate) becomes NaN.
-        ids, host, bucket, rate, last_s = np.array(chunk, dtype=np.float64).T
+        # None (never fetched, no rate, no importance) becomes NaN.
+        ids, host, bucket, rate, last_s, importance = np.array(chunk, dtype=np.float64).T
         fetched = np.isfinite(last_s)
         new_pages += int((~fetched).sum())
         bad = fetched & (bucket > 0) & ~(rate >= 0)  # NaN (no rate) or negative
@@ -337,6 +342,10 @@ def aggregates_from_store(
         if unrated or not fetched.any():
             continue
         elapsed = ((now_s - last_s[fetched]) / _DAY_S).clip(min=0.0)
+        known = fetched & np.isfinite(importance) & (importance >= 0)
+        classes = bucket[known].astype(np.int64)
+        weight_sum += np.bincount(classes, weights=importance[known], minlength=256)
+        weighed += np.bincount(classes, minlength=256)
         parts.append(
             bucket_aggregates(
                 bucket[fetched].astype(np.int64), rate[fetched], elapsed, period=period_days
@@ -375,7 +384,12 @@ def aggregates_from_store(
             rate=np.nan_to_num(rate),
             elapsed=elapsed,
         )
-    return StoreAggregates(combine_aggregates(parts), new_pages, host_pages)
+    mean_importance = None
+    if weighed.sum() > 0 and weight_sum.sum() > 0:
+        overall = weight_sum.sum() / weighed.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_importance = np.where(weighed > 0, weight_sum / weighed / overall, np.nan)
+    return StoreAggregates(combine_aggregates(parts), new_pages, host_pages, mean_importance)
 
 
 @dataclass(frozen=True)

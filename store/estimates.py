@@ -211,13 +211,15 @@ def write_estimates(
 
 
 #: What the planner's bucket aggregates need of one page, as the driver returns it: (page id,
-#: host id, bucket, rate per day or None, last fetch in epoch seconds or None).
-PageState = tuple[int, int, int, float | None, float | None]
+#: host id, bucket, rate per day or None, last fetch in epoch seconds or None, OPIC
+#: importance or None).
+PageState = tuple[int, int, int, float | None, float | None, float | None]
 
 
 def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[list[PageState]]:
-    """Yield every fetchable page's host, bucket, rate and last fetch, ``chunk_pages`` at a time
-    (driver tuples, times in epoch seconds: no datetime object per page).
+    """Yield every fetchable page's host, bucket, rate, last fetch and importance,
+    ``chunk_pages`` at a time (driver tuples, times in epoch seconds: no datetime object
+    per page).
 
     Unfetchable pages (status ``blocked``: robots.txt disallows them) and duplicates (status
     ``duplicate``: another URL of a page kept, :mod:`store.duplicates`) are left out: the
@@ -235,6 +237,7 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
                     p.c.bucket,
                     p.c.rate,
                     epoch_seconds(p.c.last_fetch_at, db.dialect),
+                    p.c.importance,
                 )
                 .where(p.c.id > after, p.c.status.not_in(UNPLANNED_STATUSES))
                 .order_by(p.c.id)

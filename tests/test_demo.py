@@ -330,6 +330,8 @@ def test_worlds_differ_from_the_demos_web(tmp_path: Path) -> None:
     assert configs["demo"].private_links == 0 and configs["robots"].private_links == 3
     delays = _host_delays(configs["robots"], 0.05)
     assert list(np.flatnonzero(delays > 0.05)) == [4, 5, 13] and delays.max() == 0.5
+    slow = _host_delays(configs["crawl-delay"], 0.05)
+    assert list(np.flatnonzero(slow == 2.0)) == [6, 10, 14] and slow[4] == 0.5
     lying = configs["fast-lying"]
     assert lying.rate_high == pytest.approx(10 * configs["demo"].rate_high)
     kinds = [lying.behavior(h).last_modified for h in range(16)]

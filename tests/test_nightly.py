@@ -20,7 +20,7 @@ from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages, lat
 from store.due_times import page_schedule_finished
 from store.errors import NightlyRunBusyError
 from store.measurements import measure_crawl
-from store.models import HOSTS, NIGHTLY_RUNS, PLANS, RELEASED_PAGES
+from store.models import HOSTS, NIGHTLY_RUNS, PAGES, PLANS, RELEASED_PAGES
 from store.nightly_runs import recent_runs, run_liveness, start_run
 from store.plans import plan_detail
 from tests.conftest import T0, count_store_reads
@@ -477,3 +477,39 @@ def test_a_host_whose_politeness_binds_gets_classes_of_its_own(db: Database) -> 
         )
     assert hosts[slow] <= 4
     assert sum(hosts.values()) == release.released
+
+
+def test_plan_weights_importance_moves_crawls_to_important_buckets(db: Database) -> None:
+    """``plan.weights = "importance"``: the buckets whose pages carry most OPIC importance
+    get more crawls than with every page alike, the capacity the same."""
+    _crawl_history(db, pages=24, visits=10, new=0)
+    now = T0 + 10 * DAY
+    settings = replace(SETTINGS, capacity=6.0, crawl_cost="equal")
+    assert run_nightly(db, settings, now=now).status == "published"
+    with db.read() as conn:
+        rows = conn.execute(
+            select(PAGES.c.id, PAGES.c.bucket, PAGES.c.url).where(PAGES.c.bucket > 0)
+        ).all()
+    # the pages that change every 2nd-4th visit: important; the others hardly
+    important = {r.bucket for r in rows if int(r.url.rsplit("p", 1)[1]) in (2, 3, 4)}
+    with db.write() as conn:
+        for r in rows:
+            k = int(r.url.rsplit("p", 1)[1])
+            conn.execute(
+                update(PAGES)
+                .where(PAGES.c.id == r.id)
+                .values(importance=20.0 if k in (2, 3, 4) else 0.5)
+            )
+
+    def crawls(weights: str) -> tuple[int, int]:
+        report = run_nightly(
+            db, replace(settings, weights=weights), now=now, dry_run=True, force=True
+        )
+        assert report.cycle is not None
+        on = sum(q for quotas in report.cycle.quotas for b, q in quotas.items() if b in important)
+        return on, sum(sum(q.values()) for q in report.cycle.quotas)
+
+    equal, weighted = crawls("equal"), crawls("importance")
+    assert weighted[0] > equal[0] and weighted[1] == equal[1]
+    with pytest.raises(ConfigError, match=r"plan\.weights must be equal or importance"):
+        replace(settings, weights="pagerank")

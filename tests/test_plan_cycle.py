@@ -215,3 +215,28 @@ def test_measured_costs_weigh_on_the_capacity() -> None:
 def test_settings_refuse_values_that_cannot_plan(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"^{field}"):
         CycleSettings(**{"capacity": 10.0, "periods": 3, field: value})  # type: ignore[arg-type]
+
+
+def test_importance_weights_a_class_as_its_pages_worth() -> None:
+    """Two classes alike but for importance (4 against 1, centered): the important one gets
+    more crawls per page, by the freshness optimum's own condition (its marginal value of a
+    crawl equal to the other's at 1/4 the weight); no weights plan them alike, and unknown
+    importance (NaN) counts as 1."""
+    n = 400
+    bucket = np.repeat([1, 2], n)
+    rate = np.full(2 * n, 0.3)
+    elapsed = np.tile(np.linspace(0.0, 6.0, n), 2)
+    aggregates = bucket_aggregates(bucket, rate, elapsed, period=1.0, n_buckets=2)
+    settings = CycleSettings(capacity=120.0, periods=4, explore=0, renewal=False)
+
+    def crawls(importance: Any) -> np.ndarray:
+        outcome = plan_cycle(aggregates, settings, CrawlMeasures(0, importance=importance))
+        assert outcome.cycle is not None
+        return np.array([sum(q[c] for q in outcome.cycle.quotas) for c in (1, 2)], dtype=float)
+
+    alike = crawls(None)
+    assert abs(alike[0] - alike[1]) <= 2
+    weighted = crawls(np.array([np.nan, 1.6, 0.4]))
+    assert weighted[0] > 1.5 * weighted[1]
+    assert weighted.sum() == alike.sum()
+    assert np.allclose(crawls(np.array([np.nan, np.nan, np.nan])), alike)

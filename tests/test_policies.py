@@ -245,3 +245,24 @@ def test_release_order_due_spends_the_budget_and_bad_orders_are_refused() -> Non
     assert int(result.crawls.sum()) == 150 * 14
     with pytest.raises(PolicyError, match="release_order"):
         make_policy({"kind": "webfountain", "release_order": "newest"})
+
+
+def test_planner_weighted_by_importance_hands_each_class_its_mean_weight() -> None:
+    """``importance = true``: each class's mean importance over its fetched pages, centered
+    on 1 over them all, goes to the plan (as the nightly run's ``plan.weights``); without
+    it, none."""
+    world = build_world(WorldSpec(pages=1_500, hosts=15, importance_sigma=1.0), 1, 21)
+    weighted = make_policy({"kind": "webfountain", "rates": "true", "importance": True})
+    plain = make_policy({"kind": "webfountain", "rates": "true"})
+    for policy in (weighted, plain):
+        simulate(world, policy, SimulationSettings(periods=14, budget=150, oracle=True))
+    assert isinstance(weighted, WebFountainPolicy) and isinstance(plain, WebFountainPolicy)
+    assert weighted.last_inputs is not None and plain.last_inputs is not None
+    aggregates, measures = weighted.last_inputs
+    assert plain.last_inputs[1].importance is None
+    w = np.asarray(measures.importance, dtype=float)
+    populated = np.flatnonzero(aggregates.pages[1:] > 0) + 1
+    assert np.all(np.isfinite(w[populated]) & (w[populated] > 0))
+    pages = aggregates.pages[populated]
+    assert float(np.sum(w[populated] * pages) / pages.sum()) == pytest.approx(1.0)
+    assert np.ptp(w[populated]) > 0.1

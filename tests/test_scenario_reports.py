@@ -155,6 +155,7 @@ ISSUE_24 = (
     "gap-births",
     "capacity-rhythm",
     "new-pages",
+    "new-pages-flood",
     "polite-host",
 )
 

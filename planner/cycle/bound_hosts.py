@@ -272,10 +272,10 @@ def plan_within_caps(
     warm: WarmStart | None = None,
 ) -> CapsPlan:
     """Plan the cycle, splitting off the hosts whose cap the plan would exceed (module
-    docstring). ``measures.bucket_seconds``, per class 0..255, is carried to each split
-    class from its change-rate class. Bound hosts are numbered by their place in
-    ``pages.host``; :attr:`CapsPlan.bound` lists those split, in that order, and the plan's
-    split keys are renumbered to index it."""
+    docstring). ``measures.bucket_seconds``, ``rate_shape`` and ``importance``, per class
+    0..255, are carried to each split class from its change-rate class. Bound hosts are
+    numbered by their place in ``pages.host``; :attr:`CapsPlan.bound` lists those split, in
+    that order, and the plan's split keys are renumbered to index it."""
     outcome = plan_cycle(aggregates, settings, measures, warm=warm)
     bound = np.zeros(0, dtype=np.int64)
     kept = (aggregates, measures)
@@ -295,6 +295,7 @@ def plan_within_caps(
             host_caps=caps,
             bucket_seconds=_per_split_class(measures.bucket_seconds, keys),
             rate_shape=_per_split_class(measures.rate_shape, keys),
+            importance=_per_split_class(measures.importance, keys),
         )
         planned = plan_cycle(split, settings, split_measures)
         solves += 1
@@ -365,6 +366,7 @@ def _renumbered_inputs(
         host_caps=host_caps,
         bucket_seconds=take(measures.bucket_seconds),
         rate_shape=take(measures.rate_shape),
+        importance=take(measures.importance),
     )
 
 

@@ -289,6 +289,11 @@ class CrawlMeasures:
         The Gamma shape of each class's change-rate belief, whose mean is the class's rate
         (inf or NaN: known; None: every rate known); the steady-rate model values freshness
         in expectation over it (:mod:`planner.model.steady_rates`, "Uncertain rates").
+    importance : array_like of float, shape like the aggregates', or None
+        The mean importance of each class's pages (OPIC), centered on 1 over the fetched
+        pages (NaN: unknown, taken as 1; None: every page alike): the steady-rate model
+        weights each class's objective by it (``w[i]``), as the page schedules weight each
+        page's; the WebFountain model ignores it.
     """
 
     new_pages: int
@@ -297,6 +302,7 @@ class CrawlMeasures:
     discovery: DiscoveryRates = NO_DISCOVERY
     host_caps: HostCaps | None = None
     rate_shape: npt.ArrayLike | None = None
+    importance: npt.ArrayLike | None = None
 
 
 @dataclass(frozen=True)
@@ -420,7 +426,9 @@ def plan_cycle(
         cycle = cycle_from_trajectory(inputs, round_robin_crawl(instance), settings.periods)
         return PlanOutcome(inputs, cycle, SolverRecord("uniform", buckets=buckets))
     if settings.model == "steady":
-        return _plan_steady(inputs, settings, measures.host_caps, measures.rate_shape)
+        return _plan_steady(
+            inputs, settings, measures.host_caps, measures.rate_shape, measures.importance
+        )
     solver = PlanSolver(instance, _weights(inputs, settings))
     start = None
     if warm is not None:
@@ -476,6 +484,7 @@ def _plan_steady(
     settings: CycleSettings,
     host_caps: HostCaps | None = None,
     rate_shape: npt.ArrayLike | None = None,
+    importance: npt.ArrayLike | None = None,
 ) -> PlanOutcome:
     """The steady-rate model's cycle: quotas from its crawls, with its marginal values."""
     instance = inputs.instance
@@ -489,8 +498,13 @@ def _plan_steady(
     # The growing web's value is freshness's with known rates (steady_rates, "A growing web").
     applies = settings.renewal and settings.objective == "freshness" and shape is None
     renewal = web_renewal(instance) if applies else 0.0
+    weights = None
+    if importance is not None:
+        weights = np.asarray(importance, dtype=float)[inputs.bucket_ids]
+        weights = np.where(np.isfinite(weights) & (weights >= 0), weights, 1.0)
     setup = SteadySetup(
         objective=settings.objective,
+        importance=weights,
         lifetime=lifetime,
         host_caps=groups,
         rate_shape=shape,

@@ -45,6 +45,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "terminal_value",
         "explore",
         "renewal",
+        "importance",
     ),
     "sampling": ("group", "cycle", "sample_share"),
     "cohorts": ("rates", "buckets", "cycle"),

@@ -29,8 +29,10 @@ Every ``cycle`` periods :class:`WebFountainPolicy`
    or ``"webfountain"``, the paper's with ``strategy``), the budget as capacity (every crawl
    costs 1), the pages born per period as the only discovery, ``horizon`` periods (0: the
    cycle), the terminal value (``terminal_value``), spare capacity spent, and with
-   ``explore`` > 0 every bucket explored; a failed solve plans the uniform crawl (a
-   simulated crawler has no previous plan to keep);
+   ``explore`` > 0 every bucket explored; with ``importance`` (steady-rate model) each
+   class weighted by its fetched pages' mean importance (the simulation's: true or OPIC),
+   as the nightly run's ``plan.weights = "importance"``; a failed solve plans the uniform
+   crawl (a simulated crawler has no previous plan to keep);
 4. in each period, chooses the pages with the deployed due-URL selection
    (:func:`planner.cycle.due_urls.select_due_pages`): by default the period's quotas pooled
    and spent on the pages most overdue for their class's planned interval (``release_order``),
@@ -165,6 +167,7 @@ class WebFountainPolicy(Policy):
         terminal_value: bool = True,
         explore: float = EXPLORE_REVISITS,
         renewal: bool = True,
+        importance: bool = False,
     ) -> None:
         if model not in PLAN_MODELS:
             raise PolicyError(f"model: use {' or '.join(PLAN_MODELS)}, got {model!r}")
@@ -215,6 +218,7 @@ class WebFountainPolicy(Policy):
         self.terminal_value = terminal_value
         self.explore = explore
         self.renewal = renewal
+        self.importance = importance
         self.solves: list[float] = []
         #: The last plan's inputs and outcome (for inspection: the same as the nightly run's).
         self.last_inputs: tuple[BucketAggregates, CrawlMeasures] | None = None
@@ -259,6 +263,7 @@ class WebFountainPolicy(Policy):
             terminal_value=bool(spec.get("terminal_value", True)),
             explore=float(spec.get("explore", EXPLORE_REVISITS)),
             renewal=bool(spec.get("renewal", True)),
+            importance=bool(spec.get("importance", False)),
         )
 
     # -- planning ------------------------------------------------------------------------
@@ -338,7 +343,18 @@ class WebFountainPolicy(Policy):
             shape, _ = pooled_gamma(
                 belief.alpha[pages], belief.beta[pages], bucket[pages], classes + 1
             )
-        measures = CrawlMeasures(new_pages=new_count, discovery=discovery, rate_shape=shape)
+        weights = None
+        if self.importance and pages.size:
+            # each class's mean importance over the fetched pages', as the nightly run's
+            # ``plan.weights = "importance"`` (service.pipeline.aggregates_from_store)
+            w = np.maximum(np.nan_to_num(log.importance[pages], nan=1.0), 0.0)
+            count = np.bincount(bucket[pages], minlength=classes + 1)
+            total = np.bincount(bucket[pages], weights=w, minlength=classes + 1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                weights = np.where(count > 0, total / count, np.nan) / max(w.mean(), 1e-300)
+        measures = CrawlMeasures(
+            new_pages=new_count, discovery=discovery, rate_shape=shape, importance=weights
+        )
         return agg, measures, rate, bucket
 
     def _candidate_hosts(

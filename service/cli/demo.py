@@ -38,7 +38,8 @@ def demo(
         str,
         typer.Option(
             help="The web: demo (its own), robots (links into robots.txt-disallowed paths, "
-            "Crawl-delay hosts) or fast-lying (fast pages, lying Last-Modified)."
+            "Crawl-delay hosts), fast-lying (fast pages, lying Last-Modified) or crawl-delay "
+            "(a quarter of the hosts at 2 s between requests)."
         ),
     ] = "demo",
     seed: Annotated[int, typer.Option(help="Seed of the web's shape and changes.")] = 7,

@@ -9,7 +9,12 @@ stage. Baselines measured in the same run on the same database:
 
 * read: a bare ``SELECT page_id, fetched_at, changed`` of every observation, ordered by page
   and time, through the driver (the least the estimate stage must do to see its evidence);
-* a second nightly run, for the next cycle, warm-started from the first run's plan.
+* a second nightly run, for the next cycle, warm-started from the first run's plan;
+
+and a third run with ``--polite-hosts`` hosts (default 20) asking robots.txt for 30 minutes
+between requests (48 a day, where the plan gives a host about 100): the hosts whose
+politeness binds are split into classes of their own and the cycle planned again
+(``planner.cycle.bound_hosts``), timed beside the second run.
 
 Building the store takes about 10 minutes; ``--keep DIR`` keeps it for the next run.
 
@@ -28,9 +33,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import update
 
 from service.nightly import NightlySettings, run_nightly
 from store import Database, open_database, upgrade_schema
+from store.models import HOSTS as HOSTS_TABLE
 
 HOSTS = 1_000
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
@@ -120,6 +127,14 @@ def build_store(db: Database, pages: int, fetches: int, seed: int = 0) -> float:
     return time.perf_counter() - t0
 
 
+def _set_crawl_delay(db: Database, hosts: int, seconds: float | None) -> None:
+    """robots.txt's crawl delay of hosts 1..``hosts`` (None: none)."""
+    with db.write() as conn:
+        conn.execute(
+            update(HOSTS_TABLE).where(HOSTS_TABLE.c.id <= hosts).values(crawl_delay=seconds)
+        )
+
+
 def bare_read(db: Database) -> tuple[float, int]:
     """Every observation's (page, time, changed), ordered, through the driver."""
     t0 = time.perf_counter()
@@ -142,6 +157,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=1_000_000)
     parser.add_argument("--fetches", type=int, default=20)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--polite-hosts", type=int, default=20)
     args = parser.parse_args()
     directory = args.keep or Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -164,6 +180,13 @@ def main() -> None:
     t0 = time.perf_counter()
     second = run_nightly(db, settings, now=now + timedelta(days=1), force=True)
     total2 = time.perf_counter() - t0
+    polite = min(max(args.polite_hosts, 0), HOSTS)
+    _set_crawl_delay(db, polite, 1_800.0)
+    t0 = time.perf_counter()
+    third = run_nightly(db, settings, now=now + timedelta(days=2), force=True)
+    total3 = time.perf_counter() - t0
+    _set_crawl_delay(db, polite, None)
+    bound = third.solver.get("bound_hosts", {})
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  baseline: bare ordered read of {rows:,} observations: {read_s:.1f} s")
     print(
@@ -176,6 +199,13 @@ def main() -> None:
         f"  nightly (next cycle, warm start, {second.solver.get('iterations')} iterations): "
         f"{total2:.1f} s; solve {second.stages.get('solve', float('nan')):.1f} s"
     )
+    print(
+        f"  nightly with {polite} hosts at Crawl-delay 1800 s: {total3:.1f} s; "
+        f"{len(bound.get('host_id', []))} hosts bound, {third.solver.get('buckets')} classes, "
+        f"{bound.get('solves', 1)} solves: solve {third.stages.get('solve', float('nan')):.1f} "
+        f"s, aggregate {third.stages.get('aggregate', float('nan')):.1f} s (second run: "
+        f"{second.stages.get('aggregate', float('nan')):.1f} s)"
+    )
     print(f"  peak memory: {peak_mib:,.0f} MiB")
     results = {
         "pages": args.pages,
@@ -186,6 +216,9 @@ def main() -> None:
         "nightly_warm_s": total2,
         "stages_warm": second.stages,
         "iterations": [first.solver.get("iterations"), second.solver.get("iterations")],
+        "nightly_polite_s": total3,
+        "stages_polite": third.stages,
+        "bound_hosts": len(bound.get("host_id", [])),
         "peak_mib": peak_mib,
     }
     out = Path("bench-results")
