@@ -55,7 +55,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -130,6 +130,10 @@ class CrawlSettings:
     politeness: PolitenessPolicy = field(default_factory=PolitenessPolicy)
     limits: FetchLimits = field(default_factory=FetchLimits)
     max_urls: int = 50
+    #: Hosts one worker thread crawls at once, each in a thread of its own. The worker
+    #: leases more as hosts finish, so a host that asks for a long Crawl-delay, whose lease
+    #: may take minutes, holds up only its own thread, not the hosts leased with it.
+    hosts_in_flight: int = 32
     idle_sleep: float = 0.2
     max_errors_per_lease: int = 3
     error_retry: timedelta = timedelta(minutes=5)
@@ -165,6 +169,8 @@ class CrawlSettings:
     noise_twins: int = NOISE_TWINS
 
     def __post_init__(self) -> None:
+        if self.hosts_in_flight < 1:
+            raise ValueError("hosts_in_flight must be >= 1")
         if self.robots_give_up_after < 0:
             raise ValueError("robots_give_up_after must be >= 0 (0: never give up)")
         if self.robots_retry <= timedelta(0):
@@ -290,33 +296,49 @@ class CrawlWorker:
         """Lease and crawl until stopped, past ``deadline`` (monotonic), or, with
         ``until_idle``, until nothing is due or leased anywhere (or all this worker can
         lease is refused by the address policy). The deadline also ends the hosts being
-        crawled, between two requests."""
+        crawled, between two requests.
+
+        Hosts are crawled on a rolling basis (:class:`_InFlight`): up to
+        ``settings.hosts_in_flight`` at once, each in its own thread, and the worker leases
+        again as soon as a host is done, not once a whole lease batch is."""
         self._deadline = deadline
         self._until_idle = until_idle
-        wait = self.settings.idle_sleep
-        while not self._stopping():
-            try:
-                leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
-                if not leases:
-                    if until_idle and self._idle():
-                        return
-                    self.stop.wait(wait)
-                    wait = min(2 * wait, IDLE_BACKOFF * self.settings.idle_sleep)
-                    continue
-                wait = self.settings.idle_sleep
-                refused = self.crawl_batch(leases)
-                if until_idle and refused == len(leases):
-                    return  # all that is left for us is refused: idle as far as we can go
-            except StoreError as error:
-                # The store or the worker API refused or failed a call: what the batch did
-                # not report is fetched again once its leases expire. Keep crawling.
-                log.warning("%s: %s", self.name, error)
-                self.stats.add(queue_errors=1)
-                self.stop.wait(max(self.settings.idle_sleep, 1.0))
-            except Exception:  # last resort: a worker thread must not die silently
-                log.exception("%s: a batch of leases failed", self.name)
-                self.stats.add(worker_errors=1)
-                self.stop.wait(max(self.settings.idle_sleep, 1.0))
+        idle = self.settings.idle_sleep
+        wait = idle
+        flight = _InFlight(self)
+        try:
+            while not self._stopping():
+                try:
+                    flight.collect()
+                    if until_idle and flight.all_refused and not flight.running():
+                        return  # all that is left for us is refused: idle as far as we go
+                    if flight.running() >= self.settings.hosts_in_flight:
+                        flight.wait(idle)
+                        continue
+                    leases = self.queue.lease(self.name, max_urls=self.settings.max_urls)
+                    if not leases:
+                        if flight.running():
+                            flight.wait(wait)  # a host done ends the wait: lease again
+                        else:
+                            if until_idle and self._idle():
+                                return
+                            self.stop.wait(wait)
+                        wait = min(2 * wait, IDLE_BACKOFF * idle)
+                        continue
+                    wait = idle
+                    flight.submit(leases)
+                except StoreError as error:
+                    # The store or the worker API refused or failed a call: what the batch did
+                    # not report is fetched again once its leases expire. Keep crawling.
+                    log.warning("%s: %s", self.name, error)
+                    self.stats.add(queue_errors=1)
+                    self.stop.wait(max(idle, 1.0))
+                except Exception:  # last resort: a worker thread must not die silently
+                    log.exception("%s: a batch of leases failed", self.name)
+                    self.stats.add(worker_errors=1)
+                    self.stop.wait(max(idle, 1.0))
+        finally:
+            flight.close()
 
     def _idle(self) -> bool:
         return not self.queue.work_remaining()
@@ -907,6 +929,86 @@ class CrawlWorker:
         return result, links
 
 
+class _InFlight:
+    """A worker's hosts being crawled, each in a thread of its own (:meth:`CrawlWorker.run`),
+    their leases renewed by one heartbeat. Tells the loop how many run, waits for the next
+    to finish, and counts what each lease batch's hosts did: ``all_refused`` is set when
+    every host of a batch was refused by the address policy (all this worker can lease is
+    refused: idle as far as ``until_idle`` goes). Errors of a host's crawl are logged and
+    counted as a batch's were (``queue_errors``: the store or the API failed a call;
+    ``worker_errors``: anything else)."""
+
+    def __init__(self, worker: CrawlWorker) -> None:
+        self.worker = worker
+        self.pool = ThreadPoolExecutor(
+            worker.settings.hosts_in_flight, thread_name_prefix=f"{worker.name}-host"
+        )
+        self.heartbeat = _Heartbeat(worker, [])
+        self.futures: dict[Future[bool], int] = {}
+        self.batches: dict[int, list[int]] = {}  # batch -> [hosts, hosts left, refused]
+        self.done = threading.Condition()
+        self.finished: list[Future[bool]] = []
+        self.all_refused = False
+        self._batch = 0
+
+    def running(self) -> int:
+        return len(self.futures)
+
+    def submit(self, leases: list[Lease]) -> None:
+        """Start crawling the hosts of one lease batch."""
+        self._batch += 1
+        self.batches[self._batch] = [len(leases), len(leases), 0]
+        self.worker.stats.add(leases=len(leases), active_hosts=len(leases))
+        self.heartbeat.add(leases)
+        for lease in leases:
+            future = self.pool.submit(self.worker._crawl_host, lease, self.heartbeat)
+            self.futures[future] = self._batch
+            future.add_done_callback(self._finished)
+
+    def _finished(self, future: Future[bool]) -> None:
+        with self.done:
+            self.finished.append(future)
+            self.done.notify_all()
+
+    def wait(self, seconds: float) -> None:
+        """Wait until a host is done (or ``seconds`` pass), then account for the hosts
+        done."""
+        with self.done:
+            if not self.finished:
+                self.done.wait(min(seconds, self.worker.settings.idle_sleep * IDLE_BACKOFF))
+        self.collect()
+
+    def collect(self) -> None:
+        """Account for the hosts done since last asked (no wait)."""
+        with self.done:
+            finished, self.finished = self.finished, []
+        for future in finished:
+            batch = self.futures.pop(future, None)
+            if batch is None:
+                continue
+            count = self.batches[batch]
+            count[1] -= 1
+            error = future.exception()
+            if error is None:
+                count[2] += int(future.result())
+            elif isinstance(error, StoreError):
+                log.warning("%s: %s", self.worker.name, error)
+                self.worker.stats.add(queue_errors=1)
+            else:
+                log.error("%s: a host's crawl failed", self.worker.name, exc_info=error)
+                self.worker.stats.add(worker_errors=1)
+            if count[1] == 0:
+                hosts, _, refused = self.batches.pop(batch)
+                self.all_refused = refused == hosts
+
+    def close(self) -> None:
+        """Wait for every host (they stop between two requests once the worker stops),
+        then stop the heartbeat."""
+        self.pool.shutdown(wait=True)
+        self.wait(0.0)
+        self.heartbeat.stop()
+
+
 class _Heartbeat:
     """Renews a batch's live leases every third of the lease time, in a thread of its own,
     while the worker lives: leases can be short (a killed worker's hosts come back within
@@ -923,6 +1025,11 @@ class _Heartbeat:
             target=self._run, name=f"{worker.name}-heartbeat", daemon=True
         )
         self.thread.start()
+
+    def add(self, leases: list[Lease]) -> None:
+        """Renew these leases too."""
+        with self.lock:
+            self.live.update(lease.lease_id for lease in leases)
 
     def forget(self, lease_id: int) -> None:
         """The lease is being handed back: renew it no more."""

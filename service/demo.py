@@ -706,6 +706,9 @@ def _settings(demo: DemoSettings, revisit: float) -> tuple[Settings, NightlySett
         # here, and measured fetch times (milliseconds, mostly the machine's load) would let
         # the plan buy more crawls by favouring buckets that happened to fetch fast.
         crawl_cost="equal",
+        # The crawl's own least delay between two requests to a host (with robots.txt's
+        # longer Crawl-delays): what caps a host's crawls a period.
+        min_delay_seconds=_MIN_DELAY,
     )
     return settings, nightly
 

@@ -397,8 +397,9 @@ class ReleaseSummary:
     """What :func:`release_period` did.
 
     ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
-    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls outside
-    the published plan's periods); ``not scheduled yet`` (the plan's page schedule has not
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls before
+    the published plan's first period; past its last, the last repeats until a newer plan:
+    :func:`store.releases.period_work`); ``not scheduled yet`` (the plan's page schedule has not
     finished). ``by_bucket`` maps each bucket to the pages chosen for its quota (pooled quotas:
     to the pages the pool took of it); ``new_pages`` counts never-fetched pages chosen;
     ``released`` the pages queued (given a due time); ``carried_over`` the pages of earlier
