@@ -76,6 +76,7 @@ from store.releases import (
     period_work,
     queue_release,
     refresh_candidates,
+    window_released,
 )
 from store.urgent import urgent_requests_between
 
@@ -619,7 +620,7 @@ def release_period(
         starts_at=work.starts_at,
         ends_at=work.ends_at,
     )
-    if is_released(db, work.plan_id, work.period):
+    if is_released(db, work.plan_id, work.period) or window_released(db, work):
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")

@@ -65,6 +65,7 @@ __all__ = [
     "queued_pages",
     "refresh_candidates",
     "release_pages",
+    "window_released",
 ]
 
 #: Statuses of pages that re-crawl quotas choose from (``new`` pages have a quota of their
@@ -217,6 +218,22 @@ def is_released(db: Database, plan_id: int, period: int) -> bool:
     with db.read() as conn:
         found = conn.execute(
             select(pr.c.plan_id).where(pr.c.plan_id == plan_id, pr.c.period == period)
+        ).first()
+    return found is not None
+
+
+def window_released(db: Database, work: PeriodWork) -> bool:
+    """Whether an older plan released work in ``work``'s window already: a plan published
+    late (its first periods began under the plan in force, which kept releasing) does not
+    release a window twice; it takes over at its next period."""
+    pr = PERIOD_RELEASES
+    with db.read() as conn:
+        found = conn.execute(
+            select(pr.c.plan_id).where(
+                pr.c.plan_id < work.plan_id,
+                pr.c.released_at >= work.starts_at,
+                pr.c.released_at < work.ends_at,
+            )
         ).first()
     return found is not None
 

@@ -1115,3 +1115,42 @@ def test_a_plan_whose_periods_ended_stays_in_force(db: Database) -> None:
     assert again.status == "already released"
     nxt = release_period(db, now=later + DAY, min_delay_seconds=0.0)
     assert (nxt.status, nxt.period, nxt.released) == ("released", 5, 2)
+
+
+def test_a_late_plan_does_not_release_a_window_the_plan_in_force_released(
+    db: Database,
+) -> None:
+    """The plan in force released the window (its last period repeated); a plan published
+    during that window waits for its next period instead of releasing the window again."""
+    _fetched(db, "a", 3, [T0 - timedelta(days=20, minutes=i) for i in range(30)])
+    _plan(db, {3: 2}, periods=1, fractions={3: 0.1}, marginal={3: 1.0})
+    later = T0 + DAY + timedelta(hours=2)  # the plan's period 2, repeated
+    assert release_period(db, now=later, min_delay_seconds=0.0).released == 2
+    version = publish_plan(
+        db,
+        PlanDraft(
+            starts_at=T0 + DAY,
+            period_days=1.0,
+            strategy="test",
+            periods=[
+                PlanPeriodDraft(
+                    period=t,
+                    starts_at=T0 + t * DAY,
+                    ends_at=T0 + (t + 1) * DAY,
+                    capacity=1000.0,
+                    new_pages=0,
+                    quotas={3: 5},
+                    fractions={3: 0.2},
+                )
+                for t in (1, 2)
+            ],
+            inputs={},
+            solver={},
+        ),
+        now=later,
+    )
+    finish_page_schedule(db, version, objective="test", pages=0, now=later)
+    late = release_period(db, now=later + timedelta(hours=1), min_delay_seconds=0.0)
+    assert (late.status, late.plan, late.period) == ("already released", version, 1)
+    nxt = release_period(db, now=T0 + 2 * DAY + timedelta(minutes=1), min_delay_seconds=0.0)
+    assert (nxt.status, nxt.plan, nxt.period, nxt.released) == ("released", version, 2, 5)
