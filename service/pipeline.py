@@ -76,7 +76,6 @@ from store.releases import (
     period_work,
     queue_release,
     refresh_candidates,
-    window_released,
 )
 from store.urgent import urgent_requests_between
 
@@ -398,9 +397,8 @@ class ReleaseSummary:
     """What :func:`release_period` did.
 
     ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
-    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls before
-    the published plan's first period; past its last, the last repeats until a newer plan:
-    :func:`store.releases.period_work`); ``not scheduled yet`` (the plan's page schedule has not
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls outside
+    the published plan's periods); ``not scheduled yet`` (the plan's page schedule has not
     finished). ``by_bucket`` maps each bucket to the pages chosen for its quota (pooled quotas:
     to the pages the pool took of it); ``new_pages`` counts never-fetched pages chosen;
     ``released`` the pages queued (given a due time); ``carried_over`` the pages of earlier
@@ -620,7 +618,7 @@ def release_period(
         starts_at=work.starts_at,
         ends_at=work.ends_at,
     )
-    if is_released(db, work.plan_id, work.period) or window_released(db, work):
+    if is_released(db, work.plan_id, work.period):
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")

@@ -65,7 +65,6 @@ __all__ = [
     "queued_pages",
     "refresh_candidates",
     "release_pages",
-    "window_released",
 ]
 
 #: Statuses of pages that re-crawl quotas choose from (``new`` pages have a quota of their
@@ -149,37 +148,16 @@ class Candidates:
 
 
 def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
-    """The period of plan ``plan_id`` whose window [starts_at, ends_at) holds ``now``.
-
-    A plan whose periods have all ended stays in force until a newer one is published: its
-    last period repeats, numbered on (T + 1, T + 2, ...), each as long as the plan's
-    periods, with the last period's quotas and values. So a nightly run that is late, or
-    failed (the plan in force stays), leaves the crawl on the plan in force, not idle.
-    None before the plan's first period."""
+    """The period of plan ``plan_id`` whose window [starts_at, ends_at) holds ``now``."""
     pp = PLAN_PERIODS
-    columns = (pp.c.period, pp.c.starts_at, pp.c.ends_at, pp.c.new_pages, pp.c.new_marginal)
     with db.read() as conn:
         row = conn.execute(
-            select(*columns).where(
-                pp.c.plan_id == plan_id, pp.c.starts_at <= now, pp.c.ends_at > now
-            )
+            select(
+                pp.c.period, pp.c.starts_at, pp.c.ends_at, pp.c.new_pages, pp.c.new_marginal
+            ).where(pp.c.plan_id == plan_id, pp.c.starts_at <= now, pp.c.ends_at > now)
         ).first()
-        if row is not None:
-            period, starts_at, ends_at = int(row.period), row.starts_at, row.ends_at
-        else:
-            row = conn.execute(
-                select(*columns)
-                .where(pp.c.plan_id == plan_id, pp.c.ends_at <= now)
-                .order_by(pp.c.period.desc())
-                .limit(1)
-            ).first()
-            if row is None:
-                return None
-            length = row.ends_at - row.starts_at
-            later = int((now - row.ends_at) / length)
-            period = int(row.period) + later + 1
-            starts_at = row.ends_at + later * length
-            ends_at = starts_at + length
+        if row is None:
+            return None
         quotas = conn.execute(
             select(QUOTAS.c.bucket, QUOTAS.c.pages, QUOTAS.c.marginal).where(
                 QUOTAS.c.plan_id == plan_id, QUOTAS.c.period == row.period
@@ -199,9 +177,9 @@ def period_work(db: Database, plan_id: int, now: datetime) -> PeriodWork | None:
     bound_hosts = bound.get("host_id", []) if isinstance(bound, dict) else []
     return PeriodWork(
         plan_id=plan_id,
-        period=period,
-        starts_at=starts_at,
-        ends_at=ends_at,
+        period=row.period,
+        starts_at=row.starts_at,
+        ends_at=row.ends_at,
         quotas={int(b): int(q) for b, q, _ in quotas},
         new_pages=int(row.new_pages),
         marginal={int(b): float(v) for b, _, v in quotas if v is not None},
@@ -218,22 +196,6 @@ def is_released(db: Database, plan_id: int, period: int) -> bool:
     with db.read() as conn:
         found = conn.execute(
             select(pr.c.plan_id).where(pr.c.plan_id == plan_id, pr.c.period == period)
-        ).first()
-    return found is not None
-
-
-def window_released(db: Database, work: PeriodWork) -> bool:
-    """Whether an older plan released work in ``work``'s window already: a plan published
-    late (its first periods began under the plan in force, which kept releasing) does not
-    release a window twice; it takes over at its next period."""
-    pr = PERIOD_RELEASES
-    with db.read() as conn:
-        found = conn.execute(
-            select(pr.c.plan_id).where(
-                pr.c.plan_id < work.plan_id,
-                pr.c.released_at >= work.starts_at,
-                pr.c.released_at < work.ends_at,
-            )
         ).first()
     return found is not None
 
