@@ -65,6 +65,7 @@ from store.estimates import (
     write_estimates,
 )
 from store.notifications import notification_times
+from store.plans import extend_plan_in_force
 from store.releases import (
     Candidates,
     PeriodWork,
@@ -73,6 +74,7 @@ from store.releases import (
     host_delays,
     is_released,
     new_page_candidates,
+    older_releases_in,
     period_work,
     queue_release,
     refresh_candidates,
@@ -397,19 +399,22 @@ class ReleaseSummary:
     """What :func:`release_period` did.
 
     ``status``: ``released``; ``already released`` (by an earlier call or a concurrent one:
-    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls outside
-    the published plan's periods); ``not scheduled yet`` (the plan's page schedule has not
-    finished). ``by_bucket`` maps each bucket to the pages chosen for its quota (pooled quotas:
-    to the pages the pool took of it); ``new_pages`` counts never-fetched pages chosen;
-    ``released`` the pages queued (given a due time); ``carried_over`` the pages of earlier
-    releases still queued, not fetched yet, when this one ran (they stay queued and come first
-    in their hosts' leases: a number that grows from period to period says the workers fetch
-    less than the plan releases); ``withdrawn`` the pages due from before the plan that the
-    release read but did not choose (their due time cleared); ``shortfalls`` names the quotas
-    not met and why; ``urgent`` the urgent crawls of the previous period's span charged against
-    this period's quotas. ``spilled`` maps bucket (:data:`~planner.cycle.due_urls.NEW_PAGES`:
-    new pages) to the pages chosen there with crawls that quotas left unused, and ``unspent``
-    counts such crawls that found no page.
+    nothing written); ``no plan`` (none published); ``no current period`` (``now`` falls
+    before the published plan's first period; past its last, the plan stays in force and its
+    last period repeats: :func:`store.plans.extend_plan_in_force`); ``not scheduled yet``
+    (the plan's page schedule has not finished). ``by_bucket`` maps each bucket to the pages
+    chosen for its quota (pooled quotas: to the pages the pool took of it); ``new_pages``
+    counts never-fetched pages chosen; ``released`` the pages queued (given a due time);
+    ``carried_over`` the pages of earlier releases still queued, not fetched yet, when this
+    one ran (they stay queued and come first in their hosts' leases: a number that grows
+    from period to period says the workers fetch less than the plan releases); ``withdrawn``
+    the pages due from before the plan that the release read but did not choose (their due
+    time cleared); ``shortfalls`` names the quotas not met and why; ``urgent`` the urgent
+    crawls of the previous period's span charged against this period's quotas;
+    ``older_plans`` the pages older plans released in this period's window before this plan
+    was published, charged against its quotas too. ``spilled`` maps bucket
+    (:data:`~planner.cycle.due_urls.NEW_PAGES`: new pages) to the pages chosen there with
+    crawls that quotas left unused, and ``unspent`` counts such crawls that found no page.
     """
 
     status: str
@@ -424,6 +429,7 @@ class ReleaseSummary:
     withdrawn: int = 0
     shortfalls: tuple[Shortfall, ...] = ()
     urgent: int = 0
+    older_plans: int = 0
     spilled: dict[int, int] = field(default_factory=dict)
     unspent: int = 0
 
@@ -609,6 +615,8 @@ def release_period(
     if plan is None:
         return ReleaseSummary("no plan")
     work = period_work(db, plan.version, when)
+    if work is None and extend_plan_in_force(db, plan.version, when) is not None:
+        work = period_work(db, plan.version, when)
     if work is None:
         return ReleaseSummary("no current period", plan=plan.version)
     done = ReleaseSummary(
@@ -626,8 +634,9 @@ def release_period(
     urgent = urgent_requests_between(
         db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at
     )
-    if urgent:
-        quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent)
+    older = older_releases_in(db, work)
+    if urgent or older:
+        quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent + older)
         work = replace(work, quotas=quotas, new_pages=new_pages)
     per_bucket, new, bound, selection = _read_and_choose(
         db,
@@ -656,6 +665,7 @@ def release_period(
         withdrawn=withdrawn,
         shortfalls=selection.shortfalls,
         urgent=urgent,
+        older_plans=older,
         spilled=selection.spilled,
         unspent=selection.unspent,
     )

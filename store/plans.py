@@ -4,6 +4,11 @@ A plan is written and published in one transaction, so workers see either the pr
 the whole new one, never a half-written one. The schema forbids UPDATE on ``plans``,
 ``plan_periods`` and ``quotas`` (triggers in the initial migration): a change is a new version.
 Old versions may be deleted to save space; the latest published version is the current plan.
+
+A plan stays in force until a newer one is published: when its periods have all ended (the
+nightly run is late, or failed), :func:`extend_plan_in_force` repeats its last period, as new
+rows numbered past its cycle (T + k for the k-th period after the last), so the crawl goes on
+with the plan in force instead of idling. Its own periods 1..T never change.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, exc, func, select
 
 from store.database import Database
 from store.errors import InvalidPlanError
@@ -31,6 +36,7 @@ __all__ = [
     "PlanDraft",
     "PlanPeriodDraft",
     "PlanSummary",
+    "extend_plan_in_force",
     "latest_plan",
     "plan_detail",
     "plan_quotas",
@@ -258,11 +264,13 @@ class PlanDetail:
 
 
 def plan_detail(db: Database, version: int) -> PlanDetail:
-    """The quotas, fractions, new-page quotas and marginal values of plan ``version``."""
+    """The quotas, fractions, new-page quotas and marginal values of plan ``version``'s own
+    periods (not the repeats of its last period that kept it in force past its cycle)."""
+    own = select(Plan.periods).where(Plan.id == version).scalar_subquery()
     with db.read() as conn:
         rows = conn.execute(
             select(Quota.period, Quota.bucket, Quota.pages, Quota.fraction, Quota.marginal).where(
-                Quota.plan_id == version
+                Quota.plan_id == version, Quota.period <= own
             )
         ).all()
         periods = conn.execute(
@@ -271,7 +279,7 @@ def plan_detail(db: Database, version: int) -> PlanDetail:
                 PlanPeriod.new_pages,
                 PlanPeriod.capacity,
                 PlanPeriod.new_marginal,
-            ).where(PlanPeriod.plan_id == version)
+            ).where(PlanPeriod.plan_id == version, PlanPeriod.period <= own)
         ).all()
     return PlanDetail(
         version,
@@ -282,3 +290,74 @@ def plan_detail(db: Database, version: int) -> PlanDetail:
         {(r.period, r.bucket): float(r.marginal) for r in rows if r.marginal is not None},
         {r.period: float(r.new_marginal) for r in periods if r.new_marginal is not None},
     )
+
+
+def extend_plan_in_force(db: Database, version: int, now: datetime) -> int | None:
+    """Keep plan ``version`` in force at ``now``, past its last period: the period that holds
+    ``now`` on the plan's grid of periods, written as a repeat of its last period (window,
+    capacity, new-page quota, quotas, fractions and marginal values), numbered past the
+    cycle. Returns that period's number, or None when ``now`` is not past the plan's end.
+
+    Idempotent, and safe from two processes at once (the row written first stands)."""
+    pp, q = PLAN_PERIODS.c, QUOTAS.c
+
+    def work(conn: Connection) -> int | None:
+        plan = conn.execute(select(PLANS.c.periods).where(PLANS.c.id == version)).first()
+        if plan is None:
+            return None
+        last = conn.execute(
+            select(
+                pp.period, pp.starts_at, pp.ends_at, pp.capacity, pp.new_pages, pp.new_marginal
+            ).where(pp.plan_id == version, pp.period == plan.periods)
+        ).first()
+        if last is None or now < last.ends_at:
+            return None
+        length = last.ends_at - last.starts_at
+        later = int((now - last.ends_at) / length)
+        period = int(last.period) + later + 1
+        if (
+            conn.execute(
+                select(pp.period).where(pp.plan_id == version, pp.period == period)
+            ).first()
+            is not None
+        ):
+            return period
+        starts_at = last.ends_at + later * length
+        conn.execute(
+            PLAN_PERIODS.insert(),
+            {
+                "plan_id": version,
+                "period": period,
+                "starts_at": starts_at,
+                "ends_at": starts_at + length,
+                "capacity": last.capacity,
+                "new_pages": last.new_pages,
+                "new_marginal": last.new_marginal,
+            },
+        )
+        quotas = conn.execute(
+            select(q.bucket, q.pages, q.fraction, q.marginal).where(
+                q.plan_id == version, q.period == last.period
+            )
+        ).all()
+        if quotas:
+            conn.execute(
+                QUOTAS.insert(),
+                [
+                    {
+                        "plan_id": version,
+                        "period": period,
+                        "bucket": r.bucket,
+                        "pages": r.pages,
+                        "fraction": r.fraction,
+                        "marginal": r.marginal,
+                    }
+                    for r in quotas
+                ],
+            )
+        return period
+
+    try:
+        return db.run_write(work)
+    except exc.IntegrityError:  # another process wrote the same period first
+        return db.run_write(work)

@@ -60,6 +60,7 @@ __all__ = [
     "host_delays",
     "is_released",
     "new_page_candidates",
+    "older_releases_in",
     "period_work",
     "queue_release",
     "queued_pages",
@@ -198,6 +199,22 @@ def is_released(db: Database, plan_id: int, period: int) -> bool:
             select(pr.c.plan_id).where(pr.c.plan_id == plan_id, pr.c.period == period)
         ).first()
     return found is not None
+
+
+def older_releases_in(db: Database, work: PeriodWork) -> int:
+    """Pages that older plans released within ``work``'s window: a plan published late (its
+    first period began while the plan in force, kept past its cycle, released) charges them
+    against its own quotas, so that a window is released once, not once per plan."""
+    pr = PERIOD_RELEASES.c
+    with db.read() as conn:
+        found = conn.execute(
+            select(func.coalesce(func.sum(pr.pages), 0)).where(
+                pr.plan_id < work.plan_id,
+                pr.released_at >= work.starts_at,
+                pr.released_at < work.ends_at,
+            )
+        ).scalar_one()
+    return int(found)
 
 
 def queued_pages(db: Database) -> int:

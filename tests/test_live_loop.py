@@ -286,11 +286,14 @@ def test_the_production_loop_fetches_what_it_releases(tmp_path: Path, pg_url: st
             new_share.append(_new_share(db))
         last = latest_plan(db)
         assert last is not None
-        # The last plan's periods, and one more to drain what they released.
-        time.sleep(max(0.0, last.starts_at.timestamp() + cycle + PERIOD - time.time()))
+        # The last plan's periods, and one more to drain what they released: the plan stays
+        # in force past its end, so that period releases its last period's quotas again;
+        # stopped half a second before the next such release, which no worker would fetch.
+        time.sleep(max(0.0, last.starts_at.timestamp() + cycle + PERIOD - 0.5 - time.time()))
         assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
         worker.send_signal(signal.SIGINT)
         worker.wait(timeout=60)
+        _stop(serve)  # no release after the crawl stopped
         status = _cli(env, tmp_path, "status")
     finally:
         for process in reversed(processes):

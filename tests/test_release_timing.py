@@ -121,9 +121,10 @@ def test_api_server_releases_each_period_within_one_percent_of_its_start(db: Dat
     start = _plan_of_short_periods(db, period_s, periods)
     settings = ApiSettings(tokens=(TOKEN,), release_every=5.0, min_delay_seconds=0.1)
     with ApiServer(db, settings):
-        end = start + periods * period_s * _S
+        # stopped before the plan's end: past it, its last period repeats (in force)
+        end = start + (periods - 0.25) * period_s * _S
         while datetime.now(UTC) < end:
-            time.sleep(0.2)
+            time.sleep(0.1)
     with db.read() as conn:
         released = dict(
             conn.execute(select(PERIOD_RELEASES.c.period, PERIOD_RELEASES.c.released_at))
@@ -148,14 +149,15 @@ def test_api_server_reports_each_release_it_makes(db: Database) -> None:
         tokens=(TOKEN,), release_every=5.0, min_delay_seconds=0.1, on_release=heard.append
     )
     with ApiServer(db, settings):
-        end = start + periods * period_s * _S
+        end = start + (periods - 0.25) * period_s * _S  # before the plan's end (above)
         while datetime.now(UTC) < end:
-            time.sleep(0.2)
+            time.sleep(0.1)
     with db.read() as conn:
         recorded = dict(
             conn.execute(select(PERIOD_RELEASES.c.period, PERIOD_RELEASES.c.pages)).tuples().all()
         )
-    assert sorted(recorded) == list(range(1, periods + 1))
+    # (a release of period 4, the plan kept in force, may come while the server stops)
+    assert sorted(recorded)[:periods] == list(range(1, periods + 1))
     assert {s.period: s.released for s in heard} == recorded
     assert all(s.status == "released" for s in heard)
 

@@ -32,6 +32,8 @@ from store import (
 from store.due_times import finish_page_schedule
 from store.errors import InvalidPlanError
 from store.models import HOSTS, PAGES, PERIOD_RELEASES, RELEASED_PAGES
+from store.period_use import plan_period_use
+from store.plans import extend_plan_in_force, plan_detail
 from store.releases import release_pages
 from store.urgent import URGENT_DUE
 from tests.conftest import T0
@@ -467,8 +469,9 @@ def test_without_a_plan_or_period_nothing_is_released(db: Database) -> None:
     assert release_period(db, now=T0).status == "no plan"
     _plan(db, {1: 1}, periods=1)
     assert release_period(db, now=T0 - timedelta(seconds=1)).status == "no current period"
-    assert release_period(db, now=T0 + DAY).status == "no current period"
     assert _due(db) == {}
+    # past its last period the plan stays in force (test_a_plan_whose_periods_ended_...)
+    assert release_period(db, now=T0 + DAY).period == 2
 
 
 def test_report_after_a_plan_waits_for_the_next_release(db: Database) -> None:
@@ -1096,3 +1099,74 @@ def test_quota_classes_past_255_migrate_in_place_on_a_populated_store(db: Databa
     with db.write() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+def test_a_plan_whose_periods_ended_stays_in_force(db: Database) -> None:
+    """No newer plan when the last period ends (a late or failed nightly run): the last
+    period repeats, numbered on, one period long each, with its quotas, and is released
+    once per such period; the plan's own periods read back unchanged; nothing before the
+    plan's first period."""
+    old = _fetched(db, "a", 3, [T0 - timedelta(days=20, minutes=i) for i in range(30)])
+    version = _plan(db, {3: 2}, periods=2, fractions={3: 0.1}, marginal={3: 1.0})
+    assert release_period(db, now=T0 - timedelta(hours=1)).status == "no current period"
+    later = T0 + 2 * DAY + timedelta(hours=30)  # 1.25 periods past the plan's end
+    summary = release_period(db, now=later, min_delay_seconds=0.0)
+    assert (summary.status, summary.period) == ("released", 4)
+    assert (summary.starts_at, summary.ends_at) == (T0 + 3 * DAY, T0 + 4 * DAY)
+    assert summary.released == 2 and set(_due(db)) <= set(old)
+    again = release_period(db, now=later + timedelta(hours=1), min_delay_seconds=0.0)
+    assert again.status == "already released"
+    assert extend_plan_in_force(db, version, later) == 4  # written once
+    nxt = release_period(db, now=later + DAY, min_delay_seconds=0.0)
+    assert (nxt.status, nxt.period, nxt.released) == ("released", 5, 2)
+    detail = plan_detail(db, version)
+    assert set(detail.new_pages) == {1, 2} and {t for t, _ in detail.quotas} == {1, 2}
+    uses = plan_period_use(db, version, now=later + DAY + timedelta(hours=1))
+    assert [(u.period, u.released) for u in uses] == [(1, None), (2, None), (4, 2), (5, 2)]
+
+
+def test_a_late_plan_charges_what_the_plan_in_force_released_in_its_window(
+    db: Database,
+) -> None:
+    """The plan in force released the window (its last period repeated); a plan published
+    during that window releases only what its quotas hold beyond those pages, and its next
+    period in full."""
+    _fetched(db, "a", 3, [T0 - timedelta(days=20, minutes=i) for i in range(30)])
+    _plan(db, {3: 2}, periods=1, fractions={3: 0.1}, marginal={3: 1.0})
+    later = T0 + DAY + timedelta(hours=2)  # the plan's period 2, repeated
+    assert release_period(db, now=later, min_delay_seconds=0.0).released == 2
+    version = publish_plan(
+        db,
+        PlanDraft(
+            starts_at=T0 + DAY,
+            period_days=1.0,
+            strategy="test",
+            periods=[
+                PlanPeriodDraft(
+                    period=t,
+                    starts_at=T0 + t * DAY,
+                    ends_at=T0 + (t + 1) * DAY,
+                    capacity=1000.0,
+                    new_pages=0,
+                    quotas={3: 5},
+                    fractions={3: 0.2},
+                )
+                for t in (1, 2)
+            ],
+            inputs={},
+            solver={},
+        ),
+        now=later,
+    )
+    finish_page_schedule(db, version, objective="test", pages=0, now=later)
+    late = release_period(db, now=later + timedelta(hours=1), min_delay_seconds=0.0)
+    assert (late.status, late.plan, late.period) == ("released", version, 1)
+    assert (late.older_plans, late.released) == (2, 3)
+    nxt = release_period(db, now=T0 + 2 * DAY + timedelta(minutes=1), min_delay_seconds=0.0)
+    assert (nxt.status, nxt.plan, nxt.period, nxt.released, nxt.older_plans) == (
+        "released",
+        version,
+        2,
+        5,
+        0,
+    )

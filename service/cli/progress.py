@@ -182,7 +182,13 @@ def release_line(summary: ReleaseSummary, console: Console = err) -> None:
         f"released plan {summary.plan} period {summary.period}: {summary.released:,} pages "
         f"({sum(summary.by_bucket.values()):,} re-crawls in {len(summary.by_bucket)} buckets, "
         f"{summary.new_pages:,} new), carried over {summary.carried_over:,}, "
-        f"withdrawn {summary.withdrawn:,}" + (f"; {shortfalls}" if shortfalls else "")
+        f"withdrawn {summary.withdrawn:,}"
+        + (
+            f", {summary.older_plans:,} released in this window by the plan before"
+            if summary.older_plans
+            else ""
+        )
+        + (f"; {shortfalls}" if shortfalls else "")
     )
     spill = summary.spill_line()
     if spill is not None:
