@@ -40,7 +40,7 @@ from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
 from estimators.reliability import LastModifiedPolicy
-from planner.cycle.bound_hosts import HostPages, host_caps, wide_class
+from planner.cycle.bound_hosts import HostPages, host_caps, split_key
 from planner.cycle.due_urls import (
     DUE_SHARE,
     HOST_CAPACITY,
@@ -51,7 +51,7 @@ from planner.cycle.due_urls import (
     host_capacity,
     select_due_pages,
 )
-from planner.cycle.plan_cycle import HOST_CLASS_STRIDE, class_label, host_class
+from planner.cycle.plan_cycle import HOST_CLASS_STRIDE, class_label
 from planner.cycle.quotas import charge_urgent
 from planner.model.instance import InstanceError
 from planner.model.steady_rates import revisit_interval
@@ -535,16 +535,14 @@ def class_of(
     bucket: npt.NDArray[np.int64], host_id: npt.NDArray[np.int64], bound_hosts: Sequence[int]
 ) -> npt.NDArray[np.int64]:
     """Each candidate's class in a plan whose politeness-bound hosts are ``bound_hosts``
-    (group order): ``host_class(wide_class(bucket), g)`` for a page of bound host g with an
-    estimate, its bucket otherwise (:mod:`planner.cycle.bound_hosts`)."""
+    (group order): :func:`planner.cycle.bound_hosts.split_key`."""
     if not len(bound_hosts):
         return bucket
     hosts = np.asarray(bound_hosts, dtype=np.int64)
     order = np.argsort(hosts, kind="stable")
     at = np.searchsorted(hosts[order], host_id).clip(max=hosts.size - 1)
-    on = (hosts[order][at] == host_id) & (bucket > 0)
-    group = order[at]
-    return np.where(on, host_class(wide_class(bucket), group), bucket).astype(np.int64)
+    group = np.where(hosts[order][at] == host_id, order[at], -1)
+    return split_key(bucket, group)
 
 
 def _due_interval(work: PeriodWork) -> dict[int, float] | None:

@@ -57,6 +57,7 @@ __all__ = [
     "host_load",
     "plan_within_caps",
     "split_classes",
+    "split_key",
     "wide_class",
 ]
 
@@ -90,6 +91,18 @@ def wide_class(cls: int | IntArray) -> IntArray:
     (1..255; class 0, no estimate, stays 0); elementwise."""
     c = np.asarray(cls, dtype=np.int64)
     return np.where(c > 0, (c - 1) // HOST_CLASS_MERGE * HOST_CLASS_MERGE + 1, 0)
+
+
+def split_key(page_class: IntArray, group: IntArray) -> IntArray:
+    """Each page's class in a plan with politeness-bound hosts, elementwise: for a page of
+    bound host ``group`` (its index among the plan's bound hosts; -1: not bound) with an
+    estimate, that host's class of its :func:`wide_class`,
+    :func:`planner.cycle.plan_cycle.host_class`; otherwise ``page_class`` itself. The one
+    mapping the planner (:func:`host_load`), the release and the simulator share."""
+    cls = np.asarray(page_class, dtype=np.int64)
+    g = np.asarray(group, dtype=np.int64)
+    on = (g >= 0) & (cls > 0)
+    return np.where(on, host_class(wide_class(cls), np.maximum(g, 0)), cls).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -180,11 +193,7 @@ def host_load(outcome: PlanOutcome, pages: HostPages) -> FloatArray:
     page_key = pages.page_class.astype(np.int64)
     if split.size:  # a page of a split class: its wide class on its host's group
         groups = {int(k) // HOST_CLASS_STRIDE - 1 for k in split.tolist()}
-        bound = _groups_of(groups, pages)
-        grouped = bound >= 0
-        page_key = np.where(
-            grouped & (page_key > 0), host_class(wide_class(page_key), bound), page_key
-        )
+        page_key = split_key(page_key, _groups_of(groups, pages))
     at = np.searchsorted(keys, page_key).clip(max=keys.size - 1)
     per_page = np.where(keys[at] == page_key, values[at], 0.0)
     np.add.at(load, pages.page_host, per_page)
@@ -221,7 +230,7 @@ def split_classes(
     period = aggregates.period
     moved = bucket_aggregates(cls, rate, elapsed, period=period)
     split = bucket_aggregates(
-        host_class(wide_class(cls), group), rate, elapsed, period=period, n_buckets=size - 1
+        split_key(cls, group), rate, elapsed, period=period, n_buckets=size - 1
     )
     base = _minus(aggregates, moved)
     pages_out = split.pages.copy()

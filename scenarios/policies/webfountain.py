@@ -74,7 +74,7 @@ from estimators.discovery import DiscoveryRates
 from estimators.evidence import ChangeIntervals
 from estimators.gamma_updates import pooled_gamma
 from estimators.poisson import EmpiricalBayesChangeRate
-from planner.cycle.bound_hosts import HostPages, plan_within_caps, wide_class
+from planner.cycle.bound_hosts import HostPages, plan_within_caps, split_key
 from planner.cycle.due_urls import select_due_pages
 from planner.cycle.plan_cycle import (
     HOST_CLASS_STRIDE,
@@ -82,7 +82,6 @@ from planner.cycle.plan_cycle import (
     CrawlMeasures,
     CycleSettings,
     PlanOutcome,
-    host_class,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
 from planner.model.steady_rates import STEADY_OBJECTIVES, revisit_interval
@@ -410,7 +409,7 @@ class WebFountainPolicy(Policy):
             at = at[bucket[at] > 0]
             bucket = bucket.copy()
             # pages of the bound hosts, in the order HostPages holds them (ascending ids)
-            bucket[at] = host_class(wide_class(hp.page_class[on]), group)
+            bucket[at] = split_key(hp.page_class[on], group)
         self.last_inputs, self.last_plan = (agg, planned.measures), outcome
         if outcome.solver.solve_seconds is not None:
             self.solves.append(outcome.solver.solve_seconds)
