@@ -1047,10 +1047,15 @@ class _Heartbeat:
             for lease_id in live:
                 try:
                     if self.worker.queue.renew(lease_id) is None:
-                        log.warning(
-                            "%s: lease %d expired before it was renewed", self.worker.name, lease_id
-                        )
-                        self.forget(lease_id)
+                        with self.lock:  # handed back since the list was read: no loss
+                            lost = lease_id in self.live
+                            self.live.discard(lease_id)
+                        if lost:
+                            log.warning(
+                                "%s: lease %d expired before it was renewed",
+                                self.worker.name,
+                                lease_id,
+                            )
                 except Exception as error:  # the store or the API is away: try next beat
                     log.warning(
                         "%s: renewing lease %d failed: %s", self.worker.name, lease_id, error

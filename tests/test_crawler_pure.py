@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -320,3 +321,37 @@ def test_an_idle_worker_backs_off_and_waits_short_again_once_it_leases_work() ->
     assert stop.waits[:5] == pytest.approx([0.2, 0.4, 0.8, top, top])
     assert stop.waits[5] == pytest.approx(0.2) or stop.waits[5] == pytest.approx(0.4)
     assert stop.waits[-1] == pytest.approx(top)
+
+
+def test_heartbeat_warns_of_an_expired_lease_not_of_one_handed_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A lease handed back while the heartbeat renews (renewal then finds no lease) is no
+    loss and says nothing; a lease that expired while still live is reported."""
+    import logging
+
+    from crawler.worker import _Heartbeat
+
+    beat: list[_Heartbeat] = []
+    tried: list[int] = []
+
+    def renew(lease_id: int) -> object | None:
+        if lease_id == 1:
+            if not beat:  # (the heartbeat beat before the test held it): renewed
+                return object()
+            beat[0].forget(1)  # handed back during the renewal round
+        tried.append(lease_id)
+        return None
+
+    queue = SimpleNamespace(policy=SimpleNamespace(lease_seconds=0.06), renew=renew)
+    worker = SimpleNamespace(name="w", queue=queue)
+    leases = [SimpleNamespace(lease_id=1), SimpleNamespace(lease_id=2)]
+    with caplog.at_level(logging.WARNING, logger="crawler.worker"):
+        beat.append(_Heartbeat(worker, leases))  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5.0
+        while not {1, 2} <= set(tried) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        beat[0].stop()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["w: lease 2 expired before it was renewed"], said
+    assert beat[0].live == set()
