@@ -52,7 +52,7 @@ from planner.cycle.due_urls import (
     select_due_pages,
 )
 from planner.cycle.plan_cycle import HOST_CLASS_STRIDE, class_label
-from planner.cycle.quotas import charge_urgent
+from planner.cycle.quotas import charge_spent
 from planner.model.instance import InstanceError
 from planner.model.steady_rates import revisit_interval
 from store import Database, latest_plan
@@ -628,13 +628,14 @@ def release_period(
         return done
     if require_schedule and not page_schedule_finished(db, plan.version):
         return replace(done, status="not scheduled yet")
-    # Urgent crawls asked for during the previous period's span are charged to this one.
+    # Urgent crawls asked for during the previous period's span are charged to this one, and
+    # so are the pages an older plan released in this period's window (a late plan).
     urgent = urgent_requests_between(
         db, work.starts_at - (work.ends_at - work.starts_at), work.starts_at
     )
     older = older_releases_in(db, work)
     if urgent or older:
-        quotas, new_pages = charge_urgent(work.quotas, work.new_pages, urgent + older)
+        quotas, new_pages = charge_spent(work.quotas, work.new_pages, urgent + older)
         work = replace(work, quotas=quotas, new_pages=new_pages)
     per_bucket, new, bound, selection = _read_and_choose(
         db,

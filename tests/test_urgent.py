@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-from planner.cycle.quotas import charge_urgent
+from planner.cycle.quotas import charge_spent
 from service.cli.app import app
 from service.page_schedule import schedule_pages
 from service.pipeline import release_period
@@ -29,10 +29,10 @@ from tests.test_releases import _pages
 DAY = timedelta(days=1)
 
 
-def test_charge_urgent_is_proportional_and_exact() -> None:
-    assert charge_urgent({1: 6, 2: 3}, 1, 5) == ({1: 3, 2: 2}, 0)
-    assert charge_urgent({1: 6, 2: 3}, 1, 0) == ({1: 6, 2: 3}, 1)
-    assert charge_urgent({1: 2}, 1, 50) == ({1: 0}, 0)
+def test_charge_spent_is_proportional_and_exact() -> None:
+    assert charge_spent({1: 6, 2: 3}, 1, 5) == ({1: 3, 2: 2}, 0)
+    assert charge_spent({1: 6, 2: 3}, 1, 0) == ({1: 6, 2: 3}, 1)
+    assert charge_spent({1: 2}, 1, 50) == ({1: 0}, 0)
 
 
 @given(
@@ -40,8 +40,8 @@ def test_charge_urgent_is_proportional_and_exact() -> None:
     st.integers(0, 1000),
     st.integers(0, 3000),
 )
-def test_charge_urgent_invariants(quotas: dict[int, int], new: int, urgent: int) -> None:
-    charged, new_left = charge_urgent(quotas, new, urgent)
+def test_charge_spent_invariants(quotas: dict[int, int], new: int, urgent: int) -> None:
+    charged, new_left = charge_spent(quotas, new, urgent)
     total = sum(quotas.values()) + new
     assert sum(charged.values()) + new_left == max(total - urgent, 0)
     assert all(0 <= charged[b] <= quotas[b] for b in quotas) and 0 <= new_left <= new

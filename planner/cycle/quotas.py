@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Quotas", "charge_urgent", "crawl_fractions", "integer_quotas", "largest_remainder"]
+__all__ = ["Quotas", "charge_spent", "crawl_fractions", "integer_quotas", "largest_remainder"]
 
 
 @dataclass(frozen=True)
@@ -173,20 +173,22 @@ def crawl_fractions(x: np.ndarray, b0: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=float) / before
 
 
-def charge_urgent(
-    quotas: Mapping[int, int], new_pages: int, urgent: int
+def charge_spent(
+    quotas: Mapping[int, int], new_pages: int, spent: int
 ) -> tuple[dict[int, int], int]:
-    """A period's quotas less ``urgent`` crawls already spent on the immediate-crawl lane.
+    """A period's quotas less ``spent`` crawls already spent elsewhere: on the
+    immediate-crawl lane, or by an older plan that released the period's window before this
+    plan was published.
 
     Every quota (each bucket's and the new pages') gives up crawls in proportion to its
     size, rounded by the largest remainders, so the period's total falls by
-    ``min(urgent, total)`` exactly and the plan's mix is kept. Returns (quotas, new pages).
+    ``min(spent, total)`` exactly and the plan's mix is kept. Returns (quotas, new pages).
     """
     keys = sorted(quotas)
     values = np.array([quotas[k] for k in keys] + [new_pages], dtype=float)
     total = int(values.sum())
-    if urgent <= 0 or total == 0:
+    if spent <= 0 or total == 0:
         return dict(quotas), new_pages
-    left = max(total - int(urgent), 0)
+    left = max(total - int(spent), 0)
     rounded = largest_remainder(values * (left / total), left)
     return {k: int(v) for k, v in zip(keys, rounded[:-1], strict=True)}, int(rounded[-1])
