@@ -56,7 +56,7 @@ from estimators.defaults import (
 )
 from estimators.evidence import ChangeIntervals
 
-__all__ = ["LogNormalRatePrior"]
+__all__ = ["LogNormalRatePrior", "exposure_loglik_on_grid", "interval_loglik_on_grid"]
 
 FloatArray = NDArray[np.float64]
 
@@ -194,15 +194,15 @@ class LogNormalRatePrior:
         on_dates = with_evidence[dated[with_evidence]]
         sample = intervals.take(with_evidence[~dated[with_evidence]])
         grid = self._grid()
-        loglik = _loglik_on_grid(sample, grid)  # (n, G)
+        loglik = interval_loglik_on_grid(sample, grid)  # (n, G)
         # start from the moments of the pages' naive log rates, then polish
         rates = (sample.n_changes + 0.5) / (sample.total_time + 1e-12)
         if on_dates.size:
             cd, td = dated_c[on_dates], dated_t[on_dates]
-            loglik = np.concatenate([loglik, _exposure_loglik_on_grid(cd, td, grid)])
+            loglik = np.concatenate([loglik, exposure_loglik_on_grid(cd, td, grid)])
             rates = np.concatenate([rates, (cd + 0.5) / td])
         if c.size:
-            loglik = np.concatenate([loglik, _exposure_loglik_on_grid(c, t, grid)])
+            loglik = np.concatenate([loglik, exposure_loglik_on_grid(c, t, grid)])
             rates = np.concatenate([rates, (c + 0.5) / t])
         peak = loglik.max(axis=1, keepdims=True)
         scaled = np.exp(loglik - peak)  # (n, G), each row's maximum is 1
@@ -296,7 +296,7 @@ def _dated_pages(
     return usable, c, t
 
 
-def _exposure_loglik_on_grid(
+def exposure_loglik_on_grid(
     changes: FloatArray, exposure: FloatArray, grid: FloatArray
 ) -> FloatArray:
     """``C theta - T e^theta`` (``lambda^C exp(-lambda T)``) of each page at each log rate
@@ -304,7 +304,7 @@ def _exposure_loglik_on_grid(
     return changes[:, None] * grid[None, :] - exposure[:, None] * np.exp(grid)[None, :]
 
 
-def _loglik_on_grid(intervals: ChangeIntervals, grid: FloatArray) -> FloatArray:
+def interval_loglik_on_grid(intervals: ChangeIntervals, grid: FloatArray) -> FloatArray:
     """Change/no-change log-likelihood of each page at each log rate, shape (n_pages, G)."""
     changed = intervals.changed
     page = intervals.page[changed]

@@ -10,6 +10,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from estimators.bayes_action import (
+    bayes_equivalent_rates,
+    fit_grid_prior,
+    grid_log_likelihood,
+    grid_posterior,
+    rate_grid,
+)
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
 from estimators.gamma_updates import RatePosterior
@@ -19,10 +26,13 @@ from estimators.reliability import assess_last_modified
 from scenarios.policies.base import PolicyError
 from scenarios.simulator import CrawlLog
 
-__all__ = ["PRIOR_PAGES", "PRIOR_REFITS", "RateKnowledge", "filled_rates"]
+__all__ = ["PRIOR_PAGES", "PRIOR_REFITS", "RATES", "RateKnowledge", "filled_rates"]
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
+#: What a policy may know of the rates (:class:`RateKnowledge`).
+RATES = ("true", "estimated", "posterior", "bayes")
 #: Pages sampled to fit the population prior of change rates at each refit.
 PRIOR_PAGES = 3000
 #: Rate refits between two fits of the population prior, once it has settled: it is fitted
@@ -39,7 +49,9 @@ class RateKnowledge:
     ----------
     rates : ``"true"`` (needs an oracle run), ``"estimated"`` (point estimates) or
         ``"posterior"`` (a Gamma posterior per page, :meth:`posterior`; :meth:`rate` gives
-        its mean).
+        its mean) or ``"bayes"`` (each page's Bayes-equivalent rate,
+        :func:`estimators.bayes_action.bayes_equivalent_rates`: its posterior on a log-rate
+        grid under a prior fitted to the population, at the mean budget).
     refit_every : periods between two estimations.
     last_modified : ``"checked"`` (the default, as ``crawlplan estimate`` and the nightly run
         do: use the dates that pass :func:`estimators.reliability.assess_last_modified`),
@@ -49,8 +61,8 @@ class RateKnowledge:
     def __init__(
         self, rates: str = "estimated", refit_every: int = 7, last_modified: str = "checked"
     ) -> None:
-        if rates not in ("true", "estimated", "posterior"):
-            raise PolicyError(f"rates: use 'true', 'estimated' or 'posterior', got {rates!r}")
+        if rates not in RATES:
+            raise PolicyError(f"rates: use one of {', '.join(map(repr, RATES))}, got {rates!r}")
         if last_modified not in ("ignore", "checked", "trusted"):
             raise PolicyError(
                 f"last_modified: use 'ignore', 'checked' or 'trusted', got {last_modified!r}"
@@ -81,7 +93,7 @@ class RateKnowledge:
         if self.rates == "posterior":
             return self.posterior(log, period).mean
         if self.due(period) or self._rate is None:
-            self._rate = self._estimate(log)
+            self._rate = self._bayes(log) if self.rates == "bayes" else self._estimate(log)
             self._fitted_at = period
         return self._rate
 
@@ -143,6 +155,43 @@ class RateKnowledge:
         self._posterior_fit = fit
         return fit.posterior_
 
+    def _bayes(self, log: CrawlLog) -> FloatArray:
+        """Bayes-equivalent rates of the pages with evidence (NaN elsewhere), per period."""
+        intervals = log.change_intervals()
+        evidence, reliable = self._dates(log)
+        lengths = [intervals.length]
+        if evidence is not None:
+            for times in (evidence.exposure, evidence.single_fetch_age, evidence.first_fetch_age):
+                if times is not None:
+                    lengths.append(times[np.isfinite(times)])
+        spans = np.concatenate(lengths)
+        spans = spans[spans > 0]
+        rate = np.full(log.n_pages, np.nan)
+        if spans.size == 0:
+            return rate
+        grid = rate_grid(min(1.0, float(spans.min())), max(1.0, float(spans.max())))
+        loglik, has = grid_log_likelihood(grid, intervals, evidence, reliable)
+        pages = np.flatnonzero(has & log.eligible)
+        if pages.size:
+            posterior = grid_posterior(loglik[pages], fit_grid_prior(loglik[has]))
+            rate[pages] = bayes_equivalent_rates(grid, posterior, float(log.mean_budget))[0]
+        return rate
+
+    def _dates(self, log: CrawlLog) -> tuple[LastModifiedEvidence | None, BoolArray | None]:
+        """The Last-Modified evidence the policy reads, and which pages' dates it believes."""
+        if self.last_modified == "ignore":
+            return None, None
+        page, at, changed, lm = log.fetch_log()
+        evidence = last_modified_evidence_from_fetches(
+            page, at, lm, n_pages=log.n_pages, created_between=log.created_between()
+        )
+        if self.last_modified == "trusted":
+            return evidence, evidence.intervals > 0
+        reliability = assess_last_modified(
+            page, at, changed, lm, n_pages=log.n_pages, host=log.host
+        )
+        return evidence.believed(reliability.verified), reliability.reliable
+
     def _estimate(self, log: CrawlLog) -> FloatArray:
         intervals = log.change_intervals()
         if intervals.page.size == 0:
@@ -166,20 +215,9 @@ class RateKnowledge:
             self._prior_pages = with_interval
         self._fits += 1
         estimator = ChangeRateEstimator(prior=self._prior)
-        if self.last_modified == "ignore":
+        evidence, reliable = self._dates(log)
+        if evidence is None or reliable is None:
             return np.asarray(estimator.fit(intervals).rate_, dtype=float)
-        page, at, changed, lm = log.fetch_log()
-        evidence = last_modified_evidence_from_fetches(
-            page, at, lm, n_pages=log.n_pages, created_between=log.created_between()
-        )
-        if self.last_modified == "trusted":
-            reliable = evidence.intervals > 0
-        else:
-            reliability = assess_last_modified(
-                page, at, changed, lm, n_pages=log.n_pages, host=log.host
-            )
-            reliable = reliability.reliable
-            evidence = evidence.believed(reliability.verified)
         return np.asarray(estimator.fit(intervals, evidence, reliable).rate_, dtype=float)
 
 

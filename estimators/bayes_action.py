@@ -1,0 +1,264 @@
+"""Plan on what a page's rate may be: the Bayes action, and the rate that makes a planner take it.
+
+A planner given point estimates crawls each page as if its estimate were its rate. Where the
+estimate is uncertain that is costly in one direction above all: a page seen changed at
+every fetch has a likelihood flat above about one change per interval, its estimate sits at
+that knee, and the knee is where the freshness-optimal schedule crawls most, while most such
+pages are far faster and worth no crawl at all (docs/benchmarks.md, "Where the estimates
+lose"). This module plans on each page's whole posterior instead:
+
+1. **Posterior on a log-rate grid** (:func:`grid_log_likelihood`, :func:`grid_posterior`):
+   each page's likelihood of its change/no-change intervals, or, where its host's
+   Last-Modified dates are reliable, of the changes they show in the time they cover (and
+   the first fetch's age), as :class:`~estimators.estimator_choice.ChangeRateEstimator`
+   reads them; times a prior over the grid.
+2. **A prior of any shape** (:func:`fit_grid_prior`): the nonparametric maximum likelihood
+   estimate of the population's rate distribution (Kiefer-Wolfowitz; EM on the grid's
+   weights). It can hold two clusters or a box where a log-normal cannot, and its upper tail,
+   which a censored page's posterior reads, comes from the pages whose dates or short
+   intervals do see fast changes.
+3. **The Bayes action** (:func:`bayes_refresh`): each page's crawl rate ``f`` maximizes its
+   expected time-averaged freshness less the bandwidth's price, ``E[F(f, lambda)] - mu f``
+   with ``F = (f / lambda)(1 - exp(-lambda / f))`` (Cho & Garcia-Molina), the price ``mu``
+   set so that the budget is spent. Its condition ``E[h(lambda / f) / lambda] = mu``, ``h(x)
+   = 1 - (1 + x) exp(-x)``, is the freshness-optimal schedule's (REFERENCE.md) in expectation;
+   the expectation is decreasing in ``f``, so each page's rate is read off a grid of ``f``.
+4. **The Bayes-equivalent rate** (:func:`bayes_equivalent_rates`): the rate whose plug-in
+   optimal crawl rate at the same price is the page's Bayes action. Given these rates, a
+   planner that equalizes marginal values (the WebFountain model, the page schedules)
+   allocates as the Bayes action does, without a change to its model. The plug-in crawl rate
+   rises then falls with the rate (zero above ``1 / mu``), so two rates give most crawl
+   rates: the one on the side of the page's posterior median is taken; a page the Bayes
+   action leaves uncrawled gets its median or, if that is below the cut-off, just above it.
+
+Units: rates in changes per unit of the evidence's time (days in production, periods in the
+simulator); crawl rates and the budget in crawls per the same unit. Shapes: ``n`` pages,
+``G`` grid points, ``K`` crawl-rate points.
+
+Imports: numpy, :mod:`estimators.evidence`, :mod:`estimators.prior`. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from estimators.evidence import ChangeIntervals, LastModifiedEvidence
+from estimators.prior import exposure_loglik_on_grid, interval_loglik_on_grid
+
+__all__ = [
+    "BayesRefresh",
+    "bayes_equivalent_rates",
+    "bayes_refresh",
+    "fit_grid_prior",
+    "grid_log_likelihood",
+    "grid_posterior",
+    "plug_in_refresh",
+    "rate_grid",
+]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+#: Log-rate grid step (natural-log units): 0.1 is a 10 % step in rate, finer than any
+#: page's posterior is narrow at the evidence a crawl gathers.
+GRID_STEP = 0.1
+#: Crawl-rate grid points between the smallest and largest useful crawl rates.
+REFRESH_POINTS = 240
+#: EM iterations of the prior's fit, and pages sampled to fit it.
+PRIOR_ITERATIONS = 200
+PRIOR_PAGES = 20_000
+
+
+def rate_grid(shortest: float, longest: float, step: float = GRID_STEP) -> FloatArray:
+    """Log rates (natural log) from a tenth of a change per ``longest`` time the evidence
+    spans to twenty changes per the ``shortest`` time it resolves, spaced ``step``, shape (G,).
+
+    Below that range every page looks alike (unchanged); above it no evidence can tell rates
+    apart, so the prior's mass there is what the evidence leaves unplaced."""
+    if not (0 < shortest <= longest) or not np.isfinite(longest):
+        raise ValueError(f"need 0 < shortest <= longest, got {shortest}, {longest}")
+    low, high = np.log(0.1 / longest), np.log(20.0 / shortest)
+    return np.arange(low, high + step / 2, step)
+
+
+def grid_log_likelihood(
+    grid: FloatArray,
+    intervals: ChangeIntervals,
+    last_modified: LastModifiedEvidence | None = None,
+    reliable: BoolArray | None = None,
+) -> tuple[FloatArray, BoolArray]:
+    """Each page's log-likelihood at each log rate of ``grid``, shape (n, G), and which pages
+    have any evidence, shape (n,).
+
+    Pages whose Last-Modified dates are ``reliable`` and span an interval are read from the
+    dates (``changes`` in ``exposure``) instead of their intervals, which see the same changes
+    less precisely; a reliable first fetch's age ``A`` adds ``theta - lambda A`` (a change A
+    ago, none since), or ``-lambda A`` where that date is the page's creation."""
+    n = intervals.n_pages
+    loglik = interval_loglik_on_grid(intervals, grid)
+    has = intervals.n_intervals > 0
+    if last_modified is None or reliable is None:
+        return loglik, has
+    if last_modified.n_pages != n or np.shape(reliable) != (n,):
+        raise ValueError(f"Last-Modified evidence and reliable must cover the same {n} pages")
+    reliable = np.asarray(reliable, dtype=np.bool_)
+    dated = reliable & (last_modified.intervals > 0)
+    loglik[dated] = exposure_loglik_on_grid(
+        last_modified.changes[dated].astype(np.float64), last_modified.exposure[dated], grid
+    )
+    creation = last_modified.first_is_creation
+    for ages in (last_modified.first_fetch_age, last_modified.single_fetch_age):
+        if ages is None:
+            continue
+        use = reliable & np.isfinite(ages)
+        changed = np.ones(int(use.sum())) if creation is None else (~creation[use]).astype(float)
+        loglik[use] += changed[:, None] * grid[None, :] - ages[use, None] * np.exp(grid)[None, :]
+        has = has | use
+    return loglik, has | dated
+
+
+def _likelihood(loglik: FloatArray) -> FloatArray:
+    """Likelihoods scaled to a maximum of 1 per page (no underflow), shape of ``loglik``."""
+    return np.exp(loglik - loglik.max(axis=1, keepdims=True))
+
+
+def fit_grid_prior(
+    loglik: FloatArray,
+    *,
+    iterations: int = PRIOR_ITERATIONS,
+    max_pages: int = PRIOR_PAGES,
+    random_state: int = 0,
+) -> FloatArray:
+    """The population's rate distribution on the grid, weights summing to 1, shape (G,):
+    the nonparametric maximum likelihood estimate from the pages' likelihoods ``loglik``
+    (n, G), by EM from equal weights (a sample of ``max_pages`` pages when there are more).
+
+    EM never moves weight within a range where every likelihood is flat, so weight that no
+    evidence places stays spread as it started, evenly on the log scale."""
+    g = loglik.shape[1]
+    if loglik.shape[0] == 0:
+        return np.full(g, 1.0 / g)
+    if loglik.shape[0] > max_pages:
+        rows = np.random.default_rng(random_state).choice(loglik.shape[0], max_pages, False)
+        loglik = loglik[rows]
+    lik = _likelihood(loglik)
+    weights = np.full(g, 1.0 / g)
+    for _ in range(iterations):
+        post = lik * weights
+        post /= post.sum(axis=1, keepdims=True)
+        weights = post.mean(axis=0)
+    return weights
+
+
+def grid_posterior(loglik: FloatArray, prior: FloatArray) -> FloatArray:
+    """Each page's posterior weights over the grid, rows summing to 1, shape (n, G)."""
+    if prior.shape != (loglik.shape[1],):
+        raise ValueError(f"prior needs {loglik.shape[1]} weights, got shape {prior.shape}")
+    post = _likelihood(loglik) * prior
+    return post / post.sum(axis=1, keepdims=True)
+
+
+def _marginal_table(grid: FloatArray, refresh: FloatArray) -> FloatArray:
+    """``h(lambda / f) / lambda`` at each grid rate and crawl rate, shape (G, K): the freshness
+    one more crawl a unit of time buys a page of rate ``lambda`` crawled ``f`` times."""
+    lam = np.exp(grid)[:, None]
+    x = lam / refresh[None, :]
+    return (-np.expm1(-x) - x * np.exp(-x)) / lam
+
+
+def _refresh_grid(grid: FloatArray, budget: float) -> FloatArray:
+    """Crawl rates from far below the slowest rate to far above the fastest and the budget."""
+    low = min(np.exp(grid[0]), budget) * 1e-3
+    high = max(np.exp(grid[-1]), budget) * 10.0
+    return np.exp(np.linspace(np.log(low), np.log(high), REFRESH_POINTS))
+
+
+@dataclass(frozen=True)
+class BayesRefresh:
+    """The Bayes action of every page and its price.
+
+    Attributes
+    ----------
+    refresh : ndarray, shape (n,)
+        Crawls per unit time that maximize each page's expected freshness less ``price``
+        per crawl; 0 where even the first crawl is worth less.
+    price : float
+        The bandwidth's multiplier ``mu``, freshness per crawl per unit time, at which the
+        crawl rates sum to the budget.
+    """
+
+    refresh: FloatArray
+    price: float
+
+
+def _rates_at(marginal: FloatArray, refresh: FloatArray, price: float) -> FloatArray:
+    """Each page's largest grid crawl rate whose expected marginal value is at least
+    ``price`` (marginal: (n, K), decreasing along K), 0 where none is."""
+    k = (marginal >= price).sum(axis=1)
+    return np.where(k > 0, refresh[np.maximum(k, 1) - 1], 0.0)
+
+
+def bayes_refresh(grid: FloatArray, posterior: FloatArray, budget: float) -> BayesRefresh:
+    """The Bayes action (module docstring) of pages with ``posterior`` weights (n, G) over
+    log rates ``grid`` (G,), at ``budget`` crawls per unit time for all of them."""
+    if posterior.ndim != 2 or posterior.shape[1] != grid.size:
+        raise ValueError(f"posterior must be (n, {grid.size}), got {posterior.shape}")
+    if not budget > 0:
+        raise ValueError(f"budget must be > 0 crawls per unit time, got {budget}")
+    if posterior.shape[0] == 0:
+        return BayesRefresh(np.zeros(0), float("nan"))
+    refresh = _refresh_grid(grid, budget)
+    marginal = posterior @ _marginal_table(grid, refresh)  # (n, K)
+    low, high = np.log(marginal[:, -1].min() + 1e-300), np.log(marginal[:, 0].max())
+    for _ in range(60):  # bisection on log price: spend falls as the price rises
+        mid = 0.5 * (low + high)
+        if _rates_at(marginal, refresh, float(np.exp(mid))).sum() > budget:
+            low = mid
+        else:
+            high = mid
+    price = float(np.exp(high))
+    return BayesRefresh(_rates_at(marginal, refresh, price), price)
+
+
+def plug_in_refresh(grid: FloatArray, price: float, budget: float) -> FloatArray:
+    """The freshness-optimal crawl rate of a page of each grid rate, known exactly, at
+    ``price`` (0 above ``1 / price``), on the crawl-rate grid of :func:`bayes_refresh` for
+    ``budget``, shape (G,)."""
+    refresh = _refresh_grid(grid, budget)
+    return _rates_at(_marginal_table(grid, refresh), refresh, price)
+
+
+def bayes_equivalent_rates(
+    grid: FloatArray, posterior: FloatArray, budget: float
+) -> tuple[FloatArray, BayesRefresh]:
+    """Each page's Bayes-equivalent rate (module docstring), changes per unit time, shape
+    (n,), and the Bayes action it stands for."""
+    action = bayes_refresh(grid, posterior, budget)
+    n = posterior.shape[0]
+    if n == 0:
+        return np.zeros(0), action
+    plug = plug_in_refresh(grid, action.price, budget)  # (G,), rises then falls
+    peak = int(np.argmax(plug))
+    median = (np.cumsum(posterior, axis=1) < 0.5).sum(axis=1)
+    rate = np.exp(grid)
+    out = np.empty(n)
+    idle = action.refresh <= 0
+    cutoff = 1.0 / action.price
+    out[idle] = np.maximum(rate[median[idle]], cutoff * 1.2)
+    log_plug = np.log(np.maximum(plug, 1e-300))
+    target = np.log(np.maximum(action.refresh, 1e-300))
+    for side, pages in (
+        (slice(0, peak + 1), ~idle & (median <= peak)),
+        (slice(peak, grid.size), ~idle & (median > peak)),
+    ):
+        if pages.any():
+            gap = np.abs(log_plug[side][None, :] - target[pages][:, None])
+            # the grid of crawl rates gives runs of rates one plug-in rate: take the run's
+            # rate nearest the page's median
+            index = np.arange(grid.size)[side]
+            gap += 1e-9 * np.abs(index[None, :] - median[pages][:, None])
+            out[pages] = rate[side][np.argmin(gap, axis=1)]
+    return out, action

@@ -1,0 +1,151 @@
+"""The Bayes action and Bayes-equivalent rates (:mod:`estimators.bayes_action`): closed forms,
+the freshness-optimal schedule they must reduce to when a rate is known, and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from estimators.bayes_action import (
+    bayes_equivalent_rates,
+    bayes_refresh,
+    fit_grid_prior,
+    grid_log_likelihood,
+    grid_posterior,
+    plug_in_refresh,
+    rate_grid,
+)
+from estimators.evidence import change_intervals_from_fetches, last_modified_evidence_from_fetches
+from estimators.prior import exposure_loglik_on_grid
+from planner.schedules.optimal import refresh_schedule
+
+GRID = rate_grid(0.5, 200.0)  # log rates, per day: 5e-4 to 40
+
+
+def point_masses(rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Posteriors that know each rate exactly (all weight on its grid point), and the grid
+    rates they sit on."""
+    index = np.abs(GRID[None, :] - np.log(rates)[:, None]).argmin(axis=1)
+    post = np.zeros((rates.size, GRID.size))
+    post[np.arange(rates.size), index] = 1.0
+    return post, np.exp(GRID[index])
+
+
+def test_a_known_rate_gets_the_freshness_optimal_schedule() -> None:
+    rng = np.random.default_rng(3)
+    post, rates = point_masses(np.exp(rng.uniform(np.log(0.002), np.log(5.0), 400)))
+    budget = 400 / 20.0
+    action = bayes_refresh(GRID, post, budget)
+    best = refresh_schedule(rates, budget, objective="freshness").refresh_rate
+    crawled = best > 0
+    # the crawl-rate grid's step is under 7 %; pages within a step of the cut-off may differ
+    near_cutoff = np.abs(rates * action.price - 1.0) < 0.1
+    assert not np.any(((action.refresh > 0) != crawled) & ~near_cutoff)
+    both = crawled & (action.refresh > 0) & ~near_cutoff
+    assert both.sum() > 100
+    np.testing.assert_allclose(action.refresh[both], best[both], rtol=0.12)
+    assert action.refresh.sum() <= budget
+    assert action.refresh.sum() >= budget * 0.9
+    assert np.all(action.refresh[rates > 1.2 / action.price] == 0)
+
+
+def test_the_equivalent_rate_of_a_known_rate_is_that_rate() -> None:
+    post, rates = point_masses(np.geomspace(0.003, 3.0, 60))
+    equivalent, action = bayes_equivalent_rates(GRID, post, 60 / 15.0)
+    crawled = action.refresh > 0
+    assert crawled.sum() > 20
+    # within two grid steps: the plug-in rate is flat near its peak
+    np.testing.assert_allclose(np.log(equivalent[crawled]), np.log(rates[crawled]), atol=0.25)
+    assert np.all(equivalent[~crawled] >= 1.0 / action.price)
+
+
+def test_the_prior_finds_two_clusters_that_a_log_normal_cannot_hold() -> None:
+    rng = np.random.default_rng(7)
+    truth = np.where(rng.random(4000) < 0.5, 0.02, 2.0)
+    exposure = np.full(truth.size, 60.0)
+    changes = rng.poisson(truth * exposure).astype(float)
+    weights = fit_grid_prior(exposure_loglik_on_grid(changes, exposure, GRID))
+    rate = np.exp(GRID)
+    assert weights.sum() == pytest.approx(1.0)
+    for centre in (0.02, 2.0):
+        near = np.abs(np.log(rate / centre)) < 0.5
+        assert weights[near].sum() == pytest.approx(0.5, abs=0.05)
+    between = (rate > 0.1) & (rate < 0.5)
+    assert weights[between].sum() < 0.02
+
+
+def test_a_page_seen_changed_at_every_fetch_is_worth_less_than_its_knee_says() -> None:
+    """Three intervals of 10 days, each with a change: flat above about 0.1 a day. Under a
+    population where such pages are mostly fast, the Bayes action crawls it far less than a
+    page known to change 0.1 a day, and its equivalent rate lies above that."""
+    intervals = change_intervals_from_fetches(
+        np.array([0, 0, 0, 0, 1, 1]),
+        np.array([0.0, 10, 20, 30, 0, 30]),
+        np.array([0, 1, 1, 1, 0, 0]),
+    )
+    loglik, has = grid_log_likelihood(GRID, intervals)
+    assert has.tolist() == [True, True]
+    rate = np.exp(GRID)
+    prior = np.where(np.abs(np.log(rate / 0.1)) < 0.05, 0.3, 0.0) + np.where(
+        np.abs(np.log(rate / 10.0)) < 0.05, 0.7, 0.0
+    )
+    prior /= prior.sum()
+    post = grid_posterior(loglik, prior)
+    moderate = np.abs(np.log(rate / 0.1)) < 0.05
+    # (1 - e^-1)^3 = 0.253 against 1: the moderate rate keeps 0.3 * 0.253 / (0.3 * 0.253 + 0.7)
+    assert post[0, moderate].sum() == pytest.approx(0.3 * 0.2526 / (0.3 * 0.2526 + 0.7), rel=0.02)
+    equivalent, action = bayes_equivalent_rates(GRID, post, 0.05)
+    plug = plug_in_refresh(GRID, action.price, 0.05)
+    known_moderate = plug[moderate].max()
+    assert action.refresh[0] < 0.5 * known_moderate
+    assert equivalent[0] > 0.1
+
+
+def test_reliable_dates_replace_the_intervals_of_their_page() -> None:
+    """Page 0: fetched on days 10, 20, 30 with Last-Modified 8, 15, 15; its dates show two
+    changes (the one 2 days before the first fetch, one in (10, 20]) in 2 + 5 + 10 = 17 days
+    unchanged: the likelihood lambda^2 e^(-17 lambda) peaks at 2 / 17 a day. Page 1's dates
+    are not believed: its two changed intervals are read instead."""
+    page = np.array([0, 0, 0, 1, 1, 1])
+    at = np.array([10.0, 20, 30, 10, 20, 30])
+    modified = np.array([8.0, 15, 15, 9, 19, 29])
+    changed = np.array([0, 1, 0, 0, 1, 1])
+    intervals = change_intervals_from_fetches(page, at, changed)
+    evidence = last_modified_evidence_from_fetches(page, at, modified, n_pages=2)
+    loglik, has = grid_log_likelihood(GRID, intervals, evidence, np.array([True, False]))
+    assert has.tolist() == [True, True]
+    assert np.exp(GRID[loglik[0].argmax()]) == pytest.approx(2 / 17, rel=0.06)
+    only_intervals, _ = grid_log_likelihood(GRID, intervals)
+    np.testing.assert_array_equal(loglik[1], only_intervals[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 20.0), min_size=3, max_size=40),
+    st.floats(0.02, 0.9),
+    st.integers(0, 2**31 - 1),
+)
+def test_the_bayes_action_spends_the_budget_and_no_more(
+    rates: list[float], share: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    post = rng.dirichlet(np.full(GRID.size, 0.3), size=len(rates))
+    budget = share * len(rates) * 0.05
+    action = bayes_refresh(GRID, post, budget)
+    assert np.all(action.refresh >= 0)
+    assert action.refresh.sum() <= budget * (1 + 1e-9)
+    # one crawl-rate grid step (under 7 %) of the page that takes most is all that is left
+    assert action.refresh.sum() >= budget - 0.07 * action.refresh.max() - 1e-12
+
+
+def test_bad_shapes_and_budgets_name_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="posterior must be"):
+        bayes_refresh(GRID, np.ones((2, 3)), 1.0)
+    with pytest.raises(ValueError, match="budget must be > 0"):
+        bayes_refresh(GRID, np.ones((2, GRID.size)) / GRID.size, 0.0)
+    with pytest.raises(ValueError, match="prior needs"):
+        grid_posterior(np.zeros((2, GRID.size)), np.ones(3))
+    with pytest.raises(ValueError, match="shortest <= longest"):
+        rate_grid(2.0, 1.0)
