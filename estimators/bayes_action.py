@@ -22,7 +22,8 @@ lose"). This module plans on each page's whole posterior instead:
    with ``F = (f / lambda)(1 - exp(-lambda / f))`` (Cho & Garcia-Molina), the price ``mu``
    set so that the budget is spent. Its condition ``E[h(lambda / f) / lambda] = mu``, ``h(x)
    = 1 - (1 + x) exp(-x)``, is the freshness-optimal schedule's (REFERENCE.md) in expectation;
-   the expectation is decreasing in ``f``, so each page's rate is read off a grid of ``f``.
+   the expectation is decreasing in ``f``, so each page's rate is read off a grid of ``f``,
+   interpolated between its two nearest points.
 4. **The Bayes-equivalent rate** (:func:`bayes_equivalent_rates`): the rate whose plug-in
    optimal crawl rate at the same price is the page's Bayes action. Given these rates, a
    planner that equalizes marginal values (the WebFountain model, the page schedules)
@@ -49,12 +50,17 @@ from estimators.evidence import ChangeIntervals, LastModifiedEvidence
 from estimators.prior import exposure_loglik_on_grid, interval_loglik_on_grid
 
 __all__ = [
+    "BayesPlanPrior",
     "BayesRefresh",
     "bayes_equivalent_rates",
     "bayes_refresh",
+    "bayes_refresh_at",
+    "evidence_grid",
+    "fit_bayes_plan",
     "fit_grid_prior",
     "grid_log_likelihood",
     "grid_posterior",
+    "plan_rates",
     "plug_in_refresh",
     "rate_grid",
 ]
@@ -65,8 +71,11 @@ BoolArray = NDArray[np.bool_]
 #: Log-rate grid step (natural-log units): 0.1 is a 10 % step in rate, finer than any
 #: page's posterior is narrow at the evidence a crawl gathers.
 GRID_STEP = 0.1
-#: Crawl-rate grid points between the smallest and largest useful crawl rates.
-REFRESH_POINTS = 240
+#: Crawl-rate grid points between the smallest and largest useful crawl rates, a step of
+#: about 20 % over the 23 natural-log units a grid from 1e-4 to 40 changes a day spans; each
+#: page's crawl rate is interpolated between two of them (the expectation is smooth in
+#: ``ln f``), so the step costs little precision and the (n, G) x (G, K) product little time.
+REFRESH_POINTS = 120
 #: EM iterations of the prior's fit, and pages sampled to fit it.
 PRIOR_ITERATIONS = 200
 PRIOR_PAGES = 20_000
@@ -169,10 +178,10 @@ def _marginal_table(grid: FloatArray, refresh: FloatArray) -> FloatArray:
     return (-np.expm1(-x) - x * np.exp(-x)) / lam
 
 
-def _refresh_grid(grid: FloatArray, budget: float) -> FloatArray:
-    """Crawl rates from far below the slowest rate to far above the fastest and the budget."""
-    low = min(np.exp(grid[0]), budget) * 1e-3
-    high = max(np.exp(grid[-1]), budget) * 10.0
+def _refresh_grid(grid: FloatArray) -> FloatArray:
+    """Crawl rates from a thousandth of the slowest grid rate to a hundred times the
+    fastest: a page is never worth crawling faster (its freshness is then above 0.995)."""
+    low, high = np.exp(grid[0]) * 1e-3, np.exp(grid[-1]) * 100.0
     return np.exp(np.linspace(np.log(low), np.log(high), REFRESH_POINTS))
 
 
@@ -195,22 +204,38 @@ class BayesRefresh:
 
 
 def _rates_at(marginal: FloatArray, refresh: FloatArray, price: float) -> FloatArray:
-    """Each page's largest grid crawl rate whose expected marginal value is at least
-    ``price`` (marginal: (n, K), decreasing along K), 0 where none is."""
+    """Each page's crawl rate at which its expected marginal value is ``price`` (marginal:
+    (n, K), decreasing along K, at the crawl rates ``refresh``), linear in the logs between
+    the two grid crawl rates around it; 0 where even the first crawl is worth less, the
+    grid's largest where the last still is worth more."""
     k = (marginal >= price).sum(axis=1)
-    return np.where(k > 0, refresh[np.maximum(k, 1) - 1], 0.0)
+    out = np.zeros(marginal.shape[0])
+    full = k == refresh.size
+    out[full] = refresh[-1]
+    inside = np.flatnonzero((k > 0) & ~full)
+    if inside.size:
+        above = marginal[inside, k[inside] - 1]  # >= price
+        below = np.maximum(marginal[inside, k[inside]], 1e-300)  # < price
+        log_step = np.log(refresh[1] / refresh[0])
+        share = np.log(above / price) / np.log(above / below)
+        out[inside] = refresh[k[inside] - 1] * np.exp(share * log_step)
+    return out
+
+
+def _check_posterior(grid: FloatArray, posterior: FloatArray) -> None:
+    if posterior.ndim != 2 or posterior.shape[1] != grid.size:
+        raise ValueError(f"posterior must be (n, {grid.size}), got {posterior.shape}")
 
 
 def bayes_refresh(grid: FloatArray, posterior: FloatArray, budget: float) -> BayesRefresh:
     """The Bayes action (module docstring) of pages with ``posterior`` weights (n, G) over
     log rates ``grid`` (G,), at ``budget`` crawls per unit time for all of them."""
-    if posterior.ndim != 2 or posterior.shape[1] != grid.size:
-        raise ValueError(f"posterior must be (n, {grid.size}), got {posterior.shape}")
+    _check_posterior(grid, posterior)
     if not budget > 0:
         raise ValueError(f"budget must be > 0 crawls per unit time, got {budget}")
     if posterior.shape[0] == 0:
         return BayesRefresh(np.zeros(0), float("nan"))
-    refresh = _refresh_grid(grid, budget)
+    refresh = _refresh_grid(grid)
     marginal = posterior @ _marginal_table(grid, refresh)  # (n, K)
     low, high = np.log(marginal[:, -1].min() + 1e-300), np.log(marginal[:, 0].max())
     for _ in range(60):  # bisection on log price: spend falls as the price rises
@@ -223,24 +248,47 @@ def bayes_refresh(grid: FloatArray, posterior: FloatArray, budget: float) -> Bay
     return BayesRefresh(_rates_at(marginal, refresh, price), price)
 
 
-def plug_in_refresh(grid: FloatArray, price: float, budget: float) -> FloatArray:
+def bayes_refresh_at(grid: FloatArray, posterior: FloatArray, price: float) -> BayesRefresh:
+    """The Bayes action at a given ``price`` (freshness per crawl per unit time): how a
+    population too large to hold at once is planned in chunks, at the price one sample of it
+    set with :func:`bayes_refresh`."""
+    _check_posterior(grid, posterior)
+    if not price > 0:
+        raise ValueError(f"price must be > 0, got {price}")
+    refresh = _refresh_grid(grid)
+    marginal = posterior @ _marginal_table(grid, refresh)
+    return BayesRefresh(_rates_at(marginal, refresh, price), price)
+
+
+def plug_in_refresh(grid: FloatArray, price: float) -> FloatArray:
     """The freshness-optimal crawl rate of a page of each grid rate, known exactly, at
-    ``price`` (0 above ``1 / price``), on the crawl-rate grid of :func:`bayes_refresh` for
-    ``budget``, shape (G,)."""
-    refresh = _refresh_grid(grid, budget)
+    ``price`` (0 above ``1 / price``), on the crawl-rate grid of :func:`bayes_refresh`,
+    shape (G,)."""
+    refresh = _refresh_grid(grid)
     return _rates_at(_marginal_table(grid, refresh), refresh, price)
 
 
 def bayes_equivalent_rates(
-    grid: FloatArray, posterior: FloatArray, budget: float
+    grid: FloatArray,
+    posterior: FloatArray,
+    budget: float | None = None,
+    *,
+    price: float | None = None,
 ) -> tuple[FloatArray, BayesRefresh]:
     """Each page's Bayes-equivalent rate (module docstring), changes per unit time, shape
-    (n,), and the Bayes action it stands for."""
-    action = bayes_refresh(grid, posterior, budget)
+    (n,), and the Bayes action it stands for: at the price that spends ``budget`` on these
+    pages, or at ``price``."""
+    if (budget is None) == (price is None):
+        raise ValueError("give a budget or a price")
+    action = (
+        bayes_refresh(grid, posterior, budget)
+        if budget is not None
+        else bayes_refresh_at(grid, posterior, float(price))  # type: ignore[arg-type]
+    )
     n = posterior.shape[0]
     if n == 0:
         return np.zeros(0), action
-    plug = plug_in_refresh(grid, action.price, budget)  # (G,), rises then falls
+    plug = plug_in_refresh(grid, action.price)  # (G,), rises then falls
     peak = int(np.argmax(plug))
     median = (np.cumsum(posterior, axis=1) < 0.5).sum(axis=1)
     rate = np.exp(grid)
@@ -262,3 +310,72 @@ def bayes_equivalent_rates(
             gap += 1e-9 * np.abs(index[None, :] - median[pages][:, None])
             out[pages] = rate[side][np.argmin(gap, axis=1)]
     return out, action
+
+
+def evidence_grid(
+    intervals: ChangeIntervals, last_modified: LastModifiedEvidence | None = None
+) -> FloatArray | None:
+    """:func:`rate_grid` over the times the evidence spans: its intervals, its dates'
+    exposures and first ages, from their 1st percentile (a retry minutes after a fetch
+    would otherwise stretch the grid to rates no page has) to their longest; None when it
+    has none."""
+    spans = [intervals.length]
+    if last_modified is not None:
+        for times in (
+            last_modified.exposure,
+            last_modified.single_fetch_age,
+            last_modified.first_fetch_age,
+        ):
+            if times is not None:
+                spans.append(times[np.isfinite(times)])
+    every = np.concatenate(spans)
+    every = every[every > 0]
+    if every.size == 0:
+        return None
+    return rate_grid(float(np.quantile(every, 0.01)), float(every.max()))
+
+
+@dataclass(frozen=True)
+class BayesPlanPrior:
+    """What plans a population in chunks alike (:func:`fit_bayes_plan`): the log-rate
+    ``grid`` (G,), the population's ``prior`` over it (G,) and the bandwidth's ``price``."""
+
+    grid: FloatArray
+    prior: FloatArray
+    price: float
+
+
+def fit_bayes_plan(
+    budget: float,
+    intervals: ChangeIntervals,
+    last_modified: LastModifiedEvidence | None = None,
+    reliable: BoolArray | None = None,
+) -> BayesPlanPrior | None:
+    """The grid, prior and price from a sample of pages (the first chunk of a store) and
+    ``budget``, crawls per unit time for the sample's pages with evidence (their share of
+    the whole budget); None when no page has evidence."""
+    grid = evidence_grid(intervals, last_modified)
+    if grid is None or not budget > 0:
+        return None
+    loglik, has = grid_log_likelihood(grid, intervals, last_modified, reliable)
+    if not has.any():
+        return None
+    prior = fit_grid_prior(loglik[has])
+    action = bayes_refresh(grid, grid_posterior(loglik[has], prior), budget)
+    return BayesPlanPrior(grid, prior, action.price)
+
+
+def plan_rates(
+    plan: BayesPlanPrior,
+    intervals: ChangeIntervals,
+    last_modified: LastModifiedEvidence | None = None,
+    reliable: BoolArray | None = None,
+) -> FloatArray:
+    """Each page's Bayes-equivalent rate under ``plan``'s prior and price, changes per unit
+    time, shape (n,); NaN for a page without evidence."""
+    loglik, has = grid_log_likelihood(plan.grid, intervals, last_modified, reliable)
+    out = np.full(intervals.n_pages, np.nan)
+    if has.any():
+        posterior = grid_posterior(loglik[has], plan.prior)
+        out[has] = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
+    return out

@@ -46,6 +46,8 @@ from numpy.typing import ArrayLike, NDArray
 from estimators.buckets import BucketScale
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import (
+    ChangeIntervals,
+    LastModifiedEvidence,
     check_fetch_log,
     sorted_change_intervals,
     sorted_last_modified_evidence,
@@ -56,6 +58,7 @@ __all__ = [
     "OUTPUT_COLUMNS",
     "FetchArrayEstimate",
     "FetchTableEstimate",
+    "PageEvidence",
     "Problem",
     "estimate_fetch_arrays",
     "estimate_fetch_table",
@@ -174,7 +177,7 @@ def _fit(
     estimator: ChangeRateEstimator | None,
     policy: LastModifiedPolicy | None,
     created_between: tuple[FloatArray, FloatArray] | None = None,
-) -> ChangeRateEstimator:
+) -> tuple[ChangeRateEstimator, PageEvidence]:
     """Fit the estimator to clean fetches sorted by (page code, time); ``out`` NaN on each
     page's first fetch, ``lm`` NaN where no Last-Modified, ``host_ids`` [n_pages] or None,
     ``created_between`` the pages' creation windows ([n_pages] each) or None."""
@@ -187,11 +190,22 @@ def _fit(
         reliability = assess_sorted_log(pages, times, out, lm, n_pages, host_ids, rules)
         evidence = sorted_last_modified_evidence(
             pages, times, lm, n_pages, rules.clock_tolerance, created_between
-        )
-        fitted.fit(intervals, evidence.believed(reliability.verified), reliability.reliable)
-    else:
-        fitted.fit(intervals)
-    return fitted
+        ).believed(reliability.verified)
+        fitted.fit(intervals, evidence, reliability.reliable)
+        return fitted, PageEvidence(intervals, evidence, reliability.reliable)
+    fitted.fit(intervals)
+    return fitted, PageEvidence(intervals, None, None)
+
+
+@dataclass(frozen=True)
+class PageEvidence:
+    """What the estimates were read from, pages in the estimate's order: the change/no-change
+    ``intervals``, the believed Last-Modified evidence and which pages' dates are reliable
+    (both None when no fetch had a date)."""
+
+    intervals: ChangeIntervals
+    last_modified: LastModifiedEvidence | None
+    reliable: NDArray[np.bool_] | None
 
 
 @dataclass(frozen=True)
@@ -200,7 +214,8 @@ class FetchArrayEstimate:
 
     ``page`` [n] the page ids; ``rate``, ``rate_low``, ``rate_high`` [n] changes per day;
     ``estimator`` [n] the estimator chosen; ``fetches`` [n] fetches used; ``bucket`` [n];
-    ``fitted`` the fitted estimator (its population prior can be handed to the next chunk).
+    ``fitted`` the fitted estimator (its population prior can be handed to the next chunk);
+    ``evidence`` what it read (:class:`PageEvidence`).
     """
 
     page: NDArray[np.int64]
@@ -211,6 +226,7 @@ class FetchArrayEstimate:
     fetches: NDArray[np.int64]
     bucket: NDArray[np.uint8]
     fitted: ChangeRateEstimator
+    evidence: PageEvidence
 
 
 def estimate_fetch_arrays(
@@ -294,7 +310,9 @@ def estimate_fetch_arrays(
     if host is not None:
         host_ids = np.unique(host[first], return_inverse=True)[1].astype(np.intp)
     per_page = None if window is None else (window[0, starts], window[1, starts])
-    fitted = _fit(codes, t, out, lm, int(ids.size), host_ids, estimator, policy, per_page)
+    fitted, evidence = _fit(
+        codes, t, out, lm, int(ids.size), host_ids, estimator, policy, per_page
+    )
     rate = np.asarray(fitted.rate_, dtype=np.float64)
     return FetchArrayEstimate(
         page=ids,
@@ -305,6 +323,7 @@ def estimate_fetch_arrays(
         fetches=np.diff(starts, append=page.size).astype(np.int64),
         bucket=(scale or BucketScale()).assign(rate),
         fitted=fitted,
+        evidence=evidence,
     )
 
 
@@ -378,7 +397,7 @@ def estimate_fetch_table(
     host_ids = None
     if "host" in rows.columns and np.isfinite(lm).any():
         host_ids = _page_hosts(codes, rows["host"].astype("string"), n_pages)
-    fitted = _fit(page, t, out, lm, n_pages, host_ids, estimator, policy)
+    fitted, _ = _fit(page, t, out, lm, n_pages, host_ids, estimator, policy)
 
     result = pd.DataFrame(
         {

@@ -40,6 +40,7 @@ import pandas as pd
 from planner.schedules.optimal import refresh_schedule
 from scenarios.estimate_accuracy import accuracy_table, page_errors
 from scenarios.policies.registry import make_policy
+from scenarios.policies.webfountain import DEFAULT_RATES
 from scenarios.scenario_files import Scenario, Variant
 from scenarios.simulator import METRICS, SimulationResult, SimulationSettings, simulate
 from scenarios.world import World, build_world
@@ -209,7 +210,8 @@ def crawls_by_rate(result: SimulationResult, cycle: int) -> pd.DataFrame:
 def _rates_kind(policy: dict[str, Any]) -> str:
     if policy["kind"] in ("uniform", "random", "nutch", "stormcrawler", "sampling"):
         return "-"
-    return str(policy.get("rates", "estimated"))
+    default = DEFAULT_RATES if policy["kind"] == "webfountain" else "estimated"
+    return str(policy.get("rates", default))
 
 
 def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:

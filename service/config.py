@@ -432,6 +432,16 @@ SETTINGS: tuple[Setting, ...] = (
         choices=("equal", "importance"),
     ),
     Setting(
+        "plan.rates",
+        "CRAWLPLAN_PLAN_RATES",
+        str,
+        "bayes",
+        "what the plan takes a page's rate to be: bayes (the rate at which a known page would "
+        "be crawled as the Bayes action crawls this one, under its whole posterior) or "
+        "estimates (its point estimate, as if true)",
+        choices=("bayes", "estimates"),
+    ),
+    Setting(
         "plan.renewal",
         "CRAWLPLAN_RENEWAL",
         str,

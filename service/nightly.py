@@ -141,6 +141,10 @@ class NightlySettings:
     #: ``equal``: every page alike; ``importance``: each bucket's objective weighted by its
     #: pages' mean OPIC importance (``plan.weights``; steady-rate model).
     weights: str = "equal"
+    #: ``bayes``: plan each page on its Bayes-equivalent rate (its whole posterior, at the
+    #: capacity's price; :mod:`estimators.bayes_action`); ``estimates``: on its estimate
+    #: (``plan.rates``).
+    rates: str = "bayes"
     #: The configured minimum delay between two requests to one host, seconds
     #: (``crawl.min_delay``): with robots.txt's crawl delays, what caps a host's crawls a
     #: period (:func:`service.pipeline.politeness_bounds`).
@@ -190,6 +194,7 @@ class NightlySettings:
             min_change=float(v["estimate.min_change"]),
             min_delay_seconds=float(v["crawl.min_delay"]),
             weights=str(v["plan.weights"]),
+            rates=str(v["plan.rates"]),
         )
 
     def __post_init__(self) -> None:
@@ -583,7 +588,7 @@ def _run(
         capacity = _capacity(settings, raw_capacity, previous.capacity)
         discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
-        _estimate(db, settings, stages)
+        _estimate(db, settings, stages, capacity)
     with stages.stage("aggregate"):
         try:
             if reuse is not None:
@@ -711,8 +716,11 @@ def _measure(
     return measured, discovery
 
 
-def _estimate(db: Database, settings: NightlySettings, stages: _Stages) -> None:
-    """The estimate and importance stages: change rates and buckets, then OPIC importance."""
+def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> None:
+    """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
+    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``), then OPIC
+    importance."""
+    bayes = settings.rates == "bayes" and settings.optimize and capacity > 0
     with stages.stage("estimate"):
         # A heartbeat every chunk: a long estimate is alive, not killed.
         estimate_from_store(
@@ -721,6 +729,7 @@ def _estimate(db: Database, settings: NightlySettings, stages: _Stages) -> None:
             policy=settings.last_modified,
             min_change=settings.min_change,
             progress=lambda _pages: stages.beat(),
+            plan_budget=capacity / settings.period_days if bayes else None,
         )
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crawler.signature import changes_at_least
+from estimators.bayes_action import BayesPlanPrior, fit_bayes_plan, plan_rates
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
@@ -207,10 +208,18 @@ def estimate_from_store(
     scale: BucketScale | None = None,
     policy: LastModifiedPolicy | None = None,
     min_change: float = 0.0,
+    plan_budget: float | None = None,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets
     (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
     reliability test's thresholds; the defaults otherwise).
+
+    ``plan_budget`` (crawls per day for the fetched pages; the nightly run's capacity) also
+    stores each page's Bayes-equivalent rate (``pages.plan_rate``,
+    :func:`estimators.bayes_action.plan_rates`) and buckets the page by it: the prior over
+    the rate grid and the bandwidth's price are fitted on the first chunk, given its share
+    of the budget, and every chunk is planned at them. A page whose rate comes from change
+    notifications keeps its rate. None: ``plan_rate`` is cleared, the plan uses the rates.
 
     ``min_change`` > 0 (``estimate.min_change``, a share of the main text, 0-1) makes
     "changed" mean "changed by at least that much": smaller changes, read from the stored
@@ -223,6 +232,8 @@ def estimate_from_store(
     now_days = datetime.now(UTC).timestamp() / _DAY_S
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
     sized = min_change > 0
+    bayes: BayesPlanPrior | None = None
+    fetched_pages = sum(host_page_counts(db).fetched) if plan_budget else 0
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
@@ -254,9 +265,28 @@ def estimate_from_store(
         chosen = _with_notifications(
             result, notes, page_id, fetched_s / _DAY_S, changed, scale or BucketScale()
         )
-        rate, low, high = (
+        bucket, plan = chosen.bucket, np.full(chosen.page.size, np.nan)
+        if plan_budget:
+            evidence = result.evidence
+            if bayes is None:
+                share = result.page.size / max(fetched_pages, result.page.size)
+                bayes = fit_bayes_plan(
+                    plan_budget * share,
+                    evidence.intervals,
+                    evidence.last_modified,
+                    evidence.reliable,
+                )
+            if bayes is not None:
+                plan = plan_rates(
+                    bayes, evidence.intervals, evidence.last_modified, evidence.reliable
+                )
+                plan[chosen.estimator == NOTIFIED] = np.nan
+                bucket = (scale or BucketScale()).assign(
+                    np.where(np.isfinite(plan), plan, chosen.rate)
+                )
+        rate, low, high, planned = (
             [None if math.isnan(v) else v for v in column.tolist()]
-            for column in (chosen.rate, chosen.rate_low, chosen.rate_high)
+            for column in (chosen.rate, chosen.rate_low, chosen.rate_high, plan)
         )
         write_estimates(
             db,
@@ -265,7 +295,8 @@ def estimate_from_store(
             low,
             high,
             chosen.estimator.tolist(),
-            chosen.bucket.tolist(),
+            bucket.tolist(),
+            plan_rates=planned,
         )
         names, counts = np.unique(chosen.estimator, return_counts=True)
         for name, count in zip(names.tolist(), counts.tolist(), strict=True):

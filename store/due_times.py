@@ -34,7 +34,7 @@ from sqlalchemy import Connection, bindparam, exists, select, text, update
 
 from store.database import PG_BY_ID, Database, driver_rows, sqlite_bulk_cache
 from store.host_ready import refresh_ready_everywhere
-from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES
+from store.models import PAGE_SCHEDULES, PAGES, PERIOD_RELEASES, planned_rate
 from store.pages import insert_ignoring_conflicts
 from store.releases import REFRESH_STATUSES
 from store.types import UTCDateTime, epoch_seconds, seconds_micros, utcnow
@@ -67,9 +67,10 @@ HORIZON_DAYS = 36_500.0
 class BucketPages:
     """The fetched pages of one bucket, one entry per page in each list.
 
-    ``rate``: changes per day (None without an estimate); ``importance``: None when unknown;
-    ``last_fetch_s``: seconds since the epoch of the page's latest fetch; ``fetches``: its
-    fetch count when read; ``notified``: its rate comes from reliable change notifications.
+    ``rate``: the rate the plan uses (``plan_rate``, else ``rate``), changes per day (None
+    without one); ``importance``: None when unknown; ``last_fetch_s``: seconds since the
+    epoch of the page's latest fetch; ``fetches``: its fetch count when read; ``notified``:
+    its rate comes from reliable change notifications.
     """
 
     bucket: int
@@ -101,7 +102,7 @@ def bucket_pages(db: Database, bucket: int) -> BucketPages:
     stmt = select(
         p.c.id,
         p.c.host_id,
-        p.c.rate,
+        planned_rate(),
         p.c.importance,
         epoch_seconds(p.c.last_fetch_at, db.dialect),
         p.c.fetches,

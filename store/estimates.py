@@ -19,7 +19,14 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, text
 
 from store.database import PG_BY_ID, Database, driver_rows
-from store.models import DUPLICATE_STATUS, HOSTS, OBSERVATIONS, PAGES, UNPLANNED_STATUSES
+from store.models import (
+    DUPLICATE_STATUS,
+    HOSTS,
+    OBSERVATIONS,
+    PAGES,
+    UNPLANNED_STATUSES,
+    planned_rate,
+)
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
@@ -140,16 +147,17 @@ def iter_fetch_chunks(
 _PG_WRITE = text(
     """
     UPDATE pages SET rate = t.r, rate_low = t.lo, rate_high = t.hi, estimator = t.e,
-                     bucket = t.b, estimated_at = :at
+                     bucket = t.b, plan_rate = t.p, estimated_at = :at
     FROM unnest(CAST(:ids AS bigint[]), CAST(:rates AS float8[]), CAST(:lows AS float8[]),
-                CAST(:highs AS float8[]), CAST(:names AS text[]), CAST(:buckets AS smallint[]))
-         AS t(i, r, lo, hi, e, b)
+                CAST(:highs AS float8[]), CAST(:names AS text[]), CAST(:buckets AS smallint[]),
+                CAST(:plan AS float8[]))
+         AS t(i, r, lo, hi, e, b, p)
     WHERE pages.id = t.i
     """
 ).bindparams(bindparam("at", type_=UTCDateTime()))
 _SQLITE_WRITE = (
     "UPDATE pages SET rate = ?, rate_low = ?, rate_high = ?, estimator = ?, bucket = ?, "
-    "estimated_at = ? WHERE id = ?"
+    "plan_rate = ?, estimated_at = ? WHERE id = ?"
 )
 
 
@@ -162,15 +170,20 @@ def write_estimates(
     estimators: Sequence[str],
     buckets: Sequence[int],
     *,
+    plan_rates: Sequence[float | None] | None = None,
     now: datetime | None = None,
 ) -> int:
-    """Store pages' estimates, given column by column (changes per day; None: no estimate).
+    """Store pages' estimates, given column by column (changes per day; None: no estimate),
+    and the rates the plan uses where not the estimate (``plan_rates``, changes per day; None
+    for all or for a page: the estimate, ``pages.plan_rate`` NULL); ``buckets`` are the
+    plan's rates'.
 
     One transaction and one statement per call: arrays unnested on PostgreSQL, the
     driver's executemany on SQLite (no per-row parameter processing by SQLAlchemy).
     Returns how many pages were given.
     """
-    columns = (page_ids, rates, rate_lows, rate_highs, estimators, buckets)
+    plan = [None] * len(page_ids) if plan_rates is None else plan_rates
+    columns = (page_ids, rates, rate_lows, rate_highs, estimators, buckets, plan)
     if len({len(c) for c in columns}) != 1:
         raise ValueError("write_estimates needs columns of one length")
     if not page_ids:
@@ -181,7 +194,7 @@ def write_estimates(
         if db.dialect == "postgresql":
             # Rows in id order through a nested loop of primary-key lookups: locked in id
             # order, as every writer of pages locks them (store.pages.lock_pages).
-            names = ("ids", "rates", "lows", "highs", "names", "buckets")
+            names = ("ids", "rates", "lows", "highs", "names", "buckets", "plan")
             params: dict[str, Any] = {n: list(c) for n, c in zip(names, columns, strict=True)}
             if any(a > b for a, b in pairwise(params["ids"])):  # the store's reads give them sorted
                 order = sorted(range(len(page_ids)), key=params["ids"].__getitem__)
@@ -199,6 +212,7 @@ def write_estimates(
                     rate_highs,
                     estimators,
                     buckets,
+                    plan,
                     [at] * len(page_ids),
                     page_ids,
                     strict=True,
@@ -211,8 +225,8 @@ def write_estimates(
 
 
 #: What the planner's bucket aggregates need of one page, as the driver returns it: (page id,
-#: host id, bucket, rate per day or None, last fetch in epoch seconds or None, OPIC
-#: importance or None).
+#: host id, bucket, the rate the plan uses per day (``plan_rate``, else ``rate``) or None,
+#: last fetch in epoch seconds or None, OPIC importance or None).
 PageState = tuple[int, int, int, float | None, float | None, float | None]
 
 
@@ -235,7 +249,7 @@ def iter_page_states(db: Database, *, chunk_pages: int = 100_000) -> Iterator[li
                     p.c.id,
                     p.c.host_id,
                     p.c.bucket,
-                    p.c.rate,
+                    planned_rate(),
                     epoch_seconds(p.c.last_fetch_at, db.dialect),
                     p.c.importance,
                 )

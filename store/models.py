@@ -30,9 +30,13 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    case,
+    func,
+    null,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 
 from store.types import UTCDateTime
 
@@ -69,6 +73,7 @@ __all__ = [
     "Quota",
     "ReleasedPage",
     "UrgentRequest",
+    "planned_rate",
 ]
 
 #: Integer primary keys: BIGINT on PostgreSQL, the rowid alias INTEGER on SQLite.
@@ -247,6 +252,10 @@ class Page(Base):
     rate_high: Mapped[float | None] = mapped_column(Float)
     estimator: Mapped[str | None] = mapped_column(String(32))
     estimated_at: Mapped[datetime | None]
+    #: The rate the plan uses where it is not ``rate``: the page's Bayes-equivalent rate
+    #: (:mod:`estimators.bayes_action`), which makes the planner crawl the page as its whole
+    #: posterior is worth; its ``bucket`` is then this rate's (migration 0022). NULL: ``rate``.
+    plan_rate: Mapped[float | None] = mapped_column(Float, doc="changes per day")
     bucket: Mapped[int] = mapped_column(SmallInteger, default=0)
     importance: Mapped[float | None] = mapped_column(Float)
     refresh_interval: Mapped[float | None] = mapped_column(Float, doc="days, from the schedule")
@@ -582,3 +591,11 @@ RELEASED_PAGES = cast(Table, ReleasedPage.__table__)
 PAGE_SCHEDULES = cast(Table, PageSchedule.__table__)
 NIGHTLY_RUNS = cast(Table, NightlyRun.__table__)
 URGENT_REQUESTS = cast(Table, UrgentRequest.__table__)
+
+
+def planned_rate() -> ColumnElement[float | None]:
+    """The rate the plan uses of a page, changes per day: ``plan_rate`` where the nightly run
+    wrote one, else the estimate ``rate``; NULL without an estimate (a plan rate is read
+    from the estimate's evidence, so it never outlives it)."""
+    p = PAGES
+    return case((p.c.rate.is_(None), null()), else_=func.coalesce(p.c.plan_rate, p.c.rate))

@@ -513,3 +513,27 @@ def test_plan_weights_importance_moves_crawls_to_important_buckets(db: Database)
     assert weighted[0] > equal[0] and weighted[1] == equal[1]
     with pytest.raises(ConfigError, match=r"plan\.weights must be equal or importance"):
         replace(settings, weights="pagerank")
+
+
+def test_the_nightly_run_plans_on_bayes_equivalent_rates_unless_told_otherwise(
+    db: Database,
+) -> None:
+    """``plan.rates = "bayes"`` (the default) writes every estimated page's plan rate and
+    buckets it by that rate; ``"estimates"`` clears them, and the plan buckets by estimate."""
+    from estimators.buckets import BucketScale
+
+    _crawl_history(db, pages=12, visits=8, slow_every=3)
+    assert SETTINGS.rates == "bayes"
+    assert run_nightly(db, SETTINGS, now=T0 + 8 * DAY).status == "published"
+    columns = (PAGES.c.rate, PAGES.c.plan_rate, PAGES.c.bucket)
+    with db.read() as conn:
+        rows = conn.execute(select(*columns).where(PAGES.c.rate.is_not(None))).all()
+    assert len(rows) >= 12
+    assert all(plan is not None and plan > 0 for _, plan, _ in rows)
+    assert [b for *_, b in rows] == BucketScale().assign(np.array([p for _, p, _ in rows])).tolist()
+    estimates = replace(SETTINGS, rates="estimates")
+    assert run_nightly(db, estimates, now=T0 + 9 * DAY, force=True).status == "published"
+    with db.read() as conn:
+        rows = conn.execute(select(*columns).where(PAGES.c.rate.is_not(None))).all()
+    assert all(plan is None for _, plan, _ in rows)
+    assert [b for *_, b in rows] == BucketScale().assign(np.array([r for r, _, _ in rows])).tolist()

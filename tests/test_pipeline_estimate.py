@@ -77,6 +77,34 @@ def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
     assert got.buckets.pages.sum() == 5 and np.nansum(got.buckets.obsolete) > 0
 
 
+def test_plan_rates_are_written_beside_the_estimates_and_bucket_the_pages(db: Database) -> None:
+    """With a plan budget the nightly run stores each page's Bayes-equivalent rate and buckets
+    the page by it; the estimates stay what they were; without one they are cleared."""
+    changes_every = {k: 1 for k in range(8)} | {k: 2 for k in range(8, 12)} | {12: 5}
+    _crawl_history(db, pages=16, visits=11, changes_every=changes_every)
+    estimate_from_store(db, chunk_pages=6)
+    before = {p.id: p.rate for p in orm_all(db, select(Page))}
+    # two crawls a day for 16 pages: about one visit a week each
+    estimate_from_store(db, chunk_pages=6, plan_budget=2.0)
+    pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
+    assert {p.id: p.rate for p in pages.values()} == before
+    for page in pages.values():
+        assert page.plan_rate is not None and page.plan_rate > 0
+        assert page.bucket == BucketScale().assign(np.array([page.plan_rate]))[0]
+    # seen changed at every daily visit: most such pages change many times a day, worth no
+    # crawl at this budget, so the plan takes them above the knee their estimate sits at
+    for k in range(8):
+        assert pages[k].plan_rate > pages[k].rate
+    got = aggregates_from_store(db, period_days=1.0, now=T0 + timedelta(days=12))
+    for bucket in {p.bucket for p in pages.values()}:
+        mine = [p.plan_rate for p in pages.values() if p.bucket == bucket]
+        assert got.buckets.mean_rate[bucket] == pytest.approx(np.mean(mine), rel=1e-9)
+    estimate_from_store(db, chunk_pages=6)
+    for page in orm_all(db, select(Page)):
+        assert page.plan_rate is None
+        assert page.bucket == BucketScale().assign(np.array([page.rate]))[0]
+
+
 def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Database) -> None:
     """Fetched pages with a bucket but no rate >= 0 (NaN or negative), in several chunks: all
     counted, the first named, and no aggregate made of the rest."""

@@ -12,10 +12,10 @@ import numpy.typing as npt
 
 from estimators.bayes_action import (
     bayes_equivalent_rates,
+    evidence_grid,
     fit_grid_prior,
     grid_log_likelihood,
     grid_posterior,
-    rate_grid,
 )
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
@@ -156,20 +156,14 @@ class RateKnowledge:
         return fit.posterior_
 
     def _bayes(self, log: CrawlLog) -> FloatArray:
-        """Bayes-equivalent rates of the pages with evidence (NaN elsewhere), per period."""
+        """Bayes-equivalent rates of the pages with evidence (NaN elsewhere), per period, at
+        the mean budget: what the nightly run plans with (``plan.rates = "bayes"``)."""
         intervals = log.change_intervals()
         evidence, reliable = self._dates(log)
-        lengths = [intervals.length]
-        if evidence is not None:
-            for times in (evidence.exposure, evidence.single_fetch_age, evidence.first_fetch_age):
-                if times is not None:
-                    lengths.append(times[np.isfinite(times)])
-        spans = np.concatenate(lengths)
-        spans = spans[spans > 0]
         rate = np.full(log.n_pages, np.nan)
-        if spans.size == 0:
+        grid = evidence_grid(intervals, evidence)
+        if grid is None:
             return rate
-        grid = rate_grid(min(1.0, float(spans.min())), max(1.0, float(spans.max())))
         loglik, has = grid_log_likelihood(grid, intervals, evidence, reliable)
         pages = np.flatnonzero(has & log.eligible)
         if pages.size:

@@ -2,8 +2,10 @@
 
 Every ``cycle`` periods :class:`WebFountainPolicy`
 
-1. takes the change rates it knows (:class:`scenarios.policies.knowledge.RateKnowledge`: its own
-   estimates, its own Gamma posteriors (``rates = "posterior"``: the steady-rate model then
+1. takes the change rates it knows (:class:`scenarios.policies.knowledge.RateKnowledge`: by
+   default, as the nightly run's ``plan.rates = "bayes"``, each page's Bayes-equivalent rate
+   (:mod:`estimators.bayes_action`); its own point estimates (``rates = "estimated"``),
+   its own Gamma posteriors (``rates = "posterior"``: the steady-rate model then
    values freshness in expectation over each class's pooled belief), or the true rates in an
    oracle run); a page fetched but without an estimate yet
    gets the median estimate, or with ``cold_start = "section"`` the pooled estimate of its
@@ -92,7 +94,11 @@ from scenarios.policies.base import Policy, PolicyError, overdue_priority, top_p
 from scenarios.policies.knowledge import RateKnowledge, filled_rates
 from scenarios.simulator import CrawlLog, Observations
 
-__all__ = ["WebFountainPolicy", "section_rates"]
+__all__ = ["DEFAULT_RATES", "WebFountainPolicy", "section_rates"]
+
+#: What the planner takes the rates to be unless a scenario says (``rates``): what the nightly
+#: run plans on by default (``plan.rates``).
+DEFAULT_RATES = "bayes"
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -241,7 +247,7 @@ class WebFountainPolicy(Policy):
         ``period_days``: the world's period, for the fixed bucket range (rates per day)."""
         cycle = int(spec.get("cycle", 7))
         knowledge = RateKnowledge(
-            str(spec.get("rates", "estimated")),
+            str(spec.get("rates", DEFAULT_RATES)),
             refit_every=cycle,
             last_modified=str(spec.get("last_modified", "checked")),
         )

@@ -8,7 +8,8 @@ Run as a script::
 For every world, budget (every page once in N periods) and seed it simulates, on the same
 world and changes: the uniform recrawl, the freshness-optimal page schedule with the true
 rates (the scale), the planner with its default settings on the rates it estimates itself
-(``webfountain``: checked Last-Modified dates, the revisit ceiling, the release as deployed),
+(``webfountain``: Bayes-equivalent rates, checked Last-Modified dates, the revisit ceiling,
+the release as deployed; ``--variants estimates`` adds it on its point estimates),
 and Apache Nutch's and StormCrawler's adaptive schedules. It prints, per world and budget,
 the means over the seeds: freshness, the share of the optimum's gain over uniform,
 ``(planner - uniform) / (optimum - uniform)``, and the planner's margin over the best of
@@ -51,6 +52,7 @@ POLICIES: dict[str, dict[str, Any]] = {
 
 #: Planner variants to set beside the default one (``--variants``), printed as extra columns.
 VARIANTS: dict[str, dict[str, Any]] = {
+    "estimates": {"kind": "webfountain", "rates": "estimated"},
     "posterior": {"kind": "webfountain", "rates": "posterior"},
     "dates ignored": {"kind": "webfountain", "last_modified": "ignore"},
     "no revisit ceiling": {"kind": "webfountain", "explore": 0.0},
