@@ -258,7 +258,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
                 table.insert(0, "variant", variant.name)
                 crawl_tables.append(table)
                 if (
-                    _rates_kind(policy_spec) in ("estimated", "posterior")
+                    _rates_kind(policy_spec) in ("estimated", "posterior", "bayes")
                     and result.log is not None
                 ):
                     log = result.log
