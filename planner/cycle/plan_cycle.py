@@ -9,7 +9,8 @@ an input, not a code path:
 input                         nightly                               simulator
 ============================  ====================================  ===========================
 ``aggregates``                the store's (256 classes, class 0:    the policy's own buckets of
-                              fetched, no estimate yet)             its estimated rates
+                              fetched, no estimate yet), by the     the same rates
+                              pages' plan rates (``plan.rates``)
 ``CrawlMeasures.bucket_       measured mean fetch time per class    None: every crawl costs 1
 seconds``                     (``plan.crawl_cost = "measured"``)
 ``CrawlMeasures.discovery``   fitted oldnwt, newnwt, nconst         nconst = pages born per
