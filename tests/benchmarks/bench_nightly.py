@@ -10,6 +10,8 @@ stage. Baselines measured in the same run on the same database:
 * read: a bare ``SELECT page_id, fetched_at, changed`` of every observation, ordered by page
   and time, through the driver (the least the estimate stage must do to see its evidence);
 * a second nightly run, for the next cycle, warm-started from the first run's plan;
+* a last run on point estimates (``plan.rates = "estimates"``), the baseline of the default
+  Bayes-equivalent rates (:mod:`estimators.bayes_action`);
 
 and a third run with ``--polite-hosts`` hosts (default 20) asking robots.txt for 30 minutes
 between requests (48 a day, where the plan gives a host about 100): the hosts whose
@@ -29,6 +31,7 @@ import json
 import resource
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -186,6 +189,10 @@ def main() -> None:
     third = run_nightly(db, settings, now=now + timedelta(days=2), force=True)
     total3 = time.perf_counter() - t0
     _set_crawl_delay(db, polite, None)
+    t0 = time.perf_counter()
+    plain = replace(settings, rates="estimates")
+    fourth = run_nightly(db, plain, now=now + timedelta(days=3), force=True)
+    total4 = time.perf_counter() - t0
     bound = third.solver.get("bound_hosts", {})
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  baseline: bare ordered read of {rows:,} observations: {read_s:.1f} s")
@@ -206,6 +213,12 @@ def main() -> None:
         f"s, aggregate {third.stages.get('aggregate', float('nan')):.1f} s (second run: "
         f"{second.stages.get('aggregate', float('nan')):.1f} s)"
     )
+    print(
+        f"  nightly on point estimates (plan.rates = estimates, the baseline of the "
+        f"Bayes-equivalent rates): {total4:.1f} s; estimate "
+        f"{fourth.stages.get('estimate', float('nan')):.1f} s (second run: "
+        f"{second.stages.get('estimate', float('nan')):.1f} s)"
+    )
     print(f"  peak memory: {peak_mib:,.0f} MiB")
     results = {
         "pages": args.pages,
@@ -219,6 +232,8 @@ def main() -> None:
         "nightly_polite_s": total3,
         "stages_polite": third.stages,
         "bound_hosts": len(bound.get("host_id", [])),
+        "nightly_estimates_s": total4,
+        "stages_estimates": fourth.stages,
         "peak_mib": peak_mib,
     }
     out = Path("bench-results")
