@@ -12,6 +12,7 @@ from estimators.bayes_action import (
     bayes_equivalent_rates,
     bayes_refresh,
     bayes_refresh_at,
+    evidence_grid,
     fit_grid_prior,
     grid_log_likelihood,
     grid_posterior,
@@ -156,3 +157,16 @@ def test_bad_shapes_and_budgets_name_what_is_wrong() -> None:
         bayes_equivalent_rates(GRID, np.ones((2, GRID.size)) / GRID.size, 1.0, price=1.0)
     with pytest.raises(ValueError, match="shortest <= longest"):
         rate_grid(2.0, 1.0)
+
+
+def test_the_grid_reaches_down_to_what_a_page_watched_long_can_tell() -> None:
+    """Nineteen unchanged daily intervals: the grid starts at a tenth of a change in 19 days,
+    not in one, and the page's posterior mode lies below 0.1 a day."""
+    days = np.arange(20.0)
+    intervals = change_intervals_from_fetches(np.zeros(20, dtype=int), days, np.zeros(20))
+    grid = evidence_grid(intervals)
+    assert grid is not None
+    assert np.exp(grid[0]) == pytest.approx(0.1 / 19, rel=1e-9)
+    assert np.exp(grid[-1]) == pytest.approx(20.0, rel=0.06)
+    loglik, _ = grid_log_likelihood(grid, intervals)
+    assert np.exp(grid[loglik[0].argmax()]) < 0.01
