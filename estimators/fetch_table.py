@@ -310,9 +310,7 @@ def estimate_fetch_arrays(
     if host is not None:
         host_ids = np.unique(host[first], return_inverse=True)[1].astype(np.intp)
     per_page = None if window is None else (window[0, starts], window[1, starts])
-    fitted, evidence = _fit(
-        codes, t, out, lm, int(ids.size), host_ids, estimator, policy, per_page
-    )
+    fitted, evidence = _fit(codes, t, out, lm, int(ids.size), host_ids, estimator, policy, per_page)
     rate = np.asarray(fitted.rate_, dtype=np.float64)
     return FetchArrayEstimate(
         page=ids,
