@@ -320,8 +320,12 @@ def evidence_grid(
     after a fetch would otherwise stretch the grid to rates no page has) to the longest time
     one page was watched (all its intervals together: nineteen unchanged daily intervals tell
     0.01 a day from 0.1); None when it has none."""
-    single = [intervals.length]
-    watched = [np.bincount(intervals.page, weights=intervals.length, minlength=intervals.n_pages)]
+    single: list[FloatArray] = [intervals.length]
+    watched: list[FloatArray] = [
+        np.bincount(intervals.page, weights=intervals.length, minlength=intervals.n_pages).astype(
+            np.float64
+        )
+    ]
     if last_modified is not None:
         for times in (
             last_modified.exposure,
