@@ -358,18 +358,27 @@ def fit_bayes_plan(
     intervals: ChangeIntervals,
     last_modified: LastModifiedEvidence | None = None,
     reliable: BoolArray | None = None,
+    *,
+    sharing: BoolArray | None = None,
 ) -> BayesPlanPrior | None:
-    """The grid, prior and price from a sample of pages (the first chunk of a store) and
-    ``budget``, crawls per unit time for the sample's pages with evidence (their share of
-    the whole budget); None when no page has evidence."""
+    """The grid, prior and price from a sample of fetched pages (the first chunk of a store)
+    and ``budget``, crawls per unit time for those pages (their share of the whole budget);
+    None when no page has evidence.
+
+    The prior is fitted on the pages with evidence. The price spends the budget on the pages
+    ``sharing`` it (n,; default: every page), those without evidence (fetched once, no date
+    believed) at the prior's own Bayes action: they take crawls too, and a price set on the
+    pages with evidence alone would be too low wherever most pages have none."""
     grid = evidence_grid(intervals, last_modified)
     if grid is None or not budget > 0:
         return None
     loglik, has = grid_log_likelihood(grid, intervals, last_modified, reliable)
-    if not has.any():
+    spend = np.ones(intervals.n_pages, np.bool_) if sharing is None else np.asarray(sharing)
+    if not has.any() or not spend.any():
         return None
     prior = fit_grid_prior(loglik[has])
-    action = bayes_refresh(grid, grid_posterior(loglik[has], prior), budget)
+    loglik[~has] = 0.0
+    action = bayes_refresh(grid, grid_posterior(loglik[spend], prior), budget)
     return BayesPlanPrior(grid, prior, action.price)
 
 
@@ -380,10 +389,12 @@ def plan_rates(
     reliable: BoolArray | None = None,
 ) -> FloatArray:
     """Each page's Bayes-equivalent rate under ``plan``'s prior and price, changes per unit
-    time, shape (n,); NaN for a page without evidence."""
+    time, shape (n,). A page without evidence (fetched once, no date believed) has the prior
+    for its posterior, and gets the prior's rate: the pages the crawl knows nothing about
+    are planned on what the population says, not on one estimate's guess."""
     loglik, has = grid_log_likelihood(plan.grid, intervals, last_modified, reliable)
-    out = np.full(intervals.n_pages, np.nan)
-    if has.any():
-        posterior = grid_posterior(loglik[has], plan.prior)
-        out[has] = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
-    return out
+    loglik[~has] = 0.0
+    if intervals.n_pages == 0:
+        return np.zeros(0)
+    posterior = grid_posterior(loglik, plan.prior)
+    return bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]

@@ -218,8 +218,10 @@ def estimate_from_store(
     stores each page's Bayes-equivalent rate (``pages.plan_rate``,
     :func:`estimators.bayes_action.plan_rates`) and buckets the page by it: the prior over
     the rate grid and the bandwidth's price are fitted on the first chunk, given its share
-    of the budget, and every chunk is planned at them. A page whose rate comes from change
-    notifications keeps its rate. None: ``plan_rate`` is cleared, the plan uses the rates.
+    of the budget, and every chunk is planned at them. A page fetched once with no date
+    believed (no estimate) gets the prior's rate and a bucket, where without a plan rate it
+    is bucket 0. A page whose rate comes from change notifications keeps its rate. None:
+    ``plan_rate`` is cleared, the plan uses the rates.
 
     ``min_change`` > 0 (``estimate.min_change``, a share of the main text, 0-1) makes
     "changed" mean "changed by at least that much": smaller changes, read from the stored

@@ -30,9 +30,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    case,
     func,
-    null,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -255,6 +253,7 @@ class Page(Base):
     #: The rate the plan uses where it is not ``rate``: the page's Bayes-equivalent rate
     #: (:mod:`estimators.bayes_action`), which makes the planner crawl the page as its whole
     #: posterior is worth; its ``bucket`` is then this rate's (migration 0022). NULL: ``rate``.
+    #: A page fetched once with no date believed has one without a ``rate``: the prior's.
     plan_rate: Mapped[float | None] = mapped_column(Float, doc="changes per day")
     bucket: Mapped[int] = mapped_column(SmallInteger, default=0)
     importance: Mapped[float | None] = mapped_column(Float)
@@ -595,7 +594,9 @@ URGENT_REQUESTS = cast(Table, UrgentRequest.__table__)
 
 def planned_rate() -> ColumnElement[float | None]:
     """The rate the plan uses of a page, changes per day: ``plan_rate`` where the nightly run
-    wrote one, else the estimate ``rate``; NULL without an estimate (a plan rate is read
-    from the estimate's evidence, so it never outlives it)."""
+    wrote one, else the estimate ``rate`` (None for both: a page fetched once, with no
+    estimate and no plan rate). Every estimate rewrites both columns of the pages it reads,
+    so a plan rate never outlives the evidence it was read from; a page fetched once with
+    no date believed has a plan rate without an estimate: the population's."""
     p = PAGES
-    return case((p.c.rate.is_(None), null()), else_=func.coalesce(p.c.plan_rate, p.c.rate))
+    return func.coalesce(p.c.plan_rate, p.c.rate)

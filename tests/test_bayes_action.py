@@ -13,9 +13,11 @@ from estimators.bayes_action import (
     bayes_refresh,
     bayes_refresh_at,
     evidence_grid,
+    fit_bayes_plan,
     fit_grid_prior,
     grid_log_likelihood,
     grid_posterior,
+    plan_rates,
     plug_in_refresh,
     rate_grid,
 )
@@ -170,3 +172,29 @@ def test_the_grid_reaches_down_to_what_a_page_watched_long_can_tell() -> None:
     assert np.exp(grid[-1]) == pytest.approx(20.0, rel=0.06)
     loglik, _ = grid_log_likelihood(grid, intervals)
     assert np.exp(grid[loglik[0].argmax()]) < 0.01
+
+
+def test_pages_without_evidence_are_planned_on_the_prior_and_take_their_share() -> None:
+    """Pages fetched once with no date have the prior for their posterior: one rate for all
+    of them, the prior's Bayes-equivalent rate, and they share the budget, so the price is
+    higher than on the pages with evidence alone."""
+    rng = np.random.default_rng(3)
+    n, once = 40, 20
+    page = np.repeat(np.arange(n), 6)
+    at = np.tile(np.arange(6.0) * 2.0, n)
+    rate = np.where(np.arange(n) % 2 == 0, 0.02, 2.0)[page]
+    changed = (rng.random(page.size) < 1 - np.exp(-rate * 2.0)).astype(float)
+    # the last `once` pages were fetched once only: drop their later fetches
+    keep = (page < n - once) | (at == 0)
+    intervals = change_intervals_from_fetches(page[keep], at[keep], changed[keep], n_pages=n)
+    assert np.all(intervals.n_intervals[n - once :] == 0)
+    budget = 0.1 * n
+    plan = fit_bayes_plan(budget, intervals)
+    assert plan is not None
+    rates = plan_rates(plan, intervals)
+    assert np.all(np.isfinite(rates)) and np.unique(rates[n - once :]).size == 1
+    prior_rate, _ = bayes_equivalent_rates(plan.grid, plan.prior[None, :], price=plan.price)
+    assert rates[-1] == pytest.approx(prior_rate[0], rel=1e-12)
+    seen = np.arange(n) < n - once
+    alone = fit_bayes_plan(budget, intervals, sharing=seen)
+    assert alone is not None and alone.price < plan.price

@@ -331,6 +331,37 @@ def test_rate_knowledge_yields_posteriors_with_host_and_section_priors() -> None
         RateKnowledge("estimated").posterior(log, 28)
 
 
+def test_bayes_rate_knowledge_plans_every_live_fetched_page_and_no_other() -> None:
+    """``rates = "bayes"``: every live page fetched has a Bayes-equivalent rate, those
+    fetched once (no interval, no date) the prior's, one rate for all; pages found dead and
+    pages never fetched (the plan's new pages) have none."""
+    from scenarios.policies.baselines import UniformPolicy
+    from scenarios.policies.knowledge import RateKnowledge
+    from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
+    from scenarios.world import WorldSpec, build_world
+
+    spec = WorldSpec(
+        pages=2_000, hosts=20, birth_rate=0.03, death_rate=0.02, last_modified={"missing": 1.0}
+    )
+    world = build_world(spec, 2, 12)
+    logs: list[CrawlLog] = []
+
+    class Watching(UniformPolicy):
+        def observe(self, obs: Observations, log: CrawlLog) -> None:
+            logs.append(log)
+
+    simulate(world, Watching(), SimulationSettings(periods=12, budget=150, seed=SEED))
+    log = logs[-1]
+    rate = RateKnowledge("bayes").rate(log, 12)
+    fetched = log.eligible & (log.fetches > 0)
+    assert np.array_equal(np.isfinite(rate), fetched)
+    assert np.all(rate[fetched] > 0)
+    once = fetched & (log.change_intervals().n_intervals == 0)
+    assert once.sum() > 100 and np.unique(rate[once]).size == 1
+    dead = log.gone & (log.fetches > 0)
+    assert dead.any() and np.all(np.isnan(rate[dead]))
+
+
 def test_rate_knowledge_before_any_evidence_is_the_uniform_guess() -> None:
     from scenarios.policies.knowledge import RateKnowledge
     from scenarios.simulator import CrawlLog, SimulationSettings

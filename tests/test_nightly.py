@@ -386,8 +386,9 @@ def test_a_dry_run_reuses_a_fitting_reading_and_plans_the_same(
 
 
 def test_fetched_pages_with_a_bucket_and_no_rate_are_named_not_a_traceback(db: Database) -> None:
-    """Estimates written by other means than ``crawlplan estimate`` (a bucket, no rate): a
-    dry run (a what-if: it does not estimate) says how many pages, which, and what to run."""
+    """Estimates written by other means than ``crawlplan estimate`` (a bucket, no rate and
+    no plan rate): a dry run (a what-if: it does not estimate) says how many pages, which,
+    and what to run."""
     from store.models import PAGES
 
     _crawl_history(db, pages=12, visits=8)
@@ -395,7 +396,9 @@ def test_fetched_pages_with_a_bucket_and_no_rate_are_named_not_a_traceback(db: D
     with db.write() as conn:
         ids = conn.execute(select(PAGES.c.id).where(PAGES.c.bucket > 0)).scalars().all()
         assert len(ids) >= 2
-        conn.execute(PAGES.update().where(PAGES.c.id.in_(ids[:2])).values(rate=None))
+        conn.execute(
+            PAGES.update().where(PAGES.c.id.in_(ids[:2])).values(rate=None, plan_rate=None)
+        )
     with pytest.raises(ConfigError) as error:
         run_nightly(db, SETTINGS, now=T0 + 9 * DAY, dry_run=True)
     assert str(error.value) == (

@@ -105,6 +105,46 @@ def test_plan_rates_are_written_beside_the_estimates_and_bucket_the_pages(db: Da
         assert page.bucket == BucketScale().assign(np.array([page.rate]))[0]
 
 
+def test_pages_fetched_once_are_planned_on_the_prior(db: Database) -> None:
+    """A page fetched once with no date has no estimate; with a plan budget it gets the
+    prior's Bayes-equivalent rate (one rate for all such pages: nothing tells them apart)
+    and that rate's bucket, and the aggregates plan it there; without one it is bucket 0."""
+    changes_every = {k: 1 for k in range(6)} | {k: 4 for k in range(6, 12)}
+    _crawl_history(db, pages=12, visits=9, changes_every=changes_every)
+    later = T0 + timedelta(days=9)
+    add_pages(db, [(f"http://h.test/n{k}", "http://h.test") for k in range(3)], now=later)
+    (lease,) = LeaseQueue(db, LeasePolicy(max_urls=15, max_urls_per_host=15)).lease(
+        "w", now=later + timedelta(minutes=1)
+    )
+    assert len(lease.pages) == 15
+    results = [
+        FetchResult(
+            leased.page_id,
+            later + timedelta(minutes=1),
+            "ok",
+            200,
+            changed=None if "/n" in leased.url else False,
+            next_due_at=later + timedelta(days=1),
+        )
+        for leased in lease.pages
+    ]
+    LeaseQueue(db, LeasePolicy()).finish(lease.lease_id, results, now=later)
+    estimate_from_store(db, chunk_pages=5, plan_budget=3.0)
+    once = [p for p in orm_all(db, select(Page)) if "/n" in p.url]
+    assert [p.rate for p in once] == [None] * 3
+    rates = {p.plan_rate for p in once}
+    assert len(rates) == 1 and next(iter(rates)) > 0
+    (bucket,) = {p.bucket for p in once}
+    assert bucket == BucketScale().assign(np.array(list(rates)))[0] > 0
+    got = aggregates_from_store(db, period_days=1.0, now=later + timedelta(days=1))
+    assert got.new_pages == 0 and got.buckets.pages.sum() == 15
+    assert got.buckets.pages[0] == 0 and got.buckets.pages[bucket] >= 3
+    estimate_from_store(db, chunk_pages=5)
+    once = [p for p in orm_all(db, select(Page)) if "/n" in p.url]
+    assert [(p.plan_rate, p.bucket) for p in once] == [(None, 0)] * 3
+    assert aggregates_from_store(db, period_days=1.0).buckets.pages[0] == 3
+
+
 def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Database) -> None:
     """Fetched pages with a bucket but no rate >= 0 (NaN or negative), in several chunks: all
     counted, the first named, and no aggregate made of the rest."""

@@ -10,13 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import (
-    bayes_equivalent_rates,
-    evidence_grid,
-    fit_grid_prior,
-    grid_log_likelihood,
-    grid_posterior,
-)
+from estimators.bayes_action import fit_bayes_plan, plan_rates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
 from estimators.gamma_updates import RatePosterior
@@ -156,20 +150,19 @@ class RateKnowledge:
         return fit.posterior_
 
     def _bayes(self, log: CrawlLog) -> FloatArray:
-        """Bayes-equivalent rates of the pages with evidence (NaN elsewhere), per period, at
-        the mean budget: what the nightly run plans with (``plan.rates = "bayes"``)."""
+        """Bayes-equivalent rates of the live fetched pages (NaN elsewhere), per period, at
+        the mean budget: what the nightly run plans with (``plan.rates = "bayes"``), its
+        prior fitted on every page with evidence and its price on the live fetched pages (a
+        dead page takes no crawl; a never-fetched one is the plan's new pages)."""
         intervals = log.change_intervals()
         evidence, reliable = self._dates(log)
-        rate = np.full(log.n_pages, np.nan)
-        grid = evidence_grid(intervals, evidence)
-        if grid is None:
-            return rate
-        loglik, has = grid_log_likelihood(grid, intervals, evidence, reliable)
-        pages = np.flatnonzero(has & log.eligible)
-        if pages.size:
-            posterior = grid_posterior(loglik[pages], fit_grid_prior(loglik[has]))
-            rate[pages] = bayes_equivalent_rates(grid, posterior, float(log.mean_budget))[0]
-        return rate
+        fetched = log.eligible & (log.fetches > 0)
+        plan = fit_bayes_plan(
+            float(log.mean_budget), intervals, evidence, reliable, sharing=fetched
+        )
+        if plan is None:
+            return np.full(log.n_pages, np.nan)
+        return np.where(fetched, plan_rates(plan, intervals, evidence, reliable), np.nan)
 
     def _dates(self, log: CrawlLog) -> tuple[LastModifiedEvidence | None, BoolArray | None]:
         """The Last-Modified evidence the policy reads, and which pages' dates it believes."""
