@@ -10,9 +10,10 @@ On the shipped scenarios' worlds (their warm-up and periods), at each budget (ev
 in N periods) and seed, it simulates:
 
 * ``uniform`` and the ``freshness-optimal`` page schedule with the true rates (the scale);
-* the planner on its own estimates (``estimated``, the default) and on Gamma rate posteriors
-  (``posterior``: expected freshness per class);
-* ``censored oracle``: the planner on its own estimates, except that every page whose every
+* the planner as deployed (``Bayes``: Bayes-equivalent rates, the default), on its point
+  estimates (``estimated``) and on Gamma rate posteriors (``posterior``: expected freshness
+  per class);
+* ``censored oracle``: the planner as deployed, except that every page whose every
   change/no-change interval so far held a change gets its true rate. Such a page's
   likelihood is flat above about one change per interval, so no estimator can place it; a
   probe policy that resolved it (re-fetches at shorter intervals) could gain at most this,
@@ -44,7 +45,8 @@ from scenarios.world import World, build_world
 POLICIES: dict[str, dict[str, Any]] = {
     "uniform": {"kind": "uniform"},
     "freshness-optimal (true)": {"kind": "freshness", "rates": "true"},
-    "planner, estimated": {"kind": "webfountain"},
+    "planner, Bayes": {"kind": "webfountain"},
+    "planner, estimated": {"kind": "webfountain", "rates": "estimated"},
     "planner, posterior": {"kind": "webfountain", "rates": "posterior"},
     "planner, censored oracle": {"kind": "webfountain"},
     "planner, probes": {"kind": "webfountain"},
