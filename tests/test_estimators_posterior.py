@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -18,6 +19,10 @@ from estimators import (
 )
 from estimators.gamma_updates import changed_intervals_update, changed_within_update
 from estimators.notifications import NotificationRates
+
+if TYPE_CHECKING:
+    from scenarios.simulator import CrawlLog, Observations
+    from scenarios.world import World
 
 SEED = 20261125
 
@@ -299,22 +304,28 @@ def test_bad_periodic_interval_is_named() -> None:
 # --- the simulator's knowledge of rates -----------------------------------------------------
 
 
-def test_rate_knowledge_yields_posteriors_with_host_and_section_priors() -> None:
-    from scenarios.policies.base import PolicyError
+def _uniform_crawl_log(world: World, periods: int, budget: int) -> CrawlLog:
+    """The crawl log a uniform recrawl of ``world`` leaves after ``periods`` periods."""
     from scenarios.policies.baselines import UniformPolicy
-    from scenarios.policies.knowledge import RateKnowledge
-    from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
-    from scenarios.world import WorldSpec, build_world
+    from scenarios.simulator import SimulationSettings, simulate
 
-    world = build_world(WorldSpec(pages=3_000, hosts=30, section_sigma=1.0), 1, 40)
     logs: list[CrawlLog] = []
 
     class Watching(UniformPolicy):
         def observe(self, obs: Observations, log: CrawlLog) -> None:
             logs.append(log)
 
-    simulate(world, Watching(), SimulationSettings(periods=28, budget=300, seed=SEED))
-    log = logs[-1]
+    simulate(world, Watching(), SimulationSettings(periods=periods, budget=budget, seed=SEED))
+    return logs[-1]
+
+
+def test_rate_knowledge_yields_posteriors_with_host_and_section_priors() -> None:
+    from scenarios.policies.base import PolicyError
+    from scenarios.policies.knowledge import RateKnowledge
+    from scenarios.world import WorldSpec, build_world
+
+    world = build_world(WorldSpec(pages=3_000, hosts=30, section_sigma=1.0), 1, 40)
+    log = _uniform_crawl_log(world, periods=28, budget=300)
     knowledge = RateKnowledge("posterior", last_modified="checked")
     posterior = knowledge.posterior(log, 28)
     assert posterior.n_pages == world.n_pages
@@ -335,23 +346,13 @@ def test_bayes_rate_knowledge_plans_every_live_fetched_page_and_no_other() -> No
     """``rates = "bayes"``: every live page fetched has a Bayes-equivalent rate, those
     fetched once (no interval, no date) the prior's, one rate for all; pages found dead and
     pages never fetched (the plan's new pages) have none."""
-    from scenarios.policies.baselines import UniformPolicy
     from scenarios.policies.knowledge import RateKnowledge
-    from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
     from scenarios.world import WorldSpec, build_world
 
     spec = WorldSpec(
         pages=2_000, hosts=20, birth_rate=0.03, death_rate=0.02, last_modified={"missing": 1.0}
     )
-    world = build_world(spec, 2, 12)
-    logs: list[CrawlLog] = []
-
-    class Watching(UniformPolicy):
-        def observe(self, obs: Observations, log: CrawlLog) -> None:
-            logs.append(log)
-
-    simulate(world, Watching(), SimulationSettings(periods=12, budget=150, seed=SEED))
-    log = logs[-1]
+    log = _uniform_crawl_log(build_world(spec, 2, 12), periods=12, budget=150)
     rate = RateKnowledge("bayes").rate(log, 12)
     fetched = log.eligible & (log.fetches > 0)
     assert np.array_equal(np.isfinite(rate), fetched)
