@@ -373,7 +373,11 @@ def fit_bayes_plan(
     if grid is None or not budget > 0:
         return None
     loglik, has = grid_log_likelihood(grid, intervals, last_modified, reliable)
-    spend = np.ones(intervals.n_pages, np.bool_) if sharing is None else np.asarray(sharing)
+    spend = np.ones(intervals.n_pages, np.bool_)
+    if sharing is not None:
+        spend = np.asarray(sharing, dtype=np.bool_)
+        if spend.shape != (intervals.n_pages,):
+            raise ValueError(f"sharing must name each of the {intervals.n_pages} pages")
     if not has.any() or not spend.any():
         return None
     prior = fit_grid_prior(loglik[has])

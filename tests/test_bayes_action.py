@@ -159,6 +159,10 @@ def test_bad_shapes_and_budgets_name_what_is_wrong() -> None:
         bayes_equivalent_rates(GRID, np.ones((2, GRID.size)) / GRID.size, 1.0, price=1.0)
     with pytest.raises(ValueError, match="shortest <= longest"):
         rate_grid(2.0, 1.0)
+    days = np.arange(3.0)
+    intervals = change_intervals_from_fetches(np.zeros(3, dtype=int), days, np.ones(3))
+    with pytest.raises(ValueError, match="sharing must name each of the 1 pages"):
+        fit_bayes_plan(1.0, intervals, sharing=np.ones(2, dtype=bool))
 
 
 def test_the_grid_reaches_down_to_what_a_page_watched_long_can_tell() -> None:
