@@ -10,6 +10,11 @@ budget of crawls per period:
 * **uniform**: the same crawler revisiting every page alike, the uniform plan that spends the
   same budget (what a fixed-schedule crawler does), through the same loop.
 
+With :attr:`DemoSettings.oracle` the crawlplan side plans on the web's true rates instead
+(written into its store before each nightly run; nothing estimated, nothing explored): the
+live reference for what a plan reaches through this loop when the rates need no learning
+(``tests/benchmarks/live_loop.py --oracle``).
+
 Each side runs the production loop: ``crawlplan serve`` (the worker API over its store, which
 releases each plan period's work on time: :func:`service.api.app.create_app`), ``crawlplan
 worker --api`` (a worker pool that leases and reports over HTTP with a bearer token:
@@ -77,6 +82,7 @@ from service.crawl_progress import progress_line
 from service.nightly import NightlyReport, NightlySettings, cycle_start, run_nightly
 from service.pipeline import ReleaseSummary
 from store import Database, add_pages, open_database, upgrade_schema
+from store.estimates import write_estimates
 from store.models import OBSERVATIONS, PAGES
 from store.plans import latest_plan, plan_detail
 
@@ -120,6 +126,11 @@ class DemoSettings:
     rate_high: float = 0.2
     seed: int = 7
     world: str = "demo"
+    #: The crawlplan side plans on the web's true rates, written into its store once, and
+    #: estimates nothing (:attr:`service.nightly.NightlySettings.estimate`): the live loop's
+    #: own reference for what a plan reaches when the rates need no learning, under the same
+    #: releases, politeness and crawler as the estimating plan.
+    oracle: bool = False
 
     def __post_init__(self) -> None:
         if self.world not in WORLDS:
@@ -577,6 +588,9 @@ def run_demo(
     )
     method = _start_method()
     sides = [_side(name, directory, config, demo.seed, nightly, method) for name in _NAMES]
+    if demo.oracle:  # no estimates, nothing to explore
+        sides[0].nightly = replace(nightly, estimate=False, explore=0.0)
+        say("oracle: the crawlplan side plans on the web's true rates and estimates nothing")
     token = secrets.token_urlsafe(24)
     with _children(sides):
         for side in sides:
@@ -607,7 +621,7 @@ def run_demo(
             f"page alike (every {revisit:.0f} s), both released on time by their worker APIs"
         )
         for side in sides:
-            report.plans += run_nightly(side.db, side.nightly).status == "published"
+            report.plans += _run_nightly(side, web).status == "published"
         for side in sides:  # each worker pool leases through its side's worker API
             assert side.api is not None
             url = f"http://127.0.0.1:{side.api.wait_ready()}"
@@ -668,6 +682,26 @@ def _side(
         ServerProcess(config, seed=seed, start_method=method),
         nightly if name == "crawlplan" else replace(nightly, optimize=False),
     )
+
+
+def _write_true_rates(side: _Side, web: SyntheticWeb, scale: BucketScale) -> None:
+    """The oracle: every page's true rate (changes per day) and its bucket in the side's
+    store, as if estimated exactly, for a plan that estimates nothing. A page the web does not
+    list (a host's special pages: redirects, a malformed page, an image) never changes."""
+    with side.db.read() as conn:
+        rows = conn.execute(select(PAGES.c.id, PAGES.c.url)).all()
+    ids = [int(i) for i, _ in rows]
+    rates = [float(web.rate[side.by_url[u]]) * _DAY if u in side.by_url else 0.0 for _, u in rows]
+    buckets = [int(b) for b in scale.assign(rates)]
+    write_estimates(side.db, ids, rates, rates, rates, ["true"] * len(ids), buckets)
+
+
+def _run_nightly(side: _Side, web: SyntheticWeb) -> NightlyReport:
+    """One nightly run of the side; with estimating off (the oracle), the true rates of every
+    page found so far are written first."""
+    if not side.nightly.estimate:
+        _write_true_rates(side, web, side.nightly.scale or BucketScale())
+    return run_nightly(side.db, side.nightly)
 
 
 def _seed(side: _Side, web: SyntheticWeb) -> None:
@@ -764,7 +798,7 @@ def _cycles(
                     for side in sides:
                         if side.name in pending:  # a run longer than a cycle: wait for it
                             _nightly_done(side, pending.pop(side.name).result(), report, say)
-                        pending[side.name] = pool.submit(run_nightly, side.db, side.nightly)
+                        pending[side.name] = pool.submit(_run_nightly, side, truth.web)
         for side in sides:
             if side.name in pending:
                 _nightly_done(side, pending.pop(side.name).result(), report, say)

@@ -13,8 +13,9 @@ Stages, each timed (seconds in :attr:`NightlyReport.stages` and in the ``nightly
    recorded in the plan's inputs (``measured``). A run with ``force`` in a cycle already
    planned smooths toward that cycle's own plan.
 2. ``estimate``: every fetched page's change rate and bucket from its observations
-   (:func:`service.pipeline.estimate_from_store`); ``importance``: the OPIC virtual page's
-   cash spread and every page's importance stored (:func:`store.importance.spread_virtual_cash`).
+   (:func:`service.pipeline.estimate_from_store`; skipped with ``estimate`` off, for rates
+   written by something else); ``importance``: the OPIC virtual page's cash spread and every
+   page's importance stored (:func:`store.importance.spread_virtual_cash`).
 3. ``aggregate``: per-bucket pages b, change fraction a per period, obsolete pages y now, and
    the never-fetched pages n (:func:`service.pipeline.aggregates_from_store`); the instance
    over the populated buckets (:func:`planner.cycle.plan_inputs.plan_inputs`). With the
@@ -153,6 +154,11 @@ class NightlySettings:
     #: the uniform crawl (every known page equally often, filling capacity) and a round robin
     #: inside each bucket; for comparisons on the same machinery and budget.
     optimize: bool = True
+    #: ``False``: skip the estimate stage and plan on the rates and buckets the store holds,
+    #: written by something else (the demo's oracle crawl writes the web's true rates there:
+    #: :attr:`service.demo.DemoSettings.oracle`). Not a configuration key: a plan that stops
+    #: estimating stops learning.
+    estimate: bool = True
 
     def cycle_settings(self, capacity: float) -> CycleSettings:
         """What :func:`planner.cycle.plan_cycle.plan_cycle` needs of these settings, for
@@ -718,19 +724,20 @@ def _measure(
 
 def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> None:
     """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
-    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``), then OPIC
-    importance."""
+    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``; none with
+    ``estimate`` off), then OPIC importance."""
     bayes = settings.rates == "bayes" and settings.optimize and capacity > 0
-    with stages.stage("estimate"):
-        # A heartbeat every chunk: a long estimate is alive, not killed.
-        estimate_from_store(
-            db,
-            scale=settings.scale,
-            policy=settings.last_modified,
-            min_change=settings.min_change,
-            progress=lambda _pages: stages.beat(),
-            plan_budget=capacity / settings.period_days if bayes else None,
-        )
+    if settings.estimate:
+        with stages.stage("estimate"):
+            # A heartbeat every chunk: a long estimate is alive, not killed.
+            estimate_from_store(
+                db,
+                scale=settings.scale,
+                policy=settings.last_modified,
+                min_change=settings.min_change,
+                progress=lambda _pages: stages.beat(),
+                plan_budget=capacity / settings.period_days if bayes else None,
+            )
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance
         # (H + C) / (G + 1) stored for the page schedule.

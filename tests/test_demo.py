@@ -128,6 +128,43 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
         assert 0 < steady <= report.fetched[name]
 
 
+def test_the_oracle_plans_on_the_webs_true_rates_and_estimates_nothing(tmp_path: Path) -> None:
+    """``oracle``: the crawlplan side's store holds every page's true rate (per day; 0 for the
+    host's special pages, which never change) and the bucket of that rate, and its nightly
+    runs plan without an estimate stage; the uniform side is the usual one."""
+    settings = DemoSettings(
+        tmp_path, hosts=4, pages=4, period=1.5, periods=3, cycles=2, workers=2, oracle=True
+    )
+    lines: list[str] = []
+    report = run_demo(settings, say=lines.append)
+    assert any(line.startswith("oracle: ") for line in lines)
+    assert report.plans == 4 and sum(report.fetched.values()) > 0
+    web = SyntheticWeb(_web_config(settings))
+    db = open_database(f"sqlite:///{tmp_path / 'crawlplan.db'}")
+    with db.read() as conn:
+        rows = conn.execute(select(PAGES.c.url, PAGES.c.rate, PAGES.c.estimator)).all()
+        stages = conn.execute(
+            select(NIGHTLY_RUNS.c.stages).where(NIGHTLY_RUNS.c.status == "published")
+        ).scalars()
+        assert all("estimate" not in s and "schedule" in s for s in stages)
+    assert {e for _, _, e in rows} == {"true"}
+    paths = {web.path(p): p for p in range(web.n_pages)}
+    listed = {}
+    for url, rate, _ in rows:
+        path = "/" + url.split("/", 3)[3]
+        if path in paths:
+            listed[url] = rate
+        else:
+            assert rate == 0.0, url
+    assert len(listed) == web.n_pages
+    truth = sorted(float(r) * 86_400.0 for r in web.rate)
+    assert sorted(listed.values()) == pytest.approx(truth)
+    # the uniform side estimated as usual
+    uniform = open_database(f"sqlite:///{tmp_path / 'uniform.db'}")
+    with uniform.read() as conn:
+        assert "true" not in set(conn.execute(select(PAGES.c.estimator)).scalars())
+
+
 def test_time_averaged_freshness_of_one_page_is_its_fresh_share_of_the_window() -> None:
     web = SyntheticWeb(WebConfig(hosts=1, pages_per_host=1, rate_low=0.05, rate_high=0.05))
     changes = web.change_times(0)

@@ -540,3 +540,39 @@ def test_the_nightly_run_plans_on_bayes_equivalent_rates_unless_told_otherwise(
         rows = conn.execute(select(*columns).where(PAGES.c.rate.is_not(None))).all()
     assert all(plan is None for _, plan, _ in rows)
     assert [b for *_, b in rows] == BucketScale().assign(np.array([r for r, _, _ in rows])).tolist()
+
+
+def test_with_estimating_off_the_plan_uses_the_rates_the_store_holds(db: Database) -> None:
+    """``estimate=False`` (the demo's oracle) leaves the rates and buckets written by
+    something else untouched and plans on them: the page written as fast gets a crawl every
+    period, the pages written as never changing only the capacity left idle; the estimate
+    stage is not run at all."""
+    from estimators.buckets import BucketScale
+    from store.estimates import write_estimates
+
+    _crawl_history(db, pages=6, visits=5, new=0)
+    with db.read() as conn:
+        ids = [int(i) for i in conn.execute(select(PAGES.c.id).order_by(PAGES.c.id)).scalars()]
+    rates = [0.0] * (len(ids) - 1) + [2.0]  # changes per day: one page changes, twice a day
+    buckets = BucketScale().assign(np.array(rates)).tolist()
+    write_estimates(db, ids, rates, rates, rates, ["true"] * len(ids), buckets)
+    oracle = replace(SETTINGS, capacity=2.0, estimate=False, explore=0.0)
+    report = run_nightly(db, oracle, now=T0 + 5 * DAY)
+    assert report.status == "published"
+    assert "estimate" not in report.stages and "importance" in report.stages
+    with db.read() as conn:
+        stored = conn.execute(
+            select(PAGES.c.rate, PAGES.c.bucket, PAGES.c.estimator).order_by(PAGES.c.id)
+        ).all()
+    assert [(r, b, e) for r, b, e in stored] == [
+        (r, b, "true") for r, b in zip(rates, buckets, strict=True)
+    ]
+    detail = plan_detail(db, report.plan)
+    crawls = Counter[int]()
+    for (_period, bucket), pages in detail.quotas.items():
+        crawls[bucket] += pages
+    slow, fast = buckets[0], buckets[-1]
+    assert set(crawls) <= {slow, fast}
+    # the fast page is crawled every period; what is left goes to the unchanging pages
+    assert crawls[fast] == oracle.periods
+    assert crawls[slow] / (len(ids) - 1) < crawls[fast]

@@ -21,8 +21,15 @@ process of its own, each crawl against its own server) and prints one row:
 * politeness violations (gaps shorter than the host's delay) and requests robots.txt
   disallows, each from that crawl's server's own request log.
 
+With ``--oracle`` each world and seed is run a second time with the crawlplan side planning on
+the web's true rates (:attr:`service.demo.DemoSettings.oracle`: nothing estimated), and the row
+adds that live optimum and crawlplan's share of its gain, ``(crawlplan - uniform) / (oracle -
+uniform of the oracle's run)``: both gains measured live, each against the uniform recrawl
+beside it, so the loop's own losses (periods, releases, politeness, pages that do not answer)
+are charged to both.
+
 Options: ``--worlds``, ``--seeds``, ``--hosts``, ``--pages``, ``--period``, ``--periods``,
-``--cycles``, ``--capacity``, ``--dir`` (scratch, recreated per run).
+``--cycles``, ``--capacity``, ``--oracle``, ``--dir`` (scratch, recreated per run).
 """
 
 from __future__ import annotations
@@ -41,6 +48,14 @@ def _used(report: DemoReport, name: str) -> float:
     return sum(report.fetched_per_period.get(name, [])) / max(released, 1)
 
 
+def _live_optimum(gain: float, oracles: list[DemoReport]) -> str:
+    """The oracle run's freshness and its uniform's, and the share of its gain ``gain`` is."""
+    if not oracles:
+        return "| "
+    best, uniform = oracles[0].steady["crawlplan"], oracles[0].steady["uniform"]
+    return f"{best:.3f}, {uniform:.3f} | {share_of_gain(gain, 0.0, best - uniform):.0%}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=WORLDS)
@@ -52,6 +67,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=8)
     parser.add_argument("--capacity", type=int, default=500)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--oracle", action="store_true")
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="live-loop-"))
@@ -66,27 +82,33 @@ def main() -> None:
         "| world | seed | crawlplan | uniform | uniform (computed) | optimum (computed) "
         "| share of the optimum's gain | share of the computed gain "
         "| fetched / released, crawlplan | uniform "
-        "| politeness violations | robots.txt violations |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| politeness violations | robots.txt violations "
+        "| oracle (live), its uniform | share of the live optimum's gain |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for world in args.worlds:
         for seed in args.seeds:
-            directory = scratch / f"{world}-{seed}"
-            shutil.rmtree(directory, ignore_errors=True)
-            settings = DemoSettings(
-                directory,
-                hosts=args.hosts,
-                pages=args.pages,
-                period=args.period,
-                periods=args.periods,
-                cycles=args.cycles,
-                capacity=args.capacity,
-                workers=args.workers,
-                world=world,
-                seed=seed,
-            )
-            report = run_demo(settings, say=lambda _line: None)
-            if not report.steady:
+            runs = [False, True] if args.oracle else [False]
+            reports = []
+            for oracle in runs:
+                directory = scratch / f"{world}-{seed}{'-oracle' if oracle else ''}"
+                shutil.rmtree(directory, ignore_errors=True)
+                settings = DemoSettings(
+                    directory,
+                    hosts=args.hosts,
+                    pages=args.pages,
+                    period=args.period,
+                    periods=args.periods,
+                    cycles=args.cycles,
+                    capacity=args.capacity,
+                    workers=args.workers,
+                    world=world,
+                    seed=seed,
+                    oracle=oracle,
+                )
+                reports.append(run_demo(settings, say=lambda _line: None))
+            report = reports[0]
+            if not all(r.steady for r in reports):
                 rows.append(f"| {world} | {seed} | no steady state: run more cycles |")
                 print(rows[-1], flush=True)
                 continue
@@ -103,7 +125,8 @@ def main() -> None:
                 f"| {computed:.0%} "
                 f"| {_used(report, 'crawlplan'):.1%} | {_used(report, 'uniform'):.1%} "
                 f"| {report.impolite['crawlplan']} / {report.impolite['uniform']} "
-                f"| {report.disallowed['crawlplan']} / {report.disallowed['uniform']} |"
+                f"| {report.disallowed['crawlplan']} / {report.disallowed['uniform']} "
+                f"| {_live_optimum(planned - uniform, reports[1:])} |"
             )
             print(
                 f"{world} seed {seed}: {report.elapsed:.0f} s, warm-up "
