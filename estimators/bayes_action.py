@@ -361,7 +361,7 @@ def fit_bayes_plan(
     *,
     sharing: BoolArray | None = None,
 ) -> BayesPlanPrior | None:
-    """The grid, prior and price from a sample of fetched pages (the first chunk of a store)
+    """The grid, prior and price from a sample of fetched pages (spread over a store)
     and ``budget``, crawls per unit time for those pages (their share of the whole budget);
     None when no page has evidence.
 

@@ -7,9 +7,10 @@ the store.
 
 Stage 1, :func:`estimate_from_store`: every page's fetch evidence is streamed from the store
 in chunks of whole pages, turned into a fetch table, estimated (change rate, interval,
-estimator, bucket) and written back. The population prior of the empirical-Bayes estimator is
-fitted on the first chunk and reused for the rest, so every page is shrunk toward the same
-prior however the pages are chunked.
+estimator, bucket) and written back. The population prior of the empirical-Bayes estimator
+(and the Bayes plan's prior and price) is fitted on a sample spread over the whole store and
+reused for every chunk, so every page is shrunk toward the same prior however the pages are
+chunked, and that prior is the store's, not its oldest pages'.
 
 Stage 6, :func:`release_period`: the current period of the published plan is released once:
 candidates read from the store by index (per bucket longest unvisited first, new pages by
@@ -27,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from itertools import chain
 from queue import Empty, Queue
 from typing import Any, TypeVar
@@ -40,6 +42,7 @@ from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates,
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 from estimators.notifications import notification_rates
+from estimators.prior import LogNormalRatePrior
 from estimators.reliability import LastModifiedPolicy
 from planner.cycle.bound_hosts import HostPages, host_caps, split_key
 from planner.cycle.due_urls import (
@@ -60,9 +63,11 @@ from store import Database, latest_plan
 from store.due_times import NOTIFIED, page_schedule_finished
 from store.estimates import (
     CreationWindow,
+    FetchChunk,
     host_page_counts,
     iter_fetch_chunks,
     iter_page_states,
+    sample_fetch_chunk,
     write_estimates,
 )
 from store.notifications import notification_times
@@ -204,6 +209,7 @@ def estimate_from_store(
     db: Database,
     *,
     chunk_pages: int = 50_000,
+    sample_pages: int = 50_000,
     progress: Callable[[int], None] | None = None,
     scale: BucketScale | None = None,
     policy: LastModifiedPolicy | None = None,
@@ -214,11 +220,18 @@ def estimate_from_store(
     (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
     reliability test's thresholds; the defaults otherwise).
 
+    What is fitted on the population (the estimators' rate prior, and the Bayes plan's
+    prior and price below) is fitted on a sample of ``sample_pages`` fetched pages spread over
+    the whole store (:func:`store.estimates.sample_fetch_chunk`: every k-th by page id; all
+    of them in a smaller store), or on the store itself when it fits in one chunk of
+    ``chunk_pages``, and applied to every chunk: the estimates do not depend on how the store
+    is cut into chunks, nor on which pages it found first.
+
     ``plan_budget`` (crawls per day for the fetched pages; the nightly run's capacity) also
     stores each page's Bayes-equivalent rate (``pages.plan_rate``,
     :func:`estimators.bayes_action.plan_rates`) and buckets the page by it: the prior over
-    the rate grid and the bandwidth's price are fitted on the first chunk, given its share
-    of the budget, and every chunk is planned at them. A page fetched once with no date
+    the rate grid and the bandwidth's price are fitted once, given the fitted pages' share of
+    the budget, and every chunk is planned at them. A page fetched once with no date
     believed (no estimate) gets the prior's rate and a bucket, where without a plan rate it
     is bucket 0. A page whose rate comes from change notifications keeps its rate. None:
     ``plan_rate`` is cleared, the plan uses the rates.
@@ -228,64 +241,43 @@ def estimate_from_store(
     signatures (:func:`crawler.signature.changes_at_least`), count as no change, and
     Last-Modified dates are not read, since a date says that a page changed, not by how much.
     """
-    prior = None
     pages = fetches = small_changes = 0
     by_estimator: dict[str, int] = {}
     now_days = datetime.now(UTC).timestamp() / _DAY_S
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
     sized = min_change > 0
-    bayes: BayesPlanPrior | None = None
     fetched_pages = sum(host_page_counts(db).fetched) if plan_budget else 0
+    evidence = partial(
+        _chunk_estimate, now_days=now_days, scale=scale, policy=policy, min_change=min_change
+    )
+    # The population's fits (the estimators' prior, the Bayes plan's prior and price) from
+    # a sample of the whole store, or from the first chunk when that is the whole store.
+    prior: LogNormalRatePrior | None = None
+    bayes: BayesPlanPrior | None = None
+    fitted = False
+    sample = sample_fetch_chunk(db, pages=sample_pages, chunk_pages=chunk_pages, signatures=sized)
+    if sample is not None and sample.rows:
+        found, *_ = evidence(sample, None)
+        prior, bayes = _population_fits(found, plan_budget, fetched_pages)
+        fitted = True
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
-        # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
-        page_id, host_id, fetched_s, changed, modified_s = np.array(chunk.rows, dtype=np.float64).T
-        if sized:
-            flags, demoted = changes_at_least(
-                [row[0] for row in chunk.rows],
-                [row[3] for row in chunk.rows],
-                chunk.signatures,
-                min_change,
-            )
-            changed = np.array(flags, dtype=np.float64)
-            modified_s = np.full_like(modified_s, np.nan)
-            small_changes += demoted
-        result = estimate_fetch_arrays(
-            page_id.astype(np.int64),
-            fetched_s / _DAY_S,
-            changed,
-            modified_s / _DAY_S,
-            host_id.astype(np.int64),
-            now=now_days,
-            estimator=estimator,
-            scale=scale,
-            policy=policy,
-            created_between=_creation_windows(page_id, chunk.windows),
-        )
-        if prior is None:
-            prior = result.fitted.prior_
+        result, page_id, fetched_s, changed, demoted = evidence(chunk, estimator)
+        small_changes += demoted
+        if not fitted:
+            prior, bayes = _population_fits(result, plan_budget, fetched_pages)
+            fitted = True
         chosen = _with_notifications(
             result, notes, page_id, fetched_s / _DAY_S, changed, scale or BucketScale()
         )
         bucket, plan = chosen.bucket, np.full(chosen.page.size, np.nan)
-        if plan_budget:
-            evidence = result.evidence
-            if bayes is None:
-                share = result.page.size / max(fetched_pages, result.page.size)
-                bayes = fit_bayes_plan(
-                    plan_budget * share,
-                    evidence.intervals,
-                    evidence.last_modified,
-                    evidence.reliable,
-                )
-            if bayes is not None:
-                plan = plan_rates(
-                    bayes, evidence.intervals, evidence.last_modified, evidence.reliable
-                )
-                plan[chosen.estimator == NOTIFIED] = np.nan
-                bucket = (scale or BucketScale()).assign(
-                    np.where(np.isfinite(plan), plan, chosen.rate)
-                )
+        if bayes is not None:
+            evidence_of = result.evidence
+            plan = plan_rates(
+                bayes, evidence_of.intervals, evidence_of.last_modified, evidence_of.reliable
+            )
+            plan[chosen.estimator == NOTIFIED] = np.nan
+            bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (
             [None if math.isnan(v) else v for v in column.tolist()]
             for column in (chosen.rate, chosen.rate_low, chosen.rate_high, plan)
@@ -308,6 +300,67 @@ def estimate_from_store(
         if progress is not None:
             progress(pages)
     return EstimateSummary(pages, fetches, by_estimator, 0, small_changes)
+
+
+def _chunk_estimate(
+    chunk: FetchChunk,
+    estimator: ChangeRateEstimator | None,
+    *,
+    now_days: float,
+    scale: BucketScale | None,
+    policy: LastModifiedPolicy | None,
+    min_change: float,
+) -> tuple[
+    FetchArrayEstimate,
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    int,
+]:
+    """Estimate one chunk of evidence: the estimates, and per fetch its page id, time
+    (epoch seconds) and change flag (1/0/NaN; with ``min_change``, small changes demoted to
+    0 and dates not read), and how many changes were demoted."""
+    # None (no Last-Modified, first fetch) becomes NaN; True/False become 1/0.
+    page_id, host_id, fetched_s, changed, modified_s = np.array(chunk.rows, dtype=np.float64).T
+    demoted = 0
+    if min_change > 0:
+        flags, demoted = changes_at_least(
+            [row[0] for row in chunk.rows],
+            [row[3] for row in chunk.rows],
+            chunk.signatures,
+            min_change,
+        )
+        changed = np.array(flags, dtype=np.float64)
+        modified_s = np.full_like(modified_s, np.nan)
+    result = estimate_fetch_arrays(
+        page_id.astype(np.int64),
+        fetched_s / _DAY_S,
+        changed,
+        modified_s / _DAY_S,
+        host_id.astype(np.int64),
+        now=now_days,
+        estimator=estimator,
+        scale=scale,
+        policy=policy,
+        created_between=_creation_windows(page_id, chunk.windows),
+    )
+    return result, page_id, fetched_s, changed, demoted
+
+
+def _population_fits(
+    result: FetchArrayEstimate, plan_budget: float | None, fetched_pages: int
+) -> tuple[LogNormalRatePrior | None, BayesPlanPrior | None]:
+    """The estimators' rate prior fitted on ``result``'s pages, and with ``plan_budget``
+    (crawls per day for all ``fetched_pages``) the Bayes plan's prior and price, those pages
+    given their share of the budget."""
+    bayes = None
+    if plan_budget:
+        evidence = result.evidence
+        share = result.page.size / max(fetched_pages, result.page.size)
+        bayes = fit_bayes_plan(
+            plan_budget * share, evidence.intervals, evidence.last_modified, evidence.reliable
+        )
+    return result.fitted.prior_, bayes
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ __all__ = [
     "iter_fetch_chunks",
     "iter_fetch_rows",
     "iter_page_states",
+    "sample_fetch_chunk",
     "write_estimates",
 ]
 
@@ -90,8 +91,7 @@ def iter_fetch_chunks(
     duplicate's fetches are left out (status ``duplicate``, :mod:`store.duplicates`): they
     are its directory URL's document seen twice, not evidence of a page of its own.
     """
-    p, o = PAGES, OBSERVATIONS
-    dialect = db.dialect
+    p = PAGES
     after = 0
     while True:
         with db.read() as conn:
@@ -104,44 +104,110 @@ def iter_fetch_chunks(
             ).scalar_one_or_none()
             if last is None:
                 return
-            rows = driver_rows(
+            chunk = _read_chunk(
                 conn,
-                select(
-                    o.c.page_id,
-                    p.c.host_id,
-                    epoch_seconds(o.c.fetched_at, dialect),
-                    o.c.changed,
-                    epoch_seconds(o.c.last_modified, dialect),
-                    *([o.c.signature] if signatures else []),
-                )
-                .join(p, p.c.id == o.c.page_id)
-                .where(
-                    o.c.page_id > after,
-                    o.c.page_id <= last,
-                    o.c.http_status.in_(_ANSWERED),
-                    p.c.status != DUPLICATE_STATUS,
-                )
-                .order_by(o.c.page_id, o.c.fetched_at),
-            )
-            windows = (
-                driver_rows(
-                    conn,
-                    select(
-                        p.c.id,
-                        epoch_seconds(p.c.new_after, dialect),
-                        epoch_seconds(p.c.first_seen, dialect),
-                    )
-                    .where(p.c.id > after, p.c.id <= last, p.c.new_after.is_not(None))
-                    .order_by(p.c.id),
-                )
-                if rows
-                else []
+                db.dialect,
+                (OBSERVATIONS.c.page_id > after, OBSERVATIONS.c.page_id <= last),
+                (p.c.id > after, p.c.id <= last),
+                signatures=signatures,
             )
         after = int(last)
-        if rows and signatures:
-            yield FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows])
-        elif rows:
-            yield FetchChunk(rows, windows)
+        if chunk.rows:
+            yield chunk
+
+
+#: Page ids per query of :func:`sample_fetch_chunk` (SQLite binds at most 32,766 values).
+_SAMPLE_BATCH = 10_000
+
+
+def sample_fetch_chunk(
+    db: Database, *, pages: int = 50_000, chunk_pages: int = 50_000, signatures: bool = False
+) -> FetchChunk | None:
+    """The answered fetches of at most ``pages`` fetched pages spread evenly over the whole
+    store (every k-th by page id; all of them when there are no more), as one chunk of
+    :func:`iter_fetch_chunks`; None when the store holds at most ``chunk_pages`` pages, so
+    that the first chunk of :func:`iter_fetch_chunks` is the whole store.
+
+    What the estimators fit on the population (the rate prior, the bandwidth's price) is
+    fitted once and applied to every chunk. Fitted on the first chunk, it would describe the
+    oldest pages alone (ids grow with discovery: seeds and hubs first); the sample describes
+    the store. One read of the pages' ids (no evidence), then the sample's fetches in
+    batches of page ids, each an indexed lookup: about a chunk's reading.
+    """
+    p = PAGES
+    with db.read() as conn:
+        total = int(conn.execute(select(func.count()).select_from(p)).scalar_one())
+        if total <= chunk_pages:
+            return None
+        ids = list(
+            conn.execute(
+                select(p.c.id)
+                .where(p.c.last_fetch_at.is_not(None), p.c.status != DUPLICATE_STATUS)
+                .order_by(p.c.id)
+            ).scalars()
+        )
+        chosen = ids[:: max(1, math.ceil(len(ids) / pages))]
+        parts = [
+            _read_chunk(
+                conn,
+                db.dialect,
+                (OBSERVATIONS.c.page_id.in_(batch),),
+                (p.c.id.in_(batch),),
+                signatures=signatures,
+            )
+            for batch in (
+                chosen[k : k + _SAMPLE_BATCH] for k in range(0, len(chosen), _SAMPLE_BATCH)
+            )
+        ]
+    return FetchChunk(
+        [r for part in parts for r in part.rows],
+        [w for part in parts for w in part.windows],
+        [s for part in parts for s in part.signatures],
+    )
+
+
+def _read_chunk(
+    conn: Connection,
+    dialect: str,
+    observations: tuple[Any, ...],
+    pages: tuple[Any, ...],
+    *,
+    signatures: bool,
+) -> FetchChunk:
+    """The answered fetches of the pages the conditions name (on ``observations`` and on
+    ``pages``, the same pages), by page then time, and those pages' creation windows."""
+    p, o = PAGES, OBSERVATIONS
+    rows = driver_rows(
+        conn,
+        select(
+            o.c.page_id,
+            p.c.host_id,
+            epoch_seconds(o.c.fetched_at, dialect),
+            o.c.changed,
+            epoch_seconds(o.c.last_modified, dialect),
+            *([o.c.signature] if signatures else []),
+        )
+        .join(p, p.c.id == o.c.page_id)
+        .where(*observations, o.c.http_status.in_(_ANSWERED), p.c.status != DUPLICATE_STATUS)
+        .order_by(o.c.page_id, o.c.fetched_at),
+    )
+    windows = (
+        driver_rows(
+            conn,
+            select(
+                p.c.id,
+                epoch_seconds(p.c.new_after, dialect),
+                epoch_seconds(p.c.first_seen, dialect),
+            )
+            .where(*pages, p.c.new_after.is_not(None))
+            .order_by(p.c.id),
+        )
+        if rows
+        else []
+    )
+    if signatures:
+        return FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows])
+    return FetchChunk(rows, windows)
 
 
 _PG_WRITE = text(
