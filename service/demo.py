@@ -126,10 +126,10 @@ class DemoSettings:
     rate_high: float = 0.2
     seed: int = 7
     world: str = "demo"
-    #: The crawlplan side plans on the web's true rates, written into its store once, and
-    #: estimates nothing (:attr:`service.nightly.NightlySettings.estimate`): the live loop's
-    #: own reference for what a plan reaches when the rates need no learning, under the same
-    #: releases, politeness and crawler as the estimating plan.
+    #: The crawlplan side plans on the web's true rates, written into its store before each
+    #: nightly run, and estimates nothing (:attr:`service.nightly.NightlySettings.estimate`):
+    #: the live loop's own reference for what a plan reaches when the rates need no
+    #: learning, under the same releases, politeness and crawler as the estimating plan.
     oracle: bool = False
 
     def __post_init__(self) -> None:
@@ -589,7 +589,8 @@ def run_demo(
     method = _start_method()
     sides = [_side(name, directory, config, demo.seed, nightly, method) for name in _NAMES]
     if demo.oracle:  # no estimates, nothing to explore
-        sides[0].nightly = replace(nightly, estimate=False, explore=0.0)
+        planned = next(side for side in sides if side.name == "crawlplan")
+        planned.nightly = replace(planned.nightly, estimate=False, explore=0.0)
         say("oracle: the crawlplan side plans on the web's true rates and estimates nothing")
     token = secrets.token_urlsafe(24)
     with _children(sides):

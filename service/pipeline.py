@@ -247,35 +247,30 @@ def estimate_from_store(
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
     sized = min_change > 0
     fetched_pages = sum(host_page_counts(db).fetched) if plan_budget else 0
-    evidence = partial(
+    estimate_chunk = partial(
         _chunk_estimate, now_days=now_days, scale=scale, policy=policy, min_change=min_change
     )
     # The population's fits (the estimators' prior, the Bayes plan's prior and price) from
-    # a sample of the whole store, or from the first chunk when that is the whole store.
-    prior: LogNormalRatePrior | None = None
-    bayes: BayesPlanPrior | None = None
-    fitted = False
-    sample = sample_fetch_chunk(db, pages=sample_pages, chunk_pages=chunk_pages, signatures=sized)
-    if sample is not None and sample.rows:
-        found, *_ = evidence(sample, None)
-        prior, bayes = _population_fits(found, plan_budget, fetched_pages)
-        fitted = True
+    # a sample of the whole store; else, as when the store is one chunk, from the first
+    # chunk that gives them.
+    prior, bayes = _sample_fits(
+        db, estimate_chunk, sample_pages, chunk_pages, sized, plan_budget, fetched_pages
+    )
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
-        result, page_id, fetched_s, changed, demoted = evidence(chunk, estimator)
+        result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
         small_changes += demoted
-        if not fitted:
-            prior, bayes = _population_fits(result, plan_budget, fetched_pages)
-            fitted = True
+        if prior is None or (plan_budget and bayes is None):
+            chunk_prior, chunk_bayes = _population_fits(result, plan_budget, fetched_pages)
+            prior = prior if prior is not None else chunk_prior
+            bayes = bayes if bayes is not None else chunk_bayes
         chosen = _with_notifications(
             result, notes, page_id, fetched_s / _DAY_S, changed, scale or BucketScale()
         )
         bucket, plan = chosen.bucket, np.full(chosen.page.size, np.nan)
         if bayes is not None:
-            evidence_of = result.evidence
-            plan = plan_rates(
-                bayes, evidence_of.intervals, evidence_of.last_modified, evidence_of.reliable
-            )
+            evidence = result.evidence
+            plan = plan_rates(bayes, evidence.intervals, evidence.last_modified, evidence.reliable)
             plan[chosen.estimator == NOTIFIED] = np.nan
             bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (
@@ -345,6 +340,26 @@ def _chunk_estimate(
         created_between=_creation_windows(page_id, chunk.windows),
     )
     return result, page_id, fetched_s, changed, demoted
+
+
+def _sample_fits(
+    db: Database,
+    estimate_chunk: Callable[
+        [FetchChunk, ChangeRateEstimator | None], tuple[FetchArrayEstimate, Any, Any, Any, int]
+    ],
+    sample_pages: int,
+    chunk_pages: int,
+    sized: bool,
+    plan_budget: float | None,
+    fetched_pages: int,
+) -> tuple[LogNormalRatePrior | None, BayesPlanPrior | None]:
+    """The population's fits on a sample spread over the store (None, None: the store is
+    one chunk, or the sample has no evidence); the sample is gone when this returns."""
+    sample = sample_fetch_chunk(db, pages=sample_pages, chunk_pages=chunk_pages, signatures=sized)
+    if sample is None or not sample.rows:
+        return None, None
+    found, *_ = estimate_chunk(sample, None)
+    return _population_fits(found, plan_budget, fetched_pages)
 
 
 def _population_fits(

@@ -131,22 +131,33 @@ def sample_fetch_chunk(
     What the estimators fit on the population (the rate prior, the bandwidth's price) is
     fitted once and applied to every chunk. Fitted on the first chunk, it would describe the
     oldest pages alone (ids grow with discovery: seeds and hubs first); the sample describes
-    the store. One read of the pages' ids (no evidence), then the sample's fetches in
-    batches of page ids, each an indexed lookup: about a chunk's reading.
+    the store. A fetched page is one with a last fetch (``pages.last_fetch_at``), not a
+    duplicate, as the chunks' pages are (a page whose fetches all failed is one too, and
+    contributes no row). Two scans of the pages table, which pick the ids in SQL (no id of
+    the store in memory), then the sample's fetches in batches of page ids, each an indexed
+    lookup: about a chunk's reading.
     """
+    if pages < 1:
+        raise ValueError(f"a sample needs at least one page, got {pages}")
     p = PAGES
+    fetched = (p.c.last_fetch_at.is_not(None), p.c.status != DUPLICATE_STATUS)
     with db.read() as conn:
         total = int(conn.execute(select(func.count()).select_from(p)).scalar_one())
         if total <= chunk_pages:
             return None
-        ids = list(
+        count = int(conn.execute(select(func.count()).where(*fetched)).scalar_one())
+        every = max(1, math.ceil(count / pages))
+        ranked = select(p.c.id, func.row_number().over(order_by=p.c.id).label("rank")).where(
+            *fetched
+        )
+        ranked_ids = ranked.subquery()
+        chosen = list(
             conn.execute(
-                select(p.c.id)
-                .where(p.c.last_fetch_at.is_not(None), p.c.status != DUPLICATE_STATUS)
-                .order_by(p.c.id)
+                select(ranked_ids.c.id)
+                .where((ranked_ids.c.rank - 1) % every == 0)
+                .order_by(ranked_ids.c.id)
             ).scalars()
         )
-        chosen = ids[:: max(1, math.ceil(len(ids) / pages))]
         parts = [
             _read_chunk(
                 conn,

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from estimators.buckets import BucketScale
 from scenarios.demo_report import periodic_freshness, reference_freshness, share_of_gain
 from scenarios.ground_truth import (
     match_fetches,
@@ -144,10 +145,18 @@ def test_the_oracle_plans_on_the_webs_true_rates_and_estimates_nothing(tmp_path:
     db = open_database(f"sqlite:///{tmp_path / 'crawlplan.db'}")
     with db.read() as conn:
         rows = conn.execute(select(PAGES.c.url, PAGES.c.rate, PAGES.c.estimator)).all()
-        stages = conn.execute(
-            select(NIGHTLY_RUNS.c.stages).where(NIGHTLY_RUNS.c.status == "published")
-        ).scalars()
-        assert all("estimate" not in s and "schedule" in s for s in stages)
+        buckets = conn.execute(
+            select(PAGES.c.rate, PAGES.c.bucket).where(PAGES.c.rate.is_not(None))
+        ).all()
+        stages = list(
+            conn.execute(
+                select(NIGHTLY_RUNS.c.stages).where(NIGHTLY_RUNS.c.status == "published")
+            ).scalars()
+        )
+    assert len(stages) == 2  # the first plan's run and the first cycle's end
+    assert all("estimate" not in s and "schedule" in s for s in stages)
+    rates = np.array([r for r, _ in buckets])
+    assert [b for _, b in buckets] == BucketScale().assign(rates).tolist()
     paths = {web.path(p): p for p in range(web.n_pages)}
     listed = {}
     for url, rate, estimator in rows:

@@ -575,4 +575,9 @@ def test_with_estimating_off_the_plan_uses_the_rates_the_store_holds(db: Databas
     assert set(crawls) <= {slow, fast}
     # the fast page is crawled every period; what is left goes to the unchanging pages
     assert crawls[fast] == oracle.periods
-    assert crawls[slow] / (len(ids) - 1) < crawls[fast]
+    # estimating again replaces the written rates with the crawl's own estimates
+    estimating = replace(oracle, estimate=True)
+    assert run_nightly(db, estimating, now=T0 + 5 * DAY, force=True).status == "published"
+    with db.read() as conn:
+        names = set(conn.execute(select(PAGES.c.estimator)).scalars())
+    assert "true" not in names

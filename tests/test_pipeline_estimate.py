@@ -183,21 +183,52 @@ def test_the_estimates_do_not_depend_on_the_chunks_nor_on_the_first_pages(db: Da
     assert _estimated(db)[once[0]][3] == pytest.approx(plan_rate, rel=0.15)
 
 
-def test_the_sample_is_spread_over_the_store(db: Database) -> None:
-    """``sample_fetch_chunk``: every k-th fetched page by id, each page's fetches in time
-    order; None when the store fits in one chunk."""
+def test_the_sample_is_spread_over_the_store(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sample_fetch_chunk``: every k-th fetched page by id (never-fetched pages and
+    duplicates left out, as the chunks leave them), each page's fetches in time order, read
+    in batches of ids; None when the store fits in one chunk; a sample of no page refused."""
+    import store.estimates as estimates_module
     from store.estimates import iter_fetch_chunks, sample_fetch_chunk
+    from store.models import PAGES
 
     _crawl_history(db, pages=20, visits=3, changes_every={0: 1})
-    assert sample_fetch_chunk(db, pages=5, chunk_pages=20) is None
-    sample = sample_fetch_chunk(db, pages=5, chunk_pages=19)
+    add_pages(db, [("http://h.test/never", "http://h.test")], now=T0)
+    with db.write() as conn:
+        first = conn.execute(select(PAGES.c.id).order_by(PAGES.c.id)).scalars().first()
+        conn.execute(PAGES.update().where(PAGES.c.id == first).values(status="duplicate"))
+    monkeypatch.setattr(estimates_module, "_SAMPLE_BATCH", 2)
+    assert sample_fetch_chunk(db, pages=5, chunk_pages=21) is None
+    sample = sample_fetch_chunk(db, pages=5, chunk_pages=20)
     assert sample is not None
     everything = [r for chunk in iter_fetch_chunks(db) for r in chunk.rows]
     ids = sorted({r[0] for r in everything})
+    assert len(ids) == 19 and first not in ids
     assert sorted({r[0] for r in sample.rows}) == ids[::4]
     assert sample.rows == [r for r in everything if r[0] in set(ids[::4])]
-    whole = sample_fetch_chunk(db, pages=100, chunk_pages=19)
+    whole = sample_fetch_chunk(db, pages=100, chunk_pages=20)
     assert whole is not None and whole.rows == everything
+    with pytest.raises(ValueError, match="at least one page"):
+        sample_fetch_chunk(db, pages=0)
+
+
+def test_a_sample_without_evidence_leaves_the_fits_to_the_chunks(db: Database) -> None:
+    """A sample whose pages were all fetched once (no evidence) fits nothing; the chunks
+    then fit the prior and the price as before, and every fetched page gets a plan rate."""
+    _crawl_history(db, pages=12, visits=1, changes_every={})  # fetched once each
+    later = T0 + timedelta(days=1)
+    lease = LeaseQueue(db, LeasePolicy(max_urls=12, max_urls_per_host=12))
+    for day in range(1, 8):  # pages 2 and 7 fetched daily a week more, the rest once
+        now = later + timedelta(days=day)
+        for leased_batch in lease.lease("w", now=now):
+            done = [
+                FetchResult(p.page_id, now, "ok", 200, changed=day % 2 == 0)
+                for p in leased_batch.pages
+                if p.url.endswith(("/p2", "/p7"))
+            ]
+            lease.finish(leased_batch.lease_id, done, now=now)
+    estimate_from_store(db, chunk_pages=4, sample_pages=3, plan_budget=4.0)
+    planned = [p.plan_rate for p in orm_all(db, select(Page))]
+    assert len(planned) == 12 and all(r is not None and r > 0 for r in planned)
 
 
 def test_pages_with_a_bucket_and_no_rate_are_counted_over_every_chunk(db: Database) -> None:

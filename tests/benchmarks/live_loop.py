@@ -52,6 +52,8 @@ def _live_optimum(gain: float, oracles: list[DemoReport]) -> str:
     """The oracle run's freshness and its uniform's, and the share of its gain ``gain`` is."""
     if not oracles:
         return "| "
+    if not oracles[0].steady:
+        return "no steady state | "
     best, uniform = oracles[0].steady["crawlplan"], oracles[0].steady["uniform"]
     return f"{best:.3f}, {uniform:.3f} | {share_of_gain(gain, 0.0, best - uniform):.0%}"
 
@@ -108,7 +110,7 @@ def main() -> None:
                 )
                 reports.append(run_demo(settings, say=lambda _line: None))
             report = reports[0]
-            if not all(r.steady for r in reports):
+            if not report.steady:
                 rows.append(f"| {world} | {seed} | no steady state: run more cycles |")
                 print(rows[-1], flush=True)
                 continue
