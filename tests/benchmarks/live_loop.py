@@ -14,9 +14,10 @@ process of its own, each crawl against its own server) and prints one row:
   the freshness-optimal schedule (each host's polite capacity respected), and crawlplan's
   share of the optimum's gain over the measured uniform, ``(crawlplan - uniform) /
   (optimum - uniform)``; and its share of the computed gain, ``(crawlplan - uniform) /
-  (optimum - uniform computed)``: each gain between two crawls under the same conditions
-  (the first share also charges crawlplan with what the live loop costs the uniform crawl
-  against its computed figure: uneven revisits, the spread of fetches over a period);
+  (optimum - uniform computed)``, which assumes the loop costs every crawl what it costs
+  the round robin (``--oracle`` measured otherwise: a plan on the true rates reaches the
+  computed optimum live, and the round robin's shortfall is its own, the crawls it spends on
+  the hosts' redirects and malformed pages), so the first share is the one to read;
 * capacity used: pages fetched of pages released, each crawl;
 * politeness violations (gaps shorter than the host's delay) and requests robots.txt
   disallows, each from that crawl's server's own request log.
