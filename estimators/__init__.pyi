@@ -8,6 +8,7 @@ from .bayes_action import bayes_refresh_at as bayes_refresh_at
 from .bayes_action import evidence_grid as evidence_grid
 from .bayes_action import fit_bayes_plan as fit_bayes_plan
 from .bayes_action import fit_grid_prior as fit_grid_prior
+from .bayes_action import fit_group_grid_priors as fit_group_grid_priors
 from .bayes_action import grid_log_likelihood as grid_log_likelihood
 from .bayes_action import grid_posterior as grid_posterior
 from .bayes_action import plan_rates as plan_rates

@@ -58,6 +58,7 @@ __all__ = [
     "evidence_grid",
     "fit_bayes_plan",
     "fit_grid_prior",
+    "fit_group_grid_priors",
     "grid_log_likelihood",
     "grid_posterior",
     "plan_rates",
@@ -67,6 +68,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.intp]
 
 #: Log-rate grid step (natural-log units): 0.1 is a 10 % step in rate, finer than any
 #: page's posterior is narrow at the evidence a crawl gathers.
@@ -79,6 +81,9 @@ REFRESH_POINTS = 120
 #: EM iterations of the prior's fit, and pages sampled to fit it.
 PRIOR_ITERATIONS = 200
 PRIOR_PAGES = 20_000
+#: Pages' worth of the population's prior in a group's (:func:`fit_group_grid_priors`): a
+#: group of a handful of pages keeps mostly the population's prior, one of hundreds its own.
+GROUP_PRIOR_PAGES = 20.0
 
 
 def rate_grid(shortest: float, longest: float, step: float = GRID_STEP) -> FloatArray:
@@ -160,6 +165,54 @@ def fit_grid_prior(
         post /= post.sum(axis=1, keepdims=True)
         weights = post.mean(axis=0)
     return weights
+
+
+def fit_group_grid_priors(
+    loglik: FloatArray,
+    groups: IntArray,
+    population: FloatArray,
+    *,
+    strength: float = GROUP_PRIOR_PAGES,
+    iterations: int = PRIOR_ITERATIONS,
+    max_pages: int = PRIOR_PAGES,
+    random_state: int = 0,
+) -> FloatArray:
+    """Each group's rate distribution on the grid, shape (H, G) for groups 0..H-1 (H: the
+    largest of ``groups`` plus one), rows summing to 1: the maximum a posteriori estimate
+    from its pages' likelihoods ``loglik`` (n, G) (pages ``groups`` (n,)) under a Dirichlet
+    prior worth ``strength`` pages of the ``population`` weights (G,), by EM::
+
+        w_g <- (sum of the group's page posteriors under w_g + strength * population)
+               / (n_g + strength)
+
+    A group without pages keeps the population's weights; one with a few pages moves
+    toward what they show; one with hundreds holds its own. Pages of one kind share a
+    prior this way where the population's would mislead them: the redirects and gone pages
+    of a site, which never change, beside its pages, which do."""
+    groups = np.asarray(groups, dtype=np.intp)
+    if groups.shape != (loglik.shape[0],) or (groups.size and groups.min() < 0):
+        raise ValueError(f"groups must be {loglik.shape[0]} integers >= 0")
+    if population.shape != (loglik.shape[1],):
+        raise ValueError(f"population needs {loglik.shape[1]} weights, got {population.shape}")
+    if not strength > 0:
+        raise ValueError(f"strength must be > 0 pages, got {strength}")
+    count = int(groups.max()) + 1 if groups.size else 1
+    out = np.tile(population, (count, 1))
+    rng = np.random.default_rng(random_state)
+    for g in range(count):
+        rows = np.flatnonzero(groups == g)
+        if rows.size == 0:
+            continue
+        if rows.size > max_pages:
+            rows = rng.choice(rows, max_pages, replace=False)
+        lik = _likelihood(loglik[rows])
+        weights = population.copy()
+        for _ in range(iterations):
+            post = lik * weights
+            post /= post.sum(axis=1, keepdims=True)
+            weights = (post.sum(axis=0) + strength * population) / (rows.size + strength)
+        out[g] = weights
+    return out
 
 
 def grid_posterior(loglik: FloatArray, prior: FloatArray) -> FloatArray:
@@ -346,11 +399,28 @@ def evidence_grid(
 @dataclass(frozen=True)
 class BayesPlanPrior:
     """What plans a population in chunks alike (:func:`fit_bayes_plan`): the log-rate
-    ``grid`` (G,), the population's ``prior`` over it (G,) and the bandwidth's ``price``."""
+    ``grid`` (G,), the population's ``prior`` over it (G,), the bandwidth's ``price``, and
+    with groups of pages each group's prior (``group_priors``, (H, G), row h group h's;
+    None: every page on the population's)."""
 
     grid: FloatArray
     prior: FloatArray
     price: float
+    group_priors: FloatArray | None = None
+
+    def posterior(self, loglik: FloatArray, groups: IntArray | None = None) -> FloatArray:
+        """Pages' posteriors (n, G) from their log-likelihoods on the grid (n, G), each
+        under its group's prior (``groups`` (n,); a group the fit did not see, or None,
+        under the population's)."""
+        if self.group_priors is None or groups is None:
+            return grid_posterior(loglik, self.prior)
+        groups = np.asarray(groups, dtype=np.intp)
+        if groups.shape != (loglik.shape[0],):
+            raise ValueError(f"groups must name each of the {loglik.shape[0]} pages")
+        priors = np.vstack([self.group_priors, self.prior[None, :]])
+        rows = np.where(groups < self.group_priors.shape[0], groups, priors.shape[0] - 1)
+        post = _likelihood(loglik) * priors[rows]
+        return post / post.sum(axis=1, keepdims=True)
 
 
 def fit_bayes_plan(
@@ -360,6 +430,7 @@ def fit_bayes_plan(
     reliable: BoolArray | None = None,
     *,
     sharing: BoolArray | None = None,
+    groups: IntArray | None = None,
 ) -> BayesPlanPrior | None:
     """The grid, prior and price from a sample of fetched pages (spread over a store)
     and ``budget``, crawls per unit time for those pages (their share of the whole budget);
@@ -368,7 +439,12 @@ def fit_bayes_plan(
     The prior is fitted on the pages with evidence. The price spends the budget on the pages
     ``sharing`` it (n,; default: every page), those without evidence (fetched once, no date
     believed) at the prior's own Bayes action: they take crawls too, and a price set on the
-    pages with evidence alone would be too low wherever most pages have none."""
+    pages with evidence alone would be too low wherever most pages have none.
+
+    ``groups`` (n,; integers >= 0) puts each page in a group with a prior of its own
+    (:func:`fit_group_grid_priors`, shrunk toward the population's), and the price is set
+    with every page on its group's: the nightly run's groups are the pages' answers (pages,
+    redirects, gone pages)."""
     grid = evidence_grid(intervals, last_modified)
     if grid is None or not budget > 0:
         return None
@@ -381,9 +457,17 @@ def fit_bayes_plan(
     if not has.any() or not spend.any():
         return None
     prior = fit_grid_prior(loglik[has])
+    group_priors = None
+    if groups is not None:
+        groups = np.asarray(groups, dtype=np.intp)
+        if groups.shape != (intervals.n_pages,):
+            raise ValueError(f"groups must name each of the {intervals.n_pages} pages")
+        group_priors = fit_group_grid_priors(loglik[has], groups[has], prior)
     loglik[~has] = 0.0
-    action = bayes_refresh(grid, grid_posterior(loglik[spend], prior), budget)
-    return BayesPlanPrior(grid, prior, action.price)
+    fitted = BayesPlanPrior(grid, prior, float("nan"), group_priors)
+    posterior = fitted.posterior(loglik[spend], None if groups is None else groups[spend])
+    action = bayes_refresh(grid, posterior, budget)
+    return BayesPlanPrior(grid, prior, action.price, group_priors)
 
 
 def plan_rates(
@@ -391,14 +475,16 @@ def plan_rates(
     intervals: ChangeIntervals,
     last_modified: LastModifiedEvidence | None = None,
     reliable: BoolArray | None = None,
+    groups: IntArray | None = None,
 ) -> FloatArray:
     """Each page's Bayes-equivalent rate under ``plan``'s prior and price, changes per unit
     time, shape (n,). A page without evidence (fetched once, no date believed) has the prior
     for its posterior, and gets the prior's rate: the pages the crawl knows nothing about
-    are planned on what the population says, not on one estimate's guess."""
+    are planned on what the population says, not on one estimate's guess. ``groups`` (n,):
+    each page under its group's prior where ``plan`` has group priors."""
     loglik, has = grid_log_likelihood(plan.grid, intervals, last_modified, reliable)
     loglik[~has] = 0.0
     if intervals.n_pages == 0:
         return np.zeros(0)
-    posterior = grid_posterior(loglik, plan.prior)
+    posterior = plan.posterior(loglik, groups)
     return bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]

@@ -259,9 +259,10 @@ def estimate_from_store(
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
+        groups = answer_groups(result.page, chunk.answers)
         small_changes += demoted
         if prior is None or (plan_budget and bayes is None):
-            chunk_prior, chunk_bayes = _population_fits(result, plan_budget, fetched_pages)
+            chunk_prior, chunk_bayes = _population_fits(result, plan_budget, fetched_pages, groups)
             prior = prior if prior is not None else chunk_prior
             bayes = bayes if bayes is not None else chunk_bayes
         chosen = _with_notifications(
@@ -270,7 +271,9 @@ def estimate_from_store(
         bucket, plan = chosen.bucket, np.full(chosen.page.size, np.nan)
         if bayes is not None:
             evidence = result.evidence
-            plan = plan_rates(bayes, evidence.intervals, evidence.last_modified, evidence.reliable)
+            plan = plan_rates(
+                bayes, evidence.intervals, evidence.last_modified, evidence.reliable, groups
+            )
             plan[chosen.estimator == NOTIFIED] = np.nan
             bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (
@@ -359,23 +362,56 @@ def _sample_fits(
     if sample is None or not sample.rows:
         return None, None
     found, *_ = estimate_chunk(sample, None)
-    return _population_fits(found, plan_budget, fetched_pages)
+    return _population_fits(
+        found, plan_budget, fetched_pages, answer_groups(found.page, sample.answers)
+    )
 
 
 def _population_fits(
-    result: FetchArrayEstimate, plan_budget: float | None, fetched_pages: int
+    result: FetchArrayEstimate,
+    plan_budget: float | None,
+    fetched_pages: int,
+    groups: npt.NDArray[np.intp],
 ) -> tuple[LogNormalRatePrior | None, BayesPlanPrior | None]:
     """The estimators' rate prior fitted on ``result``'s pages, and with ``plan_budget``
     (crawls per day for all ``fetched_pages``) the Bayes plan's prior and price, those pages
-    given their share of the budget."""
+    given their share of the budget, each answer's pages (``groups``, :func:`answer_groups`)
+    a prior of their own."""
     bayes = None
     if plan_budget:
         evidence = result.evidence
         share = result.page.size / max(fetched_pages, result.page.size)
         bayes = fit_bayes_plan(
-            plan_budget * share, evidence.intervals, evidence.last_modified, evidence.reliable
+            plan_budget * share,
+            evidence.intervals,
+            evidence.last_modified,
+            evidence.reliable,
+            groups=groups,
         )
     return result.fitted.prior_, bayes
+
+
+#: The Bayes plan's group of a page by its last answer (:data:`store.estimates.ANSWER_STATUSES`;
+#: every other page: group 0, the pages). A site's redirects and gone URLs answer the same
+#: for as long as the crawl watches them, where its pages change: under the population's
+#: prior a redirect seen unchanged a few times looks like a slow page and is re-crawled like
+#: one; pooled with the other redirects its few fetches say what all of theirs say.
+ANSWER_GROUPS = {"redirect": 1, "gone": 2}
+
+
+def answer_groups(pages: npt.NDArray[Any], answers: list[tuple[int, str]]) -> npt.NDArray[np.intp]:
+    """Each of ``pages`` (page ids, ascending, shape (n,))'s Bayes-plan group
+    (:data:`ANSWER_GROUPS`), from a chunk's ``answers`` ((page id, status), the pages whose
+    last answer was not a page's), shape (n,)."""
+    groups = np.zeros(pages.size, dtype=np.intp)
+    if not answers or pages.size == 0:
+        return groups
+    ids = np.array([page for page, _ in answers], dtype=np.int64)
+    codes = np.array([ANSWER_GROUPS[status] for _, status in answers], dtype=np.intp)
+    where = np.minimum(np.searchsorted(pages, ids), pages.size - 1)
+    found = pages[where] == ids
+    groups[where[found]] = codes[found]
+    return groups
 
 
 @dataclass(frozen=True)

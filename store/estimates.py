@@ -30,6 +30,7 @@ from store.models import (
 from store.types import UTCDateTime, epoch_seconds, sqlite_text, utcnow
 
 __all__ = [
+    "ANSWER_STATUSES",
     "CreationWindow",
     "FetchChunk",
     "FetchRow",
@@ -56,17 +57,25 @@ FetchRow = tuple[int, int, float, bool | None, float | None]
 #: epoch seconds.
 CreationWindow = tuple[int, float, float]
 
+#: The page statuses a chunk names its pages' answers by (:attr:`FetchChunk.answers`): the
+#: last answer a redirect or a gone page (404, 410). Every other fetched page answered as a
+#: page (or its last fetch failed, and its evidence is its pages' answers).
+ANSWER_STATUSES = ("redirect", "gone")
+
 
 @dataclass(frozen=True)
 class FetchChunk:
     """The answered fetches of a chunk of whole pages (:data:`FetchRow`, by page then
     time), the creation windows of its pages that have one (``pages.new_after``: the few
-    found on re-crawls; by page id), and, when asked for, each fetch's content signature
-    (``signatures``, aligned with ``rows``; empty otherwise)."""
+    found on re-crawls; by page id), when asked for, each fetch's content signature
+    (``signatures``, aligned with ``rows``; empty otherwise), and the pages whose last
+    answer was a redirect or gone (``answers``: (page id, status of
+    :data:`ANSWER_STATUSES`), by page id; every other page answered as a page)."""
 
     rows: list[FetchRow]
     windows: list[CreationWindow]
     signatures: list[str | None] = field(default_factory=list)
+    answers: list[tuple[int, str]] = field(default_factory=list)
 
 
 def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list[FetchRow]]:
@@ -174,6 +183,7 @@ def sample_fetch_chunk(
         [r for part in parts for r in part.rows],
         [w for part in parts for w in part.windows],
         [s for part in parts for s in part.signatures],
+        [a for part in parts for a in part.answers],
     )
 
 
@@ -216,9 +226,21 @@ def _read_chunk(
         if rows
         else []
     )
+    answers = (
+        [
+            (int(page), str(status))
+            for page, status in conn.execute(
+                select(p.c.id, p.c.status)
+                .where(*pages, p.c.status.in_(ANSWER_STATUSES))
+                .order_by(p.c.id)
+            )
+        ]
+        if rows
+        else []
+    )
     if signatures:
-        return FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows])
-    return FetchChunk(rows, windows)
+        return FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows], answers)
+    return FetchChunk(rows, windows, answers=answers)
 
 
 _PG_WRITE = text(
