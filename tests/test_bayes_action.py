@@ -15,6 +15,7 @@ from estimators.bayes_action import (
     evidence_grid,
     fit_bayes_plan,
     fit_grid_prior,
+    fit_group_grid_priors,
     grid_log_likelihood,
     grid_posterior,
     plan_rates,
@@ -202,3 +203,63 @@ def test_pages_without_evidence_are_planned_on_the_prior_and_take_their_share() 
     seen = np.arange(n) < n - once
     alone = fit_bayes_plan(budget, intervals, sharing=seen)
     assert alone is not None and alone.price < plan.price
+
+
+def test_a_groups_prior_is_its_own_where_it_has_pages_and_the_populations_where_not() -> None:
+    """Each group's prior (MAP under the population's weights worth ``strength`` pages):
+    a group with many pages of one rate concentrates there, a group with none keeps the
+    population's weights exactly, and the more pages a group has, the less the population
+    pulls it back."""
+    rng = np.random.default_rng(11)
+    exposure = np.full(900, 60.0)
+    groups = np.repeat([0, 2, 3], [600, 295, 5])  # group 1 has no page
+    truth = np.where(groups == 0, rng.choice([0.02, 2.0], groups.size), 2.0)
+    loglik = exposure_loglik_on_grid(rng.poisson(truth * exposure).astype(float), exposure, GRID)
+    population = fit_grid_prior(loglik)
+    priors = fit_group_grid_priors(loglik, groups, population, strength=20.0)
+    assert priors.shape == (4, GRID.size)
+    np.testing.assert_allclose(priors.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(priors[1], population)
+    fast = np.abs(GRID - np.log(2.0)) < 0.5
+    # group 2 (295 pages, all at 2 a day): nearly all there; the population two thirds
+    assert priors[2][fast].sum() > 0.95 > 0.7 > population[fast].sum()
+    # group 3 (5 pages at 2 a day): between the population and group 2
+    assert population[fast].sum() < priors[3][fast].sum() < priors[2][fast].sum()
+    stronger = fit_group_grid_priors(loglik, groups, population, strength=2000.0)
+    assert np.abs(stronger[2] - population).sum() < np.abs(priors[2] - population).sum()
+    with pytest.raises(ValueError, match="groups must be 900 integers"):
+        fit_group_grid_priors(loglik, groups[:-1], population)
+    with pytest.raises(ValueError, match="strength must be > 0"):
+        fit_group_grid_priors(loglik, groups, population, strength=0.0)
+
+
+def test_each_group_is_planned_on_its_prior_and_the_price_spends_the_budget() -> None:
+    """Pages of two groups with the same evidence (unchanged over ten daily fetches): in a
+    group whose other pages never changed either they are planned slower than in the group
+    of pages that change; every page's Bayes action at the fitted price spends the budget."""
+    changing, unchanged, static = 200, 4, 100
+    n = changing + unchanged + static
+    every = np.concatenate([np.resize([1, 2, 4, 8], changing), np.zeros(unchanged + static)])
+    page = np.repeat(np.arange(n), 10)
+    at = np.tile(np.arange(10.0), n)
+    changed = ((every[page] > 0) & (at % np.maximum(every[page], 1) == 0)).astype(float)
+    intervals = change_intervals_from_fetches(page, at, changed, n_pages=n)
+    groups = (np.arange(n) >= changing + unchanged).astype(np.intp)
+    budget = 0.1 * n
+    plan = fit_bayes_plan(budget, intervals, groups=groups)
+    alone = fit_bayes_plan(budget, intervals)
+    assert plan is not None and plan.group_priors is not None and alone is not None
+    rates = plan_rates(plan, intervals, groups=groups)
+    # the same evidence, a page of group 0 and one of group 1 (the static pages)
+    assert rates[n - 1] < rates[changing] / 2
+    np.testing.assert_array_equal(rates[changing + unchanged :], rates[n - 1])
+    # without groups both are planned alike
+    plain = plan_rates(alone, intervals)
+    assert plain[changing] == plain[n - 1]
+    # a group the fit never saw is planned on the population's prior
+    unseen = plan.posterior(np.zeros((1, plan.grid.size)), np.array([5]))
+    np.testing.assert_allclose(unseen[0], plan.prior)
+    loglik, has = grid_log_likelihood(plan.grid, intervals)
+    assert has.all()
+    spent = bayes_refresh_at(plan.grid, plan.posterior(loglik, groups), plan.price).refresh
+    assert spent.sum() == pytest.approx(budget, rel=0.02)

@@ -275,3 +275,47 @@ def test_prefetched_chunks_keep_order_and_raise_reader_errors() -> None:
     early = _prefetched(iter(range(1000)))
     assert next(early) == 0
     early.close()  # stops the reader without reading the rest
+
+
+def _crawl_answers(db: Database, kinds: dict[int, tuple[str, int, int]], visits: int) -> None:
+    """Fetch every page of ``kinds`` (page -> (status, HTTP status, changes every k-th
+    visit; 0: never)) daily."""
+    add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in kinds], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=len(kinds), max_urls_per_host=len(kinds)))
+    for visit in range(visits):
+        now = T0 + timedelta(days=visit, minutes=1)
+        (lease,) = queue.lease("w", now=now)
+        results = []
+        for leased in lease.pages:
+            status, code, every = kinds[int(leased.url.rsplit("p", 1)[1])]
+            changed = None if visit == 0 else bool(every and visit % every == 0)
+            due = now + timedelta(days=1) - timedelta(minutes=2)
+            results.append(FetchResult(leased.page_id, now, status, code, changed, next_due_at=due))
+        queue.finish(lease.lease_id, results, now=now)
+
+
+@pytest.mark.parametrize("chunk_pages", [500, 50], ids=["one-chunk", "sampled"])
+def test_redirects_and_gone_pages_are_planned_on_a_prior_of_their_own(
+    db: Database, chunk_pages: int
+) -> None:
+    """Redirects and gone pages seen unchanged have the evidence of a page seen unchanged,
+    but pooled with the other redirects (gone pages), none of which ever changed, they are
+    planned as slower: the population's prior, where nearly every page changes, does not pull
+    them up to the pages' rates. The fits come from the store itself or, past one chunk, from
+    the sample; the answers travel with both."""
+    kinds = {k: ("ok", 200, (1, 2, 4, 8)[k % 4]) for k in range(120)}  # pages that change
+    kinds |= {k: ("ok", 200, 0) for k in range(120, 122)}  # pages never seen changed
+    kinds |= {k: ("redirect", 301, 0) for k in range(122, 162)}
+    kinds |= {k: ("gone", 404, 0) for k in range(162, 182)}
+    _crawl_answers(db, kinds, visits=10)
+    estimate_from_store(db, chunk_pages=chunk_pages, sample_pages=100, plan_budget=20.0)
+    pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
+    plan = {k: pages[k].plan_rate for k in kinds}
+    assert all(rate is not None and rate > 0 for rate in plan.values())
+    unchanged_page = min(plan[120], plan[121])
+    # the same evidence, a prior of their own: slower than an unchanged page, the more so the
+    # more pages the group has
+    assert max(plan[k] for k in range(122, 162)) < unchanged_page / 2
+    assert max(plan[k] for k in range(162, 182)) < unchanged_page
+    # the estimates are the estimators' own, whatever the answer
+    assert pages[130].rate == pytest.approx(pages[121].rate, rel=1e-6)
