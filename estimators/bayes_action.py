@@ -430,7 +430,12 @@ class BayesPlanPrior:
             raise ValueError(f"groups must name each of the {loglik.shape[0]} pages")
         priors = np.vstack([self.group_priors, self.prior[None, :]])
         rows = np.where(groups < self.group_priors.shape[0], groups, priors.shape[0] - 1)
-        post = _likelihood(loglik) * priors[rows]
+        post = _likelihood(loglik)
+        present = np.unique(rows)
+        if present.size == 1:
+            post *= priors[present[0]]
+        for g in present.tolist() if present.size > 1 else []:
+            post[rows == g] *= priors[g]  # a group at a time: no (n, G) array of priors
         return post / post.sum(axis=1, keepdims=True)
 
 
