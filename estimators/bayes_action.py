@@ -426,8 +426,8 @@ class BayesPlanPrior:
         if self.group_priors is None or groups is None:
             return grid_posterior(loglik, self.prior)
         groups = np.asarray(groups, dtype=np.intp)
-        if groups.shape != (loglik.shape[0],):
-            raise ValueError(f"groups must name each of the {loglik.shape[0]} pages")
+        if groups.shape != (loglik.shape[0],) or (groups.size and groups.min() < 0):
+            raise ValueError(f"groups must be {loglik.shape[0]} integers >= 0")
         priors = np.vstack([self.group_priors, self.prior[None, :]])
         rows = np.where(groups < self.group_priors.shape[0], groups, priors.shape[0] - 1)
         post = _likelihood(loglik)
@@ -447,6 +447,7 @@ def fit_bayes_plan(
     *,
     sharing: BoolArray | None = None,
     groups: IntArray | None = None,
+    group_strength: float = GROUP_PRIOR_PAGES,
 ) -> BayesPlanPrior | None:
     """The grid, prior and price from a sample of fetched pages (spread over a store)
     and ``budget``, crawls per unit time for those pages (their share of the whole budget);
@@ -458,9 +459,10 @@ def fit_bayes_plan(
     pages with evidence alone would be too low wherever most pages have none.
 
     ``groups`` (n,; integers >= 0) puts each page in a group with a prior of its own
-    (:func:`fit_group_grid_priors`, shrunk toward the population's), and the price is set
-    with every page on its group's: the nightly run's groups are the pages' answers (pages,
-    redirects, gone pages)."""
+    (:func:`fit_group_grid_priors`, shrunk toward the population's by ``group_strength``
+    pages' worth of it: on a sample, scaled by the sample's share of the pages), and the
+    price is set with every page on its group's: the nightly run's groups are the pages'
+    answers (pages, redirects, gone pages)."""
     grid = evidence_grid(intervals, last_modified)
     if grid is None or not budget > 0:
         return None
@@ -476,9 +478,11 @@ def fit_bayes_plan(
     group_priors = None
     if groups is not None:
         groups = np.asarray(groups, dtype=np.intp)
-        if groups.shape != (intervals.n_pages,):
-            raise ValueError(f"groups must name each of the {intervals.n_pages} pages")
-        group_priors = fit_group_grid_priors(loglik[has], groups[has], prior)
+        if groups.shape != (intervals.n_pages,) or (groups.size and groups.min() < 0):
+            raise ValueError(f"groups must be {intervals.n_pages} integers >= 0")
+        group_priors = fit_group_grid_priors(
+            loglik[has], groups[has], prior, strength=group_strength
+        )
     loglik[~has] = 0.0
     fitted = BayesPlanPrior(grid, prior, float("nan"), group_priors)
     posterior = fitted.posterior(loglik[spend], None if groups is None else groups[spend])

@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crawler.signature import changes_at_least
-from estimators.bayes_action import BayesPlanPrior, fit_bayes_plan, plan_rates
+from estimators.bayes_action import GROUP_PRIOR_PAGES, BayesPlanPrior, fit_bayes_plan, plan_rates
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
@@ -376,7 +376,9 @@ def _population_fits(
     """The estimators' rate prior fitted on ``result``'s pages, and with ``plan_budget``
     (crawls per day for all ``fetched_pages``) the Bayes plan's prior and price, those pages
     given their share of the budget, each answer's pages (``groups``, :func:`answer_groups`)
-    a prior of their own."""
+    a prior of their own. A sample holds that share of each group's pages, so the
+    population's pull on a group is scaled by it too: a group's prior depends on how many
+    pages the store holds, not on how many were sampled."""
     bayes = None
     if plan_budget:
         evidence = result.evidence
@@ -387,27 +389,30 @@ def _population_fits(
             evidence.last_modified,
             evidence.reliable,
             groups=groups,
+            group_strength=GROUP_PRIOR_PAGES * share,
         )
     return result.fitted.prior_, bayes
 
 
-#: The Bayes plan's group of a page by its last answer (:data:`store.estimates.ANSWER_STATUSES`;
-#: every other page: group 0, the pages). A site's redirects and gone URLs answer the same
-#: for as long as the crawl watches them, where its pages change: under the population's
-#: prior a redirect seen unchanged a few times looks like a slow page and is re-crawled like
-#: one; pooled with the other redirects its few fetches say what all of theirs say.
-ANSWER_GROUPS = {"redirect": 1, "gone": 2}
+#: The Bayes plan's groups of pages by their last answer (:attr:`FetchChunk.answers`):
+#: redirects (3xx) and gone pages (404, 410); every other page is in group 0, the pages. A
+#: site's redirects and gone URLs answer the same for as long as the crawl watches them,
+#: where its pages change: under the population's prior a redirect seen unchanged a few
+#: times looks like a slow page and is re-crawled like one; pooled with the other redirects
+#: its few fetches say what all of theirs say.
+REDIRECT_GROUP, GONE_GROUP = 1, 2
 
 
-def answer_groups(pages: npt.NDArray[Any], answers: list[tuple[int, str]]) -> npt.NDArray[np.intp]:
-    """Each of ``pages`` (page ids, ascending, shape (n,))'s Bayes-plan group
-    (:data:`ANSWER_GROUPS`), from a chunk's ``answers`` ((page id, status), the pages whose
-    last answer was not a page's), shape (n,)."""
+def answer_groups(pages: npt.NDArray[Any], answers: list[tuple[int, int]]) -> npt.NDArray[np.intp]:
+    """Each of ``pages`` (page ids, ascending, shape (n,))'s Bayes-plan group from a chunk's
+    ``answers`` ((page id, HTTP status of its last answered fetch), the pages that may not
+    have answered as a page), shape (n,)."""
     groups = np.zeros(pages.size, dtype=np.intp)
     if not answers or pages.size == 0:
         return groups
-    ids = np.array([page for page, _ in answers], dtype=np.int64)
-    codes = np.array([ANSWER_GROUPS[status] for _, status in answers], dtype=np.intp)
+    ids, status = np.array(answers, dtype=np.int64).T
+    codes = np.where((status >= 300) & (status < 400), REDIRECT_GROUP, 0)
+    codes = np.where(np.isin(status, (404, 410)), GONE_GROUP, codes)
     where = np.minimum(np.searchsorted(pages, ids), pages.size - 1)
     found = pages[where] == ids
     groups[where[found]] = codes[found]

@@ -57,10 +57,10 @@ FetchRow = tuple[int, int, float, bool | None, float | None]
 #: epoch seconds.
 CreationWindow = tuple[int, float, float]
 
-#: The page statuses a chunk names its pages' answers by (:attr:`FetchChunk.answers`): the
-#: last answer a redirect or a gone page (404, 410). Every other fetched page answered as a
-#: page (or its last fetch failed, and its evidence is its pages' answers).
-ANSWER_STATUSES = ("redirect", "gone")
+#: The page statuses whose last answer a chunk reads (:attr:`FetchChunk.answers`): a redirect,
+#: a gone page (404, 410), and a page whose last fetch failed, which answered as its last
+#: answered fetch did. Every other fetched page (``ok``) last answered as a page.
+ANSWER_STATUSES = ("redirect", "gone", "error")
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,15 @@ class FetchChunk:
     """The answered fetches of a chunk of whole pages (:data:`FetchRow`, by page then
     time), the creation windows of its pages that have one (``pages.new_after``: the few
     found on re-crawls; by page id), when asked for, each fetch's content signature
-    (``signatures``, aligned with ``rows``; empty otherwise), and the pages whose last
-    answer was a redirect or gone (``answers``: (page id, status of
-    :data:`ANSWER_STATUSES`), by page id; every other page answered as a page)."""
+    (``signatures``, aligned with ``rows``; empty otherwise), and for its pages whose status
+    is one of :data:`ANSWER_STATUSES`, the HTTP status of their last answered fetch
+    (``answers``: (page id, HTTP status), by page id; every other page last answered as a
+    page, 200 or 304)."""
 
     rows: list[FetchRow]
     windows: list[CreationWindow]
     signatures: list[str | None] = field(default_factory=list)
-    answers: list[tuple[int, str]] = field(default_factory=list)
+    answers: list[tuple[int, int]] = field(default_factory=list)
 
 
 def iter_fetch_rows(db: Database, *, chunk_pages: int = 50_000) -> Iterator[list[FetchRow]]:
@@ -226,21 +227,36 @@ def _read_chunk(
         if rows
         else []
     )
-    answers = (
-        [
-            (int(page), str(status))
-            for page, status in conn.execute(
-                select(p.c.id, p.c.status)
-                .where(*pages, p.c.status.in_(ANSWER_STATUSES))
-                .order_by(p.c.id)
-            )
-        ]
-        if rows
-        else []
-    )
+    answers = _last_answers(conn, observations) if rows else []
     if signatures:
         return FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows], answers)
     return FetchChunk(rows, windows, answers=answers)
+
+
+def _last_answers(conn: Connection, observations: tuple[Any, ...]) -> list[tuple[int, int]]:
+    """(page id, HTTP status of its last answered fetch) of the pages the conditions on
+    ``observations`` name whose status is one of :data:`ANSWER_STATUSES`, by page id: a
+    redirect's or a gone page's own answer, and for a page whose last fetch failed, the
+    answer before."""
+    p, o = PAGES, OBSERVATIONS
+    latest = (
+        select(
+            o.c.page_id,
+            o.c.http_status,
+            func.row_number()
+            .over(partition_by=o.c.page_id, order_by=o.c.fetched_at.desc())
+            .label("latest"),
+        )
+        .join(p, p.c.id == o.c.page_id)
+        .where(*observations, o.c.http_status.in_(_ANSWERED), p.c.status.in_(ANSWER_STATUSES))
+        .subquery()
+    )
+    found = conn.execute(
+        select(latest.c.page_id, latest.c.http_status)
+        .where(latest.c.latest == 1)
+        .order_by(latest.c.page_id)
+    )
+    return [(int(page), int(status)) for page, status in found]
 
 
 _PG_WRITE = text(

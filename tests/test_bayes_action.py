@@ -251,7 +251,7 @@ def test_each_group_is_planned_on_its_prior_and_the_price_spends_the_budget() ->
     assert plan is not None and plan.group_priors is not None and alone is not None
     rates = plan_rates(plan, intervals, groups=groups)
     # the same evidence, a page of group 0 and one of group 1 (the static pages)
-    assert rates[n - 1] < rates[changing] / 2
+    assert rates[n - 1] < rates[changing] / 3.5
     np.testing.assert_array_equal(rates[changing + unchanged :], rates[n - 1])
     # without groups both are planned alike
     plain = plan_rates(alone, intervals)
@@ -261,5 +261,10 @@ def test_each_group_is_planned_on_its_prior_and_the_price_spends_the_budget() ->
     np.testing.assert_allclose(unseen[0], plan.prior)
     loglik, has = grid_log_likelihood(plan.grid, intervals)
     assert has.all()
-    spent = bayes_refresh_at(plan.grid, plan.posterior(loglik, groups), plan.price).refresh
-    assert spent.sum() == pytest.approx(budget, rel=0.02)
+    posterior = plan.posterior(loglik, groups)
+    spent = bayes_refresh_at(plan.grid, posterior, plan.price).refresh
+    assert spent.sum() == pytest.approx(budget, rel=1e-4)
+    # the population's price would overspend it (by 0.8 % here)
+    assert bayes_refresh_at(plan.grid, posterior, alone.price).refresh.sum() > budget * 1.005
+    with pytest.raises(ValueError, match="integers >= 0"):
+        plan.posterior(loglik, -groups)

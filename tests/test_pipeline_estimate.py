@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from estimators.buckets import BucketScale, bucket_aggregates
-from service.pipeline import aggregates_from_store, estimate_from_store
+from service.pipeline import aggregates_from_store, answer_groups, estimate_from_store
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
+from store.estimates import iter_fetch_chunks, sample_fetch_chunk
 from store.models import Page
 from tests.conftest import T0, orm_all
 
@@ -277,9 +278,14 @@ def test_prefetched_chunks_keep_order_and_raise_reader_errors() -> None:
     early.close()  # stops the reader without reading the rest
 
 
-def _crawl_answers(db: Database, kinds: dict[int, tuple[str, int, int]], visits: int) -> None:
+def _crawl_answers(
+    db: Database,
+    kinds: dict[int, tuple[str, int, int]],
+    visits: int,
+    failing: frozenset[int] = frozenset(),
+) -> None:
     """Fetch every page of ``kinds`` (page -> (status, HTTP status, changes every k-th
-    visit; 0: never)) daily."""
+    visit; 0: never)) daily; the pages ``failing`` answer 503 at the last visit."""
     add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in kinds], now=T0)
     queue = LeaseQueue(db, LeasePolicy(max_urls=len(kinds), max_urls_per_host=len(kinds)))
     for visit in range(visits):
@@ -287,8 +293,11 @@ def _crawl_answers(db: Database, kinds: dict[int, tuple[str, int, int]], visits:
         (lease,) = queue.lease("w", now=now)
         results = []
         for leased in lease.pages:
-            status, code, every = kinds[int(leased.url.rsplit("p", 1)[1])]
+            k = int(leased.url.rsplit("p", 1)[1])
+            status, code, every = kinds[k]
             changed = None if visit == 0 else bool(every and visit % every == 0)
+            if k in failing and visit == visits - 1:
+                status, code, changed = "error", 503, None
             due = now + timedelta(days=1) - timedelta(minutes=2)
             results.append(FetchResult(leased.page_id, now, status, code, changed, next_due_at=due))
         queue.finish(lease.lease_id, results, now=now)
@@ -319,3 +328,30 @@ def test_redirects_and_gone_pages_are_planned_on_a_prior_of_their_own(
     assert max(plan[k] for k in range(162, 182)) < unchanged_page
     # the estimates are the estimators' own, whatever the answer
     assert pages[130].rate == pytest.approx(pages[121].rate, rel=1e-6)
+
+
+def test_a_chunk_names_each_page_by_its_last_answer(db: Database) -> None:
+    """A chunk (and a sample) carries the HTTP status of the last answered fetch of its
+    redirects, gone pages and pages whose last fetch failed: a redirect that answered 503
+    last stays a redirect, a page that failed stays a page."""
+    kinds = {0: ("ok", 200, 1), 1: ("redirect", 301, 0), 2: ("gone", 410, 0)}
+    kinds |= {3: ("redirect", 302, 0), 4: ("ok", 200, 2), 5: ("ok", 304, 0)}
+    _crawl_answers(db, kinds, visits=3, failing=frozenset({3, 4}))
+    ids = {int(p.url.rsplit("p", 1)[1]): p.id for p in orm_all(db, select(Page))}
+    statuses = {int(p.url.rsplit("p", 1)[1]): p.status for p in orm_all(db, select(Page))}
+    assert statuses[3] == statuses[4] == "error"
+    want = [(ids[1], 301), (ids[2], 410), (ids[3], 302), (ids[4], 200)]
+    (chunk,) = iter_fetch_chunks(db)
+    assert chunk.answers == want
+    sample = sample_fetch_chunk(db, pages=6, chunk_pages=2)
+    assert sample is not None and sample.answers == want
+    pages = np.array(sorted(ids.values()))
+    groups = answer_groups(pages, chunk.answers)
+    assert dict(zip(pages.tolist(), groups.tolist(), strict=True)) == {
+        ids[0]: 0,
+        ids[1]: 1,
+        ids[2]: 2,
+        ids[3]: 1,
+        ids[4]: 0,
+        ids[5]: 0,
+    }
