@@ -227,18 +227,21 @@ def _read_chunk(
         if rows
         else []
     )
-    answers = _last_answers(conn, observations) if rows else []
+    answers = _last_answers(conn, pages) if rows else []
     if signatures:
         return FetchChunk([r[:5] for r in rows], windows, [r[5] for r in rows], answers)
     return FetchChunk(rows, windows, answers=answers)
 
 
-def _last_answers(conn: Connection, observations: tuple[Any, ...]) -> list[tuple[int, int]]:
+def _last_answers(conn: Connection, pages: tuple[Any, ...]) -> list[tuple[int, int]]:
     """(page id, HTTP status of its last answered fetch) of the pages the conditions on
-    ``observations`` name whose status is one of :data:`ANSWER_STATUSES`, by page id: a
-    redirect's or a gone page's own answer, and for a page whose last fetch failed, the
-    answer before."""
+    ``pages`` name whose status is one of :data:`ANSWER_STATUSES`, by page id: a redirect's
+    or a gone page's own answer, and for a page whose last fetch failed, the answer before.
+    The pages are found first (the chunk's range of the pages table), then only their
+    fetches are read, by ``ix_observations_page_time``: a few pages of a chunk, not its
+    fetches again."""
     p, o = PAGES, OBSERVATIONS
+    chosen = select(p.c.id).where(*pages, p.c.status.in_(ANSWER_STATUSES))
     latest = (
         select(
             o.c.page_id,
@@ -247,8 +250,7 @@ def _last_answers(conn: Connection, observations: tuple[Any, ...]) -> list[tuple
             .over(partition_by=o.c.page_id, order_by=o.c.fetched_at.desc())
             .label("latest"),
         )
-        .join(p, p.c.id == o.c.page_id)
-        .where(*observations, o.c.http_status.in_(_ANSWERED), p.c.status.in_(ANSWER_STATUSES))
+        .where(o.c.page_id.in_(chosen), o.c.http_status.in_(_ANSWERED))
         .subquery()
     )
     found = conn.execute(
