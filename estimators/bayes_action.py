@@ -84,9 +84,9 @@ PRIOR_PAGES = 20_000
 #: Pages' worth of the population's prior in a group's (:func:`fit_group_grid_priors`): a
 #: group of a handful of pages keeps mostly the population's prior, one of hundreds its own.
 GROUP_PRIOR_PAGES = 20.0
-#: A group's EM stops when no weight moves by more than this in a step. Started from the
-#: population's weights, the bulk of a web's pages (its largest group, close to the
-#: population) stops within a few dozen steps; the small groups run the full 200, cheaply.
+#: A group's EM stops when no weight moves by more than this in a step (or after
+#: ``PRIOR_ITERATIONS``). Started from the population's weights, the bulk of a web's pages
+#: (its largest group, close to the population) stops within a few steps.
 GROUP_PRIOR_TOLERANCE = 1e-4
 
 
@@ -162,13 +162,41 @@ def fit_grid_prior(
     if loglik.shape[0] > max_pages:
         rows = np.random.default_rng(random_state).choice(loglik.shape[0], max_pages, False)
         loglik = loglik[rows]
-    lik = _likelihood(loglik)
-    weights = np.full(g, 1.0 / g)
+    return _em_weights(_likelihood(loglik), np.full(g, 1.0 / g), iterations)
+
+
+def _em_weights(
+    lik: FloatArray,
+    start: FloatArray,
+    iterations: int,
+    *,
+    pull: FloatArray | None = None,
+    strength: float = 0.0,
+    tolerance: float = 0.0,
+) -> FloatArray:
+    """EM on grid weights from ``start`` (G,) for pages of likelihoods ``lik`` (n, G), each
+    step ``w <- (sum of the pages' posteriors under w + strength * pull) / (n + strength)``
+    (``strength`` 0: the maximum likelihood step), for ``iterations`` steps or until no
+    weight moves by ``tolerance``."""
+    weights = start
+    extra = 0.0 if pull is None else strength * pull
     for _ in range(iterations):
         post = lik * weights
         post /= post.sum(axis=1, keepdims=True)
-        weights = post.mean(axis=0)
+        step = (post.sum(axis=0) + extra) / (lik.shape[0] + strength)
+        moved = float(np.abs(step - weights).max())
+        weights = step
+        if moved < tolerance:
+            break
     return weights
+
+
+def _check_groups(groups: IntArray, n: int) -> IntArray:
+    """``groups`` as integers, or ValueError unless there are ``n`` of them, all >= 0."""
+    groups = np.asarray(groups, dtype=np.intp)
+    if groups.shape != (n,) or (groups.size and groups.min() < 0):
+        raise ValueError(f"groups must be {n} integers >= 0")
+    return groups
 
 
 def fit_group_grid_priors(
@@ -196,9 +224,7 @@ def fit_group_grid_priors(
     toward what they show; one with hundreds holds its own. Pages of one kind share a
     prior this way where the population's would mislead them: the redirects and gone pages
     of a site, which never change, beside its pages, which do."""
-    groups = np.asarray(groups, dtype=np.intp)
-    if groups.shape != (loglik.shape[0],) or (groups.size and groups.min() < 0):
-        raise ValueError(f"groups must be {loglik.shape[0]} integers >= 0")
+    groups = _check_groups(groups, loglik.shape[0])
     if population.shape != (loglik.shape[1],):
         raise ValueError(f"population needs {loglik.shape[1]} weights, got {population.shape}")
     if not strength > 0:
@@ -212,17 +238,14 @@ def fit_group_grid_priors(
             continue
         if rows.size > max_pages:
             rows = rng.choice(rows, max_pages, replace=False)
-        lik = _likelihood(loglik[rows])
-        weights = population.copy()
-        for _ in range(iterations):
-            post = lik * weights
-            post /= post.sum(axis=1, keepdims=True)
-            step = (post.sum(axis=0) + strength * population) / (rows.size + strength)
-            moved = float(np.abs(step - weights).max())
-            weights = step
-            if moved < tolerance:
-                break
-        out[g] = weights
+        out[g] = _em_weights(
+            _likelihood(loglik[rows]),
+            population,
+            iterations,
+            pull=population,
+            strength=strength,
+            tolerance=tolerance,
+        )
     return out
 
 
@@ -425,17 +448,16 @@ class BayesPlanPrior:
         under the population's)."""
         if self.group_priors is None or groups is None:
             return grid_posterior(loglik, self.prior)
-        groups = np.asarray(groups, dtype=np.intp)
-        if groups.shape != (loglik.shape[0],) or (groups.size and groups.min() < 0):
-            raise ValueError(f"groups must be {loglik.shape[0]} integers >= 0")
+        groups = _check_groups(groups, loglik.shape[0])
         priors = np.vstack([self.group_priors, self.prior[None, :]])
         rows = np.where(groups < self.group_priors.shape[0], groups, priors.shape[0] - 1)
         post = _likelihood(loglik)
         present = np.unique(rows)
         if present.size == 1:
             post *= priors[present[0]]
-        for g in present.tolist() if present.size > 1 else []:
-            post[rows == g] *= priors[g]  # a group at a time: no (n, G) array of priors
+        else:
+            for g in present.tolist():
+                post[rows == g] *= priors[g]  # a group at a time: no (n, G) array of priors
         return post / post.sum(axis=1, keepdims=True)
 
 
@@ -477,9 +499,7 @@ def fit_bayes_plan(
     prior = fit_grid_prior(loglik[has])
     group_priors = None
     if groups is not None:
-        groups = np.asarray(groups, dtype=np.intp)
-        if groups.shape != (intervals.n_pages,) or (groups.size and groups.min() < 0):
-            raise ValueError(f"groups must be {intervals.n_pages} integers >= 0")
+        groups = _check_groups(groups, intervals.n_pages)
         group_priors = fit_group_grid_priors(
             loglik[has], groups[has], prior, strength=group_strength
         )

@@ -19,27 +19,8 @@ from tests.conftest import T0, orm_all
 
 def _crawl_history(db: Database, pages: int, visits: int, changes_every: dict[int, int]) -> None:
     """Fetch every page daily; page k changes on every ``changes_every[k]``-th visit."""
-    add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in range(pages)], now=T0)
-    queue = LeaseQueue(db, LeasePolicy(max_urls=pages, max_urls_per_host=pages))
-    for day in range(visits):
-        now = T0 + timedelta(days=day, minutes=1)
-        (lease,) = queue.lease("w", now=now)
-        results = []
-        for leased in lease.pages:
-            k = int(leased.url.rsplit("p", 1)[1])
-            every = changes_every.get(k, 0)
-            changed = None if day == 0 else bool(every and day % every == 0)
-            results.append(
-                FetchResult(
-                    leased.page_id,
-                    now,
-                    "ok",
-                    200,
-                    changed=changed,
-                    next_due_at=now + timedelta(days=1) - timedelta(minutes=2),
-                )
-            )
-        queue.finish(lease.lease_id, results, now=now)
+    kinds = {k: ("ok", 200, changes_every.get(k, 0)) for k in range(pages)}
+    _crawl_answers(db, kinds, visits)
 
 
 def test_estimates_are_written_back_chunk_by_chunk(db: Database) -> None:
