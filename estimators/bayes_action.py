@@ -50,19 +50,25 @@ from estimators.evidence import ChangeIntervals, LastModifiedEvidence
 from estimators.prior import exposure_loglik_on_grid, interval_loglik_on_grid
 
 __all__ = [
+    "PROBE_HORIZON_CYCLES",
+    "PROBE_SHARE",
     "BayesPlanPrior",
     "BayesRefresh",
+    "Probes",
     "bayes_equivalent_rates",
     "bayes_refresh",
     "bayes_refresh_at",
+    "choose_probes",
     "evidence_grid",
     "fit_bayes_plan",
     "fit_grid_prior",
     "fit_group_grid_priors",
     "grid_log_likelihood",
     "grid_posterior",
+    "plan_chunk",
     "plan_rates",
     "plug_in_refresh",
+    "probe_gains",
     "rate_grid",
 ]
 
@@ -510,6 +516,105 @@ def fit_bayes_plan(
     return BayesPlanPrior(grid, prior, action.price, group_priors)
 
 
+@dataclass(frozen=True)
+class Probes:
+    """The pages worth a probe (:func:`choose_probes`): ``page`` (m,), indices into the
+    pages planned, best first; ``net`` (m,), each probe's net value (freshness x time,
+    the unit of the plan's rates: what knowing its outcome adds over ``horizon`` less the
+    price of its crawls); ``delay``, the time between a probe's two crawls."""
+
+    page: IntArray
+    net: FloatArray
+    delay: float
+
+
+def _value_table(grid: FloatArray, refresh: FloatArray) -> FloatArray:
+    """Time-averaged freshness ``F(f, lambda) = (f / lambda)(1 - exp(-lambda / f))`` at each
+    grid rate and crawl rate, shape (G, K)."""
+    x = np.exp(grid)[:, None] / refresh[None, :]
+    return -np.expm1(-x) / x
+
+
+def _best_values(weights: FloatArray, table: FloatArray, cost: FloatArray) -> FloatArray:
+    """``max(0, max_f sum_g w_g F(f, lambda_g) - mass x price x f)`` per row of ``weights``
+    (n, G), unnormalized (its mass the outcome's probability): the value of the Bayes action
+    on that belief, weighted by its probability, shape (n,)."""
+    mass = weights.sum(axis=1)
+    return np.maximum((weights @ table - mass[:, None] * cost[None, :]).max(axis=1), 0.0)
+
+
+def probe_gains(grid: FloatArray, posterior: FloatArray, price: float, delay: float) -> FloatArray:
+    """What one probe adds to each page's value rate (freshness, time-averaged), shape (n,).
+
+    A probe is two crawls ``delay`` apart: the second sees whether the page changed in
+    between, a likelihood ``exp(-lambda delay)`` (unchanged) or its complement. Its gain is
+    the knowledge gradient: the expected value of the Bayes action after the outcome less
+    its value now, each the best of ``E[F(f, lambda)] - price f`` over crawl rates ``f``
+    (at least 0: no crawl). It is never negative, and it is largest for a page whose
+    posterior straddles the rates worth crawling and whose probe tells them apart."""
+    _check_posterior(grid, posterior)
+    refresh = _refresh_grid(grid)
+    table = _value_table(grid, refresh)
+    cost = price * refresh
+    keep = np.exp(-np.exp(grid) * delay)  # (G,): P(unchanged over the delay | rate)
+    after = _best_values(posterior * keep, table, cost)
+    after += _best_values(posterior * (1.0 - keep), table, cost)
+    return np.maximum(after - _best_values(posterior, table, cost), 0.0)
+
+
+#: Plan cycles over which what a probe teaches is counted (``plan.probe_horizon``): a page's
+#: rate holds for months, and a crawler runs for longer; at a daily cycle, a month.
+PROBE_HORIZON_CYCLES = 30.0
+#: The most of a cycle's capacity probes may take (two crawls each), best first: the price
+#: that values them is the plan's, set as if no crawl went to probes.
+PROBE_SHARE = 0.3
+#: Probe delays tried, as multiples of the time ``1 / c`` of the cut-off rate ``c`` (the
+#: fastest rate still worth a crawl at the plan's price): a probe tells rates around
+#: ``1 / delay`` apart best, and the rates that matter are those around the cut-off.
+PROBE_DELAYS = (0.25, 0.5, 1.0, 2.0)
+#: Posterior mass below the cut-off rate outside which a page is not considered for a
+#: probe: it is surely worth crawling or surely not, and a probe changes little.
+PROBE_STRADDLE = 0.02
+
+
+def choose_probes(
+    plan: BayesPlanPrior,
+    posterior: FloatArray,
+    horizon: float,
+    *,
+    shortest: float = 0.0,
+    limit: int | None = None,
+) -> Probes:
+    """The pages whose probe pays for its two crawls within ``horizon`` (the time the
+    knowledge is used for, the plan's time unit), best first, at most ``limit``.
+
+    The delay is the one of :data:`PROBE_DELAYS` (times the cut-off rate's time, no shorter
+    than ``shortest``: what the crawl can do) with the most net value in total. A probe's
+    net value is its gain (:func:`probe_gains`) times ``horizon`` less its two crawls at the
+    plan's price (a crawl a unit of time for ``horizon`` is ``horizon`` crawls, worth
+    ``price x horizon``; so one crawl costs ``price``). Only pages whose posterior mass
+    below the cut-off is between :data:`PROBE_STRADDLE` and its complement are valued: the
+    others' probes change little, and skipping them keeps this cheap on a whole store."""
+    if not horizon > 0:
+        raise ValueError(f"horizon must be > 0, got {horizon}")
+    _check_posterior(plan.grid, posterior)
+    cutoff = 1.0 / plan.price
+    below = posterior[:, np.exp(plan.grid) < cutoff].sum(axis=1)
+    straddle = np.flatnonzero((below > PROBE_STRADDLE) & (below < 1.0 - PROBE_STRADDLE))
+    none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
+    if straddle.size == 0 or (limit is not None and limit <= 0):
+        return none
+    best = none
+    for delay in sorted({max(m / cutoff, shortest) for m in PROBE_DELAYS}):
+        net = probe_gains(plan.grid, posterior[straddle], plan.price, delay) * horizon
+        net -= 2.0 * plan.price
+        paying = np.flatnonzero(net > 0)
+        order = paying[np.argsort(-net[paying], kind="stable")][:limit]
+        if net[order].sum() > best.net.sum():
+            best = Probes(straddle[order].astype(np.intp), net[order], float(delay))
+    return best
+
+
 def plan_rates(
     plan: BayesPlanPrior,
     intervals: ChangeIntervals,
@@ -522,9 +627,29 @@ def plan_rates(
     for its posterior, and gets the prior's rate: the pages the crawl knows nothing about
     are planned on what the population says, not on one estimate's guess. ``groups`` (n,):
     each page under its group's prior where ``plan`` has group priors."""
+    return plan_chunk(plan, intervals, last_modified, reliable, groups)[0]
+
+
+def plan_chunk(
+    plan: BayesPlanPrior,
+    intervals: ChangeIntervals,
+    last_modified: LastModifiedEvidence | None = None,
+    reliable: BoolArray | None = None,
+    groups: IntArray | None = None,
+    *,
+    horizon: float | None = None,
+    shortest: float = 0.0,
+    probe_limit: int | None = None,
+) -> tuple[FloatArray, Probes]:
+    """:func:`plan_rates`, and with a ``horizon`` the pages worth a probe
+    (:func:`choose_probes`, on the same posteriors; none without)."""
+    none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
     loglik, has = grid_log_likelihood(plan.grid, intervals, last_modified, reliable)
     loglik[~has] = 0.0
     if intervals.n_pages == 0:
-        return np.zeros(0)
+        return np.zeros(0), none
     posterior = plan.posterior(loglik, groups)
-    return bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
+    rates = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
+    if horizon is None:
+        return rates, none
+    return rates, choose_probes(plan, posterior, horizon, shortest=shortest, limit=probe_limit)

@@ -103,6 +103,7 @@ _POLICY_TYPES: dict[str, type] = {
     "horizon": int,
     "terminal_value": bool,
     "explore": float,
+    "probe_horizon": float,
     "group": str,
     "sample_share": float,
 }

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
+from estimators.bayes_action import PROBE_HORIZON_CYCLES, PROBE_SHARE
 from estimators.buckets import BucketScale
 from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
@@ -80,6 +81,7 @@ from planner.schedules.objectives import OBJECTIVES
 from service.errors import ConfigError
 from service.page_schedule import UNIFORM, schedule_pages
 from service.pipeline import (
+    ProbeSettings,
     StoreAggregates,
     aggregates_from_store,
     estimate_from_store,
@@ -132,6 +134,10 @@ class NightlySettings:
     #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
     #: off; :func:`planner.cycle.plan_inputs.explore`).
     explore: float = EXPLORE_REVISITS
+    #: Cycles over which what a probe teaches is counted (0: no probes;
+    #: ``plan.probe_horizon``, :func:`estimators.bayes_action.choose_probes`); with
+    #: ``rates = "bayes"`` only.
+    probe_horizon: float = PROBE_HORIZON_CYCLES
     #: Plan for a growing web (``plan.renewal = "measured"``; ``False``: ``"off"``;
     #: :func:`planner.cycle.plan_cycle.web_renewal`).
     renewal: bool = True
@@ -190,6 +196,7 @@ class NightlySettings:
             horizon=int(v["plan.horizon"]),
             crawl_cost=str(v["plan.crawl_cost"]),
             explore=float(v["plan.explore"]),
+            probe_horizon=float(v["plan.probe_horizon"]),
             renewal=str(v["plan.renewal"]) == "measured",
             strategy=int(v["plan.strategy"]),
             capacity=float(v["plan.capacity"]),
@@ -225,6 +232,10 @@ class NightlySettings:
             raise ConfigError(f"plan.crawl_cost must be measured or equal, got {self.crawl_cost!r}")
         if self.explore < 0:
             raise ConfigError(f"plan.explore must be >= 0 (0: off), got {self.explore}")
+        if not (math.isfinite(self.probe_horizon) and self.probe_horizon >= 0):
+            raise ConfigError(
+                f"plan.probe_horizon must be >= 0 cycles (0: no probes), got {self.probe_horizon}"
+            )
         if self.horizon < 0:
             raise ConfigError(
                 f"plan.horizon must be 0 (the cycle) or a number of periods, got {self.horizon}"
@@ -722,6 +733,20 @@ def _measure(
     return measured, discovery
 
 
+def _probe_settings(settings: NightlySettings, capacity: float) -> ProbeSettings | None:
+    """The probes' horizon (days), shortest delay (the least delay between two requests to a
+    host) and most probes a run (``PROBE_SHARE`` of the cycle's ``capacity`` crawls a
+    period, two crawls each); None when ``plan.probe_horizon`` is 0."""
+    if settings.probe_horizon <= 0:
+        return None
+    cycle_days = settings.periods * settings.period_days
+    return ProbeSettings(
+        horizon_days=settings.probe_horizon * cycle_days,
+        shortest_days=settings.min_delay_seconds / _DAY,
+        limit=int(PROBE_SHARE * capacity * settings.periods / 2),
+    )
+
+
 def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> None:
     """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
     rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``; none with
@@ -737,6 +762,7 @@ def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity
                 min_change=settings.min_change,
                 progress=lambda _pages: stages.beat(),
                 plan_budget=capacity / settings.period_days if bayes else None,
+                probes=_probe_settings(settings, capacity) if bayes else None,
             )
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance

@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crawler.signature import changes_at_least
-from estimators.bayes_action import GROUP_PRIOR_PAGES, BayesPlanPrior, fit_bayes_plan, plan_rates
+from estimators.bayes_action import GROUP_PRIOR_PAGES, BayesPlanPrior, fit_bayes_plan, plan_chunk
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
@@ -72,6 +72,7 @@ from store.estimates import (
 )
 from store.notifications import notification_times
 from store.plans import extend_plan_in_force
+from store.probes import mark_probes
 from store.releases import (
     Candidates,
     PeriodWork,
@@ -111,6 +112,39 @@ class EstimateSummary:
     problems: int
     #: Changes smaller than ``min_change`` that were counted as no change.
     small_changes: int = 0
+    #: Pages given a probe (:mod:`store.probes`), and those of them that joined the urgent
+    #: lane (a page leased now is fetched anyway).
+    probes: int = 0
+    probes_queued: int = 0
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What the estimate stage needs to pick probes (:func:`estimators.bayes_action.
+    choose_probes`): the ``horizon_days`` over which what a probe teaches is counted, the
+    ``shortest_days`` a probe's two crawls may be apart, and the most probes (``limit``)."""
+
+    horizon_days: float
+    shortest_days: float
+    limit: int
+
+
+class _BestProbes:
+    """The ``limit`` best probes over the chunks (net value, page id, delay in days)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.net = np.zeros(0)
+        self.page = np.zeros(0, np.int64)
+        self.delay = np.zeros(0)
+
+    def add(self, net: npt.NDArray[Any], page: npt.NDArray[Any], delay: float) -> None:
+        self.net = np.concatenate([self.net, net])
+        self.page = np.concatenate([self.page, page.astype(np.int64)])
+        self.delay = np.concatenate([self.delay, np.full(net.size, delay)])
+        if self.net.size > self.limit:
+            keep = np.argsort(-self.net, kind="stable")[: self.limit]
+            self.net, self.page, self.delay = self.net[keep], self.page[keep], self.delay[keep]
 
 
 def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
@@ -215,6 +249,7 @@ def estimate_from_store(
     policy: LastModifiedPolicy | None = None,
     min_change: float = 0.0,
     plan_budget: float | None = None,
+    probes: ProbeSettings | None = None,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets
     (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
@@ -240,6 +275,10 @@ def estimate_from_store(
     "changed" mean "changed by at least that much": smaller changes, read from the stored
     signatures (:func:`crawler.signature.changes_at_least`), count as no change, and
     Last-Modified dates are not read, since a date says that a page changed, not by how much.
+
+    ``probes`` (with ``plan_budget``) also picks the pages whose rate is worth learning, the
+    best ``probes.limit`` of the store, and marks them for a probe (:mod:`store.probes`),
+    replacing the last run's marks.
     """
     pages = fetches = small_changes = 0
     by_estimator: dict[str, int] = {}
@@ -256,6 +295,7 @@ def estimate_from_store(
     prior, bayes = _sample_fits(
         db, estimate_chunk, sample_pages, chunk_pages, sized, plan_budget, fetched_pages
     )
+    best = _BestProbes(0 if probes is None else probes.limit)
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
@@ -271,10 +311,23 @@ def estimate_from_store(
         bucket, plan = chosen.bucket, np.full(chosen.page.size, np.nan)
         if bayes is not None:
             evidence = result.evidence
-            plan = plan_rates(
-                bayes, evidence.intervals, evidence.last_modified, evidence.reliable, groups
+            plan, probed = plan_chunk(
+                bayes,
+                evidence.intervals,
+                evidence.last_modified,
+                evidence.reliable,
+                groups,
+                horizon=None if probes is None else probes.horizon_days,
+                shortest=0.0 if probes is None else probes.shortest_days,
+                probe_limit=None if probes is None else probes.limit,
             )
-            plan[chosen.estimator == NOTIFIED] = np.nan
+            notified = chosen.estimator == NOTIFIED
+            plan[notified] = np.nan
+            if probes is not None:
+                # a page known from notifications needs no probe; never-fetched pages are
+                # not in a chunk
+                on = ~notified[probed.page]
+                best.add(probed.net[on], result.page[probed.page[on]], probed.delay)
             bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (
             [None if math.isnan(v) else v for v in column.tolist()]
@@ -297,7 +350,12 @@ def estimate_from_store(
         fetches += int(result.fetches.sum())
         if progress is not None:
             progress(pages)
-    return EstimateSummary(pages, fetches, by_estimator, 0, small_changes)
+    queued = 0
+    if probes is not None:
+        queued = mark_probes(db, best.page.tolist(), best.delay.tolist())
+    return EstimateSummary(
+        pages, fetches, by_estimator, 0, small_changes, int(best.page.size), queued
+    )
 
 
 def _chunk_estimate(

@@ -90,7 +90,15 @@ from store.host_ready import (
     take_hosts,
 )
 from store.importance import CashSplit, move_cash, outlink_ids, page_ids_of
-from store.models import HOSTS, LEASES, OBSERVATIONS, PAGE_STATUSES, PAGES, RELEASED_PAGES
+from store.models import (
+    HOSTS,
+    LEASES,
+    OBSERVATIONS,
+    PAGE_STATUSES,
+    PAGES,
+    RELEASED_PAGES,
+    URGENT_REQUESTS,
+)
 from store.notifications import Notification, record_notifications
 from store.pages import CHUNK as PAGES_CHUNK
 from store.pages import (
@@ -351,6 +359,7 @@ class _Statements:
                 p.c.last_modified,
                 p.c.signature,
                 p.c.refresh_interval,
+                p.c.probe_delay,
                 p.c.cash,
             )
             .where(p.c.id.in_(_IDS))
@@ -803,6 +812,7 @@ class LeaseQueue:
         newer_updates: list[dict[str, object]] = []
         older_updates: list[dict[str, object]] = []
         newest: list[int] = []  # the pages whose state this report moved forward
+        probes: list[dict[str, object]] = []  # probes' second crawls (store.probes)
         for pid in fresh:
             r, page = unique[pid], pages[pid]
             newer = page.last_fetch_at is None or r.fetched_at > page.last_fetch_at
@@ -830,15 +840,21 @@ class LeaseQueue:
                     "error": r.error,
                 }
             )
-            (newer_updates if newer else older_updates).append(
-                self._page_update(page, r, lease.id, newer=newer, planned=planned)
-            )
+            values = self._page_update(page, r, lease.id, newer=newer, planned=planned)
+            (newer_updates if newer else older_updates).append(values)
             if newer:
                 newest.append(pid)
+                if page.probe_delay is not None and values["p_probe_delay"] is None:
+                    # a probe's second crawl is extra work: charged as an urgent one
+                    probes.append(
+                        {"page_id": pid, "requested_at": values["p_next_due_at"], "source": "probe"}
+                    )
         if observations:
             q.insert_observation.execute(conn, observations)
         if newer_updates:
             q.update_newer.execute(conn, newer_updates)
+        if probes:
+            conn.execute(URGENT_REQUESTS.insert(), probes)
         if older_updates:
             q.update_older.execute(conn, older_updates)
         if fresh:
@@ -890,8 +906,12 @@ class LeaseQueue:
                 else timedelta(days=page.refresh_interval)
             )
             scheduled = r.fetched_at + interval
+            probe = page.probe_delay
             if r.next_due_at is not None:
                 due: datetime | None = r.next_due_at
+            elif probe is not None and r.status in _READ:
+                # a probe's first fetch: the second one the probe's delay later (store.probes)
+                due, probe = r.fetched_at + timedelta(days=probe), None
             else:
                 due = None if planned else scheduled
             values.update(
@@ -904,6 +924,7 @@ class LeaseQueue:
                 p_signature=r.signature if r.signature is not None else page.signature,
                 p_next_due_at=due,
                 p_scheduled_at=scheduled,
+                p_probe_delay=probe,
             )
         return values
 
@@ -1066,6 +1087,7 @@ _UPDATE_NEWER = _UPDATE_OLDER.values(
     signature=bindparam("p_signature"),
     next_due_at=bindparam("p_next_due_at", type_=UTCDateTime()),
     scheduled_at=bindparam("p_scheduled_at", type_=UTCDateTime()),
+    probe_delay=bindparam("p_probe_delay"),
 )
 
 

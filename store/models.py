@@ -255,6 +255,10 @@ class Page(Base):
     #: posterior is worth; its ``bucket`` is then this rate's (migration 0022). NULL: ``rate``.
     #: A page fetched once with no date believed has one without a ``rate``: the prior's.
     plan_rate: Mapped[float | None] = mapped_column(Float, doc="changes per day")
+    #: A probe's delay (migration 0023, :mod:`store.probes`): the nightly run found this page's
+    #: rate worth learning, and the report of its next fetch makes it due again this much
+    #: later (then clears it), so that two fetches tell whether it changed in a short time.
+    probe_delay: Mapped[float | None] = mapped_column(Float, doc="days")
     bucket: Mapped[int] = mapped_column(SmallInteger, default=0)
     importance: Mapped[float | None] = mapped_column(Float)
     refresh_interval: Mapped[float | None] = mapped_column(Float, doc="days, from the schedule")
@@ -552,7 +556,7 @@ class NightlyRun(Base):
 
 #: Where an urgent crawl request came from: ``cli`` (crawlplan seed --now), ``api`` (the
 #: worker API), ``notification`` (a site said the page changed).
-URGENT_SOURCES = ("cli", "api", "notification")
+URGENT_SOURCES = ("cli", "api", "notification", "probe")
 
 
 class UrgentRequest(Base):

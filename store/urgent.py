@@ -27,7 +27,13 @@ from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
 from store.pages import add_pages, lock_pages
 from store.types import utcnow
 
-__all__ = ["URGENT_DUE", "UrgentOutcome", "request_urgent", "urgent_requests_between"]
+__all__ = [
+    "URGENT_DUE",
+    "UrgentOutcome",
+    "queue_urgent",
+    "request_urgent",
+    "urgent_requests_between",
+]
 
 #: The due time of an urgent page: before any real due time.
 URGENT_DUE = datetime(1970, 1, 1, tzinfo=UTC)
@@ -65,39 +71,46 @@ def request_urgent(
         chunk = urls[start : start + _CHUNK]
 
         def work(conn: Connection, chunk: list[str] = chunk) -> tuple[int, int]:
-            p = PAGES.c
-            found = conn.execute(select(p.id, p.host_id).where(p.url.in_(chunk))).all()
-            ids = [i for i, _ in found]
-            # Hosts held before pages (a lease's order; store.host_ready).
-            hold_hosts(conn, db.backend.host_ready, [h for _, h in found])
-            lock_pages(conn, db.backend.pages, ids)  # in id order, as a report does
-            free = or_(p.leased_until.is_(None), p.leased_until < when)
-            waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
-            joined = (
-                conn.execute(
-                    update(PAGES)
-                    .where(and_(p.id.in_(ids), free, waiting))
-                    .values(next_due_at=URGENT_DUE)
-                    .returning(p.id, p.host_id)
-                )
-                .tuples()
-                .all()
-            )
-            moved = [i for i, _ in joined]
-            lower_ready_to(
-                conn, db.backend.host_ready, [h for _, h in joined], URGENT_DUE, held=True
-            )
-            if moved:  # only pages that joined the lane now: these crawls are extra work
-                conn.execute(
-                    URGENT_REQUESTS.insert(),
-                    [{"page_id": i, "requested_at": when, "source": source} for i in moved],
-                )
-            held = conn.execute(select(func.count()).where(p.id.in_(ids), ~free)).scalar_one()
-            return len(moved), int(held)
+            found = conn.execute(select(PAGES.c.id).where(PAGES.c.url.in_(chunk))).scalars()
+            return queue_urgent(conn, db, list(found), when, source)
 
         q, held = db.run_write(work)
         queued, leased = queued + q, leased + held
     return UrgentOutcome(added, queued, leased)
+
+
+def queue_urgent(
+    conn: Connection, db: Database, ids: list[int], when: datetime, source: str
+) -> tuple[int, int]:
+    """Put pages ``ids`` ahead of the plan inside a write transaction, recording a request
+    (``source``, at ``when``) for each that joined the lane; returns (joined, held by a live
+    lease)."""
+    p = PAGES.c
+    hosts = conn.execute(select(p.host_id).where(p.id.in_(ids))).scalars().all()
+    # Hosts held before pages (a lease's order; store.host_ready).
+    hold_hosts(conn, db.backend.host_ready, list(hosts))
+    lock_pages(conn, db.backend.pages, sorted(ids))  # in id order, as a report does
+    free = or_(p.leased_until.is_(None), p.leased_until < when)
+    waiting = or_(p.next_due_at.is_(None), p.next_due_at > URGENT_DUE)
+    joined = (
+        conn.execute(
+            update(PAGES)
+            .where(and_(p.id.in_(ids), free, waiting))
+            .values(next_due_at=URGENT_DUE)
+            .returning(p.id, p.host_id)
+        )
+        .tuples()
+        .all()
+    )
+    moved = [i for i, _ in joined]
+    lower_ready_to(conn, db.backend.host_ready, [h for _, h in joined], URGENT_DUE, held=True)
+    if moved:  # only pages that joined the lane now: these crawls are extra work
+        conn.execute(
+            URGENT_REQUESTS.insert(),
+            [{"page_id": i, "requested_at": when, "source": source} for i in moved],
+        )
+    held = conn.execute(select(func.count()).where(p.id.in_(ids), ~free)).scalar_one()
+    return len(moved), int(held)
 
 
 def urgent_requests_between(db: Database, start: datetime, end: datetime) -> int:

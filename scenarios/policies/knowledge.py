@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import fit_bayes_plan, plan_rates
+from estimators.bayes_action import Probes, fit_bayes_plan, plan_chunk
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
 from estimators.gamma_updates import RatePosterior
@@ -50,10 +50,17 @@ class RateKnowledge:
     last_modified : ``"checked"`` (the default, as ``crawlplan estimate`` and the nightly run
         do: use the dates that pass :func:`estimators.reliability.assess_last_modified`),
         ``"ignore"`` (change/no-change intervals alone) or ``"trusted"`` (every date).
+    probe_horizon : periods over which what a probe teaches is counted (``rates = "bayes"``;
+        0: none). Each refit then leaves in :attr:`probes` the fetched pages worth a probe
+        (:func:`estimators.bayes_action.choose_probes`), best first, for the policy to crawl.
     """
 
     def __init__(
-        self, rates: str = "estimated", refit_every: int = 7, last_modified: str = "checked"
+        self,
+        rates: str = "estimated",
+        refit_every: int = 7,
+        last_modified: str = "checked",
+        probe_horizon: float = 0.0,
     ) -> None:
         if rates not in RATES:
             raise PolicyError(f"rates: use one of {', '.join(map(repr, RATES))}, got {rates!r}")
@@ -63,6 +70,9 @@ class RateKnowledge:
             )
         if refit_every < 1:
             raise PolicyError("refit_every: give at least 1 period")
+        if not (np.isfinite(probe_horizon) and probe_horizon >= 0):
+            raise PolicyError(f"probe_horizon: give >= 0 periods (0: none), got {probe_horizon}")
+        self.probe_horizon = float(probe_horizon)
         self.rates = rates
         self.refit_every = refit_every
         self.last_modified = last_modified
@@ -73,6 +83,7 @@ class RateKnowledge:
         self._fits = 0
         self._posterior: RatePosterior | None = None
         self._posterior_fit: GammaRatePosterior | None = None
+        self.probes = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
 
     def due(self, period: int) -> bool:
         """Whether the rates are refitted in ``period``."""
@@ -162,7 +173,17 @@ class RateKnowledge:
         )
         if plan is None:
             return np.full(log.n_pages, np.nan)
-        return np.where(fetched, plan_rates(plan, intervals, evidence, reliable), np.nan)
+        rates, probes = plan_chunk(
+            plan,
+            intervals,
+            evidence,
+            reliable,
+            horizon=self.probe_horizon or None,
+            shortest=1.0,  # a period: the simulator's clock
+        )
+        on = fetched[probes.page]
+        self.probes = Probes(probes.page[on], probes.net[on], probes.delay)
+        return np.where(fetched, rates, np.nan)
 
     def _dates(self, log: CrawlLog) -> tuple[LastModifiedEvidence | None, BoolArray | None]:
         """The Last-Modified evidence the policy reads, and which pages' dates it believes."""

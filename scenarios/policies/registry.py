@@ -44,6 +44,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "horizon",
         "terminal_value",
         "explore",
+        "probe_horizon",
         "renewal",
         "importance",
     ),

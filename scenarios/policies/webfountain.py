@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from estimators.bayes_action import PROBE_HORIZON_CYCLES, PROBE_SHARE
 from estimators.buckets import (
     N_BUCKETS,
     BucketAggregates,
@@ -230,6 +231,7 @@ class WebFountainPolicy(Policy):
         self._host_pages = HostPages.none()
         self.last_plan: PlanOutcome | None = None
         self._cycle_start = -1
+        self._probe_due: dict[int, IntArray] = {}
         self._old = np.zeros((0, 0), dtype=np.int64)
         self._new = np.zeros(0, dtype=np.int64)
         self._bucket = np.zeros(0, dtype=np.int64)
@@ -250,6 +252,7 @@ class WebFountainPolicy(Policy):
             str(spec.get("rates", DEFAULT_RATES)),
             refit_every=cycle,
             last_modified=str(spec.get("last_modified", "checked")),
+            probe_horizon=float(spec.get("probe_horizon", PROBE_HORIZON_CYCLES)) * cycle,
         )
         return cls(
             name,
@@ -462,6 +465,19 @@ class WebFountainPolicy(Policy):
         self._marginal, self._new_marginal = list(cycle.marginal), list(cycle.new_marginal)
         self._interval, self._rate = interval, rate
         self._cycle_start = period
+        self._queue_probes(period, budget)
+
+    def _queue_probes(self, period: int, budget: int) -> None:
+        """The pages the last refit found worth a probe, at most ``PROBE_SHARE`` of the
+        cycle's crawls: each crawled now and again the probe's delay later (whole periods,
+        at least one), as the service's urgent lane does (:mod:`store.probes`)."""
+        probes = self.knowledge.probes
+        self.knowledge.probes = replace(probes, page=probes.page[:0], net=probes.net[:0])
+        pages = probes.page[: int(PROBE_SHARE * budget * self.cycle / 2)]
+        if pages.size:
+            later = period + max(1, round(probes.delay))
+            for at in (period, later):
+                self._probe_due[at] = np.union1d(self._probe_due.get(at, pages[:0]), pages)
 
     # -- the policy ----------------------------------------------------------------------
 
@@ -531,7 +547,10 @@ class WebFountainPolicy(Policy):
             now=period * _SECONDS,
             importance=log.importance[candidates],
         )
-        chosen = np.asarray(selection.page_id, dtype=np.int64)[:budget]
+        # probes first (the urgent lane), then the plan's releases
+        probing = self._probe_due.pop(period, np.zeros(0, np.int64))[:budget]
+        chosen = np.asarray(selection.page_id, dtype=np.int64)
+        chosen = np.concatenate([probing, chosen[~np.isin(chosen, probing)]])[:budget]
         left = budget - chosen.size
         if left > 0:
             # pull the plan's next crawls forward: most overdue for its page-level interval
