@@ -11,7 +11,9 @@ and few of its fetches fail a check, and its host is not known to lie.
 Checks, per fetch (``t`` fetch time, ``d`` Last-Modified, ``tol`` clock tolerance, days):
 
 ========================  =============================================================
-``equals_fetch_time``     ``|d - t| <= tol``: the server stamps the response time
+``equals_fetch_time``     ``|d - t| <= tol``: the server stamps the response time (not
+                          when the content changed since the previous fetch and ``d``
+                          moved: a fast page changes that close to a fetch)
 ``in_future``             ``d > t + tol``
 ``moved_without_change``  ``d`` moved since the previous fetch, the content did not change
 ``static_while_changed``  ``d`` did not move, the content changed
@@ -380,10 +382,7 @@ def _fetch_flags(
 
     The interval checks compare fetch i with fetch i-1 of the same page, both with a
     Last-Modified date."""
-    flags: dict[str, BoolArray] = {
-        "equals_fetch_time": present & (np.abs(dates - times) <= tol),
-        "in_future": present & (dates > times + tol),
-    }
+    flags: dict[str, BoolArray] = {"in_future": present & (dates > times + tol)}
     pair = np.zeros(pages.shape, dtype=np.bool_)
     moved = np.zeros(pages.shape, dtype=np.bool_)
     previous_time = np.full(pages.shape, np.nan)
@@ -397,7 +396,14 @@ def _fetch_flags(
     flags["moved_without_change"] = known & moved & (outcome == 0)
     flags["static_while_changed"] = content_changed & ~moved
     flags["outside_interval"] = moved & ~((dates > previous_time - tol) & (dates <= times + tol))
-    return flags, content_changed, known & moved
+    # A date at the fetch time is a stamp, unless the content changed since the last fetch
+    # and the date moved with it: a page changing about once a tolerance changes that close
+    # to a fetch most of the time, and a stamping server gives itself away at the fetches
+    # that find the content unchanged (its date moves on those too).
+    flags["equals_fetch_time"] = (
+        present & (np.abs(dates - times) <= tol) & ~(content_changed & moved)
+    )
+    return {name: flags[name] for name in VIOLATIONS}, content_changed, known & moved
 
 
 def _host_reliable(

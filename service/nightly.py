@@ -733,17 +733,16 @@ def _measure(
     return measured, discovery
 
 
-def _probe_settings(settings: NightlySettings, capacity: float) -> ProbeSettings | None:
+def _probe_settings(settings: NightlySettings, capacity: float) -> ProbeSettings:
     """The probes' horizon (days), shortest delay (the least delay between two requests to a
     host) and most probes a run (``PROBE_SHARE`` of the cycle's ``capacity`` crawls a
-    period, two crawls each); None when ``plan.probe_horizon`` is 0."""
-    if settings.probe_horizon <= 0:
-        return None
+    period, two crawls each); none when ``plan.probe_horizon`` is 0 (the last run's marks
+    are then cleared)."""
     cycle_days = settings.periods * settings.period_days
     return ProbeSettings(
         horizon_days=settings.probe_horizon * cycle_days,
         shortest_days=settings.min_delay_seconds / _DAY,
-        limit=int(PROBE_SHARE * capacity * settings.periods / 2),
+        limit=int(PROBE_SHARE * capacity * settings.periods / 2) if settings.probe_horizon else 0,
     )
 
 

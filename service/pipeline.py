@@ -122,7 +122,8 @@ class EstimateSummary:
 class ProbeSettings:
     """What the estimate stage needs to pick probes (:func:`estimators.bayes_action.
     choose_probes`): the ``horizon_days`` over which what a probe teaches is counted, the
-    ``shortest_days`` a probe's two crawls may be apart, and the most probes (``limit``)."""
+    ``shortest_days`` a probe's two crawls may be apart, and the most probes (``limit``; 0:
+    none, and the last run's marks are cleared)."""
 
     horizon_days: float
     shortest_days: float
@@ -278,7 +279,7 @@ def estimate_from_store(
 
     ``probes`` (with ``plan_budget``) also picks the pages whose rate is worth learning, the
     best ``probes.limit`` of the store, and marks them for a probe (:mod:`store.probes`),
-    replacing the last run's marks.
+    replacing the last run's marks (a limit or horizon of 0 only clears them).
     """
     pages = fetches = small_changes = 0
     by_estimator: dict[str, int] = {}
@@ -295,7 +296,8 @@ def estimate_from_store(
     prior, bayes = _sample_fits(
         db, estimate_chunk, sample_pages, chunk_pages, sized, plan_budget, fetched_pages
     )
-    best = _BestProbes(0 if probes is None else probes.limit)
+    probing = probes is not None and probes.limit > 0 and probes.horizon_days > 0
+    best = _BestProbes(probes.limit if probing and probes is not None else 0)
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
@@ -317,13 +319,13 @@ def estimate_from_store(
                 evidence.last_modified,
                 evidence.reliable,
                 groups,
-                horizon=None if probes is None else probes.horizon_days,
+                horizon=probes.horizon_days if probing else None,
                 shortest=0.0 if probes is None else probes.shortest_days,
                 probe_limit=None if probes is None else probes.limit,
             )
             notified = chosen.estimator == NOTIFIED
             plan[notified] = np.nan
-            if probes is not None:
+            if probing:
                 # a page known from notifications needs no probe; never-fetched pages are
                 # not in a chunk
                 on = ~notified[probed.page]

@@ -9,9 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from estimators.bayes_action import (
+    PROBE_STRADDLE,
+    BayesPlanPrior,
     bayes_equivalent_rates,
     bayes_refresh,
     bayes_refresh_at,
+    choose_probes,
     evidence_grid,
     fit_bayes_plan,
     fit_grid_prior,
@@ -20,6 +23,7 @@ from estimators.bayes_action import (
     grid_posterior,
     plan_rates,
     plug_in_refresh,
+    probe_gains,
     rate_grid,
 )
 from estimators.evidence import change_intervals_from_fetches, last_modified_evidence_from_fetches
@@ -268,3 +272,89 @@ def test_each_group_is_planned_on_its_prior_and_the_price_spends_the_budget() ->
     assert bayes_refresh_at(plan.grid, posterior, alone.price).refresh.sum() > budget * 1.005
     with pytest.raises(ValueError, match="integers >= 0"):
         plan.posterior(loglik, -groups)
+
+
+# -- probes ------------------------------------------------------------------------------------
+def _two_points(grid: np.ndarray, slow: float, fast: float, share: float) -> np.ndarray:
+    """A posterior with ``share`` of its mass at the grid rate nearest ``slow`` and the rest
+    at the one nearest ``fast``, shape (1, G)."""
+    post = np.zeros((1, grid.size))
+    post[0, np.argmin(np.abs(grid - np.log(slow)))] += share
+    post[0, np.argmin(np.abs(grid - np.log(fast)))] += 1.0 - share
+    return post
+
+
+def _brute_value(rates: np.ndarray, weights: np.ndarray, price: float) -> float:
+    """max(0, max_f sum_i w_i F(f, rate_i) - sum(w) price f) on a fine crawl-rate grid."""
+    f = np.exp(np.linspace(np.log(1e-5), np.log(1e4), 200_001))
+    x = rates[:, None] / f[None, :]
+    value = (weights[:, None] * (-np.expm1(-x) / x)).sum(axis=0) - weights.sum() * price * f
+    return max(0.0, float(value.max()))
+
+
+def test_a_probe_gain_is_the_knowledge_gradient() -> None:
+    grid = rate_grid(0.01, 1000.0)
+    price = 2.0  # cut-off rate 0.5 a day
+    post = _two_points(grid, 0.05, 20.0, 0.4)
+    rates = np.exp(grid)[post[0] > 0]
+    weights = post[0][post[0] > 0]
+    for delay in (0.5, 2.0, 8.0):
+        keep = np.exp(-rates * delay)
+        expected = (
+            _brute_value(rates, weights * keep, price)
+            + _brute_value(rates, weights * (1 - keep), price)
+            - _brute_value(rates, weights, price)
+        )
+        got = float(probe_gains(grid, post, price, delay)[0])
+        assert got == pytest.approx(expected, rel=0.01)
+    # a probe a minute long tells 0.05 a day from 20 a day far less than one of two days
+    minute = probe_gains(grid, post, price, 1 / 1440)[0]
+    assert minute < 0.1 * probe_gains(grid, post, price, 2.0)[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5), st.floats(0.01, 10.0))
+def test_a_probe_gain_is_never_negative_and_nothing_for_a_known_rate(
+    mass: list[float], delay: float
+) -> None:
+    grid = rate_grid(0.01, 1000.0)
+    post = np.zeros((2, grid.size))
+    post[0, np.linspace(10, grid.size - 10, 5).astype(int)] = np.asarray(mass) + 1e-3
+    post[0] /= post[0].sum()
+    post[1, grid.size // 2] = 1.0
+    gain = probe_gains(grid, post, 2.0, delay)
+    assert gain[0] >= 0.0
+    assert gain[1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_probes_go_to_pages_whose_rate_is_worth_learning() -> None:
+    grid = rate_grid(0.01, 1000.0)
+    price = 2.0
+    plan = BayesPlanPrior(grid, np.full(grid.size, 1.0 / grid.size), price)
+    post = np.vstack(
+        [
+            _two_points(grid, 0.05, 20.0, 0.99),  # surely worth crawling: nothing to learn
+            _two_points(grid, 0.05, 20.0, 0.4),  # straddles the cut-off
+            _two_points(grid, 0.05, 20.0, 0.0),  # surely not
+            _two_points(grid, 0.05, 20.0, 0.2),  # straddles, less likely worth a crawl
+        ]
+    )
+    probes = choose_probes(plan, post, horizon=100.0)
+    assert sorted(probes.page.tolist()) == [1, 3]
+    assert np.all(np.diff(probes.net) <= 0) and np.all(probes.net > 0)
+    cutoff_time = price  # 1 / (1 / price)
+    assert probes.delay in {m * cutoff_time for m in (0.25, 0.5, 1.0, 2.0)}
+    # each probe pays for its two crawls: its gain over the horizon less twice the price
+    best = int(probes.page[0])
+    gain = probe_gains(grid, post[[best]], price, probes.delay)[0]
+    assert probes.net[0] == pytest.approx(gain * 100.0 - 2 * price)
+    assert choose_probes(plan, post, horizon=100.0, limit=1).page.tolist() == [best]
+    assert choose_probes(plan, post, horizon=100.0, limit=0).page.size == 0
+    # knowledge used for a short while does not pay for two crawls
+    most = max(probe_gains(grid, post, price, m * price).max() for m in (0.25, 0.5, 1.0, 2.0))
+    assert choose_probes(plan, post, horizon=0.9 * 2 * price / most).page.size == 0
+    # the crawl cannot probe faster than ``shortest``
+    assert choose_probes(plan, post, horizon=100.0, shortest=3 * price).delay >= 3 * price
+    with pytest.raises(ValueError, match="horizon must be > 0"):
+        choose_probes(plan, post, horizon=0.0)
+    assert 0 < PROBE_STRADDLE < 0.5

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -10,10 +11,15 @@ import pytest
 from sqlalchemy import select
 
 from estimators.buckets import BucketScale, bucket_aggregates
-from service.pipeline import aggregates_from_store, answer_groups, estimate_from_store
+from service.pipeline import (
+    ProbeSettings,
+    aggregates_from_store,
+    answer_groups,
+    estimate_from_store,
+)
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
 from store.estimates import iter_fetch_chunks, sample_fetch_chunk
-from store.models import Page
+from store.models import URGENT_REQUESTS, Page
 from tests.conftest import T0, orm_all
 
 
@@ -264,9 +270,11 @@ def _crawl_answers(
     kinds: dict[int, tuple[str, int, int]],
     visits: int,
     failing: frozenset[int] = frozenset(),
+    changes: Callable[[int, int], bool] | None = None,
 ) -> None:
     """Fetch every page of ``kinds`` (page -> (status, HTTP status, changes every k-th
-    visit; 0: never)) daily; the pages ``failing`` answer 503 at the last visit."""
+    visit; 0: never)) daily; the pages ``failing`` answer 503 at the last visit; with
+    ``changes`` (page, visit -> changed since the last visit), it says instead."""
     add_pages(db, [(f"http://h.test/p{k}", "http://h.test") for k in kinds], now=T0)
     queue = LeaseQueue(db, LeasePolicy(max_urls=len(kinds), max_urls_per_host=len(kinds)))
     for visit in range(visits):
@@ -277,6 +285,8 @@ def _crawl_answers(
             k = int(leased.url.rsplit("p", 1)[1])
             status, code, every = kinds[k]
             changed = None if visit == 0 else bool(every and visit % every == 0)
+            if changes is not None and visit > 0:
+                changed = changes(k, visit)
             if k in failing and visit == visits - 1:
                 status, code, changed = "error", 503, None
             due = now + timedelta(days=1) - timedelta(minutes=2)
@@ -336,3 +346,29 @@ def test_a_chunk_names_each_page_by_its_last_answer(db: Database) -> None:
         ids[4]: 0,
         ids[5]: 0,
     }
+
+
+def test_pages_whose_rate_is_worth_learning_get_a_probe(db: Database) -> None:
+    """On a web whose rates spread over two decades around one change a day, fetched daily,
+    the pages near the plan's cut-off rate are worth a probe: the best (no more than the
+    limit) are marked, with a delay no shorter than the shortest, and queued as urgent
+    probes. The slowest pages, known to be worth their crawls, get none. A run with a limit
+    of 0 only clears the marks."""
+    rng = np.random.default_rng(3)
+    rate = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 160))  # changes a day
+    seen = rng.random((160, 8)) < -np.expm1(-rate[:, None])
+    kinds = {k: ("ok", 200, 0) for k in range(160)}
+    _crawl_answers(db, kinds, visits=8, changes=lambda k, visit: bool(seen[k, visit]))
+    settings = ProbeSettings(horizon_days=365.0, shortest_days=0.01, limit=12)
+    summary = estimate_from_store(db, plan_budget=20.0, probes=settings)
+    pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
+    marked = sorted(k for k, p in pages.items() if p.probe_delay is not None)
+    assert len(marked) == summary.probes == summary.probes_queued == 12
+    assert rate[marked].min() > 0.2  # the slowest decade's pages: nothing worth learning
+    assert all(pages[k].probe_delay >= 0.01 for k in marked)  # type: ignore[operator]
+    with db.read() as conn:
+        requests = conn.execute(select(URGENT_REQUESTS.c.page_id, URGENT_REQUESTS.c.source))
+        assert sorted(requests.tuples()) == sorted((pages[k].id, "probe") for k in marked)
+    cleared = estimate_from_store(db, plan_budget=20.0, probes=replace(settings, limit=0))
+    assert cleared.probes == 0
+    assert all(p.probe_delay is None for p in orm_all(db, select(Page)))

@@ -266,3 +266,31 @@ def test_planner_weighted_by_importance_hands_each_class_its_mean_weight() -> No
     pages = aggregates.pages[populated]
     assert float(np.sum(w[populated] * pages) / pages.sum()) == pytest.approx(1.0)
     assert np.ptp(w[populated]) > 0.1
+
+
+def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
+    """On a fast web without dates (rates 0.025 to 5 changes a period, a twentieth of the
+    pages crawled a period), pages seen changed at every crawl straddle the plan's cut-off:
+    the planner probes some of them, each crawled twice a short delay apart, within the
+    budget. Without a probe horizon it probes none."""
+    spec = WorldSpec(
+        pages=600,
+        hosts=20,
+        rate_model="loguniform",
+        rate_low=0.025,
+        rate_high=5.0,
+        last_modified={"missing": 1.0},
+    )
+    world = build_world(spec, 7, 60)
+    settings = SimulationSettings(periods=60, budget=30, warmup=0)
+    probing = make_policy({"kind": "webfountain", "cycle": 6, "probe_horizon": 100})
+    assert isinstance(probing, WebFountainPolicy)
+    result = simulate(world, probing, settings)
+    assert probing.probes_queued > 0
+    assert int(result.crawls.sum()) == 30 * 60
+    off = make_policy({"kind": "webfountain", "cycle": 6, "probe_horizon": 0})
+    assert isinstance(off, WebFountainPolicy)
+    simulate(world, off, settings)
+    assert off.probes_queued == 0
+    with pytest.raises(PolicyError, match="probe_horizon"):
+        make_policy({"kind": "webfountain", "probe_horizon": -1})

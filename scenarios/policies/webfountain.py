@@ -231,6 +231,9 @@ class WebFountainPolicy(Policy):
         self._host_pages = HostPages.none()
         self.last_plan: PlanOutcome | None = None
         self._cycle_start = -1
+        #: Pages queued for a probe (:meth:`_queue_probes`), and by period the pages a probe
+        #: crawls then.
+        self.probes_queued = 0
         self._probe_due: dict[int, IntArray] = {}
         self._old = np.zeros((0, 0), dtype=np.int64)
         self._new = np.zeros(0, dtype=np.int64)
@@ -474,6 +477,7 @@ class WebFountainPolicy(Policy):
         probes = self.knowledge.probes
         self.knowledge.probes = replace(probes, page=probes.page[:0], net=probes.net[:0])
         pages = probes.page[: int(PROBE_SHARE * budget * self.cycle / 2)]
+        self.probes_queued += int(pages.size)
         if pages.size:
             later = period + max(1, round(probes.delay))
             for at in (period, later):
