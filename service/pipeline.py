@@ -296,8 +296,10 @@ def estimate_from_store(
     prior, bayes = _sample_fits(
         db, estimate_chunk, sample_pages, chunk_pages, sized, plan_budget, fetched_pages
     )
-    probing = probes is not None and probes.limit > 0 and probes.horizon_days > 0
-    best = _BestProbes(probes.limit if probing and probes is not None else 0)
+    probing = (
+        probes if probes is not None and probes.limit > 0 and probes.horizon_days > 0 else None
+    )
+    best = _BestProbes(probing.limit if probing else 0)
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
@@ -319,9 +321,9 @@ def estimate_from_store(
                 evidence.last_modified,
                 evidence.reliable,
                 groups,
-                horizon=probes.horizon_days if probing else None,
-                shortest=0.0 if probes is None else probes.shortest_days,
-                probe_limit=None if probes is None else probes.limit,
+                horizon=probing.horizon_days if probing else None,
+                shortest=probing.shortest_days if probing else 0.0,
+                probe_limit=probing.limit if probing else None,
             )
             notified = chosen.estimator == NOTIFIED
             plan[notified] = np.nan
