@@ -584,6 +584,7 @@ def choose_probes(
     *,
     shortest: float = 0.0,
     limit: int | None = None,
+    delays: tuple[float, ...] | None = None,
 ) -> Probes:
     """The pages whose probe pays for its two crawls within ``horizon`` (the time the
     knowledge is used for, the plan's time unit), best first, at most ``limit``.
@@ -594,7 +595,9 @@ def choose_probes(
     plan's price (a crawl a unit of time for ``horizon`` is ``horizon`` crawls, worth
     ``price x horizon``; so one crawl costs ``price``). Only pages whose posterior mass
     below the cut-off is between :data:`PROBE_STRADDLE` and its complement are valued: the
-    others' probes change little, and skipping them keeps this cheap on a whole store."""
+    others' probes change little, and skipping them keeps this cheap on a whole store.
+    ``delays`` (the plan's time unit) replaces the tried delays: a store planned in chunks
+    at one price tries them on its first chunk with probes and keeps the one it chose."""
     if not horizon > 0:
         raise ValueError(f"horizon must be > 0, got {horizon}")
     _check_posterior(plan.grid, posterior)
@@ -605,7 +608,8 @@ def choose_probes(
     if straddle.size == 0 or (limit is not None and limit <= 0):
         return none
     best = none
-    for delay in sorted({max(m / cutoff, shortest) for m in PROBE_DELAYS}):
+    tried = delays if delays is not None else [m / cutoff for m in PROBE_DELAYS]
+    for delay in sorted({max(d, shortest) for d in tried}):
         net = probe_gains(plan.grid, posterior[straddle], plan.price, delay) * horizon
         net -= 2.0 * plan.price
         paying = np.flatnonzero(net > 0)
@@ -640,9 +644,11 @@ def plan_chunk(
     horizon: float | None = None,
     shortest: float = 0.0,
     probe_limit: int | None = None,
+    probe_delays: tuple[float, ...] | None = None,
 ) -> tuple[FloatArray, Probes]:
     """:func:`plan_rates`, and with a ``horizon`` the pages worth a probe
-    (:func:`choose_probes`, on the same posteriors; none without)."""
+    (:func:`choose_probes`, on the same posteriors, trying ``probe_delays``; none
+    without)."""
     none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
     loglik, has = grid_log_likelihood(plan.grid, intervals, last_modified, reliable)
     loglik[~has] = 0.0
@@ -652,4 +658,6 @@ def plan_chunk(
     rates = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
     if horizon is None:
         return rates, none
-    return rates, choose_probes(plan, posterior, horizon, shortest=shortest, limit=probe_limit)
+    return rates, choose_probes(
+        plan, posterior, horizon, shortest=shortest, limit=probe_limit, delays=probe_delays
+    )

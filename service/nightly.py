@@ -296,6 +296,8 @@ class NightlyReport:
     solver: dict[str, Any] = field(default_factory=dict)
     resumed: int | None = None
     reading: StoreReading | None = None
+    #: Pages the estimate stage marked for a probe (:mod:`store.probes`).
+    probes: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -605,7 +607,7 @@ def _run(
         capacity = _capacity(settings, raw_capacity, previous.capacity)
         discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
-        _estimate(db, settings, stages, capacity)
+        report.probes = _estimate(db, settings, stages, capacity)
     with stages.stage("aggregate"):
         try:
             if reuse is not None:
@@ -746,15 +748,16 @@ def _probe_settings(settings: NightlySettings, capacity: float) -> ProbeSettings
     )
 
 
-def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> None:
+def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> int:
     """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
-    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``; none with
-    ``estimate`` off), then OPIC importance."""
+    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``, and the probes;
+    none with ``estimate`` off), then OPIC importance. Returns the pages marked for a probe."""
+    probes = 0
     bayes = settings.rates == "bayes" and settings.optimize and capacity > 0
     if settings.estimate:
         with stages.stage("estimate"):
             # A heartbeat every chunk: a long estimate is alive, not killed.
-            estimate_from_store(
+            probes = estimate_from_store(
                 db,
                 scale=settings.scale,
                 policy=settings.last_modified,
@@ -762,8 +765,9 @@ def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity
                 progress=lambda _pages: stages.beat(),
                 plan_budget=capacity / settings.period_days if bayes else None,
                 probes=_probe_settings(settings, capacity) if bayes else None,
-            )
+            ).probes
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance
         # (H + C) / (G + 1) stored for the page schedule.
         spread_virtual_cash(db, crawl_virtual_gift)
+    return probes

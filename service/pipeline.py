@@ -139,7 +139,15 @@ class _BestProbes:
         self.page = np.zeros(0, np.int64)
         self.delay = np.zeros(0)
 
+    @property
+    def delays(self) -> tuple[float, ...] | None:
+        """The delay the first chunk with probes chose, for the next chunks to keep (every
+        chunk is planned at one price): a quarter of the work of trying them all."""
+        return (float(self.delay[0]),) if self.delay.size else None
+
     def add(self, net: npt.NDArray[Any], page: npt.NDArray[Any], delay: float) -> None:
+        if not net.size:
+            return
         self.net = np.concatenate([self.net, net])
         self.page = np.concatenate([self.page, page.astype(np.int64)])
         self.delay = np.concatenate([self.delay, np.full(net.size, delay)])
@@ -324,6 +332,7 @@ def estimate_from_store(
                 horizon=probing.horizon_days if probing else None,
                 shortest=probing.shortest_days if probing else 0.0,
                 probe_limit=probing.limit if probing else None,
+                probe_delays=best.delays,
             )
             notified = chosen.estimator == NOTIFIED
             plan[notified] = np.nan

@@ -353,6 +353,7 @@ def test_probes_go_to_pages_whose_rate_is_worth_learning() -> None:
     # knowledge used for a short while does not pay for two crawls
     most = max(probe_gains(grid, post, price, m * price).max() for m in (0.25, 0.5, 1.0, 2.0))
     assert choose_probes(plan, post, horizon=0.9 * 2 * price / most).page.size == 0
+    assert choose_probes(plan, post, horizon=100.0, delays=(1.5,)).delay == 1.5
     # the crawl cannot probe faster than ``shortest``
     assert choose_probes(plan, post, horizon=100.0, shortest=3 * price).delay >= 3 * price
     with pytest.raises(ValueError, match="horizon must be > 0"):

@@ -348,24 +348,28 @@ def test_a_chunk_names_each_page_by_its_last_answer(db: Database) -> None:
     }
 
 
-def test_pages_whose_rate_is_worth_learning_get_a_probe(db: Database) -> None:
+@pytest.mark.parametrize("chunk_pages", [500, 40], ids=["one-chunk", "chunks"])
+def test_pages_whose_rate_is_worth_learning_get_a_probe(db: Database, chunk_pages: int) -> None:
     """On a web whose rates spread over two decades around one change a day, fetched daily,
     the pages near the plan's cut-off rate are worth a probe: the best (no more than the
-    limit) are marked, with a delay no shorter than the shortest, and queued as urgent
-    probes. The slowest pages, known to be worth their crawls, get none. A run with a limit
-    of 0 only clears the marks."""
+    limit) are marked, with a delay no shorter than the shortest (chunk by chunk, the one
+    the first chunk chose), and queued as urgent probes. The slowest pages, known to be
+    worth their crawls, get none. A run with a limit of 0 only clears the marks."""
     rng = np.random.default_rng(3)
     rate = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 160))  # changes a day
     seen = rng.random((160, 8)) < -np.expm1(-rate[:, None])
     kinds = {k: ("ok", 200, 0) for k in range(160)}
     _crawl_answers(db, kinds, visits=8, changes=lambda k, visit: bool(seen[k, visit]))
     settings = ProbeSettings(horizon_days=365.0, shortest_days=0.01, limit=12)
-    summary = estimate_from_store(db, plan_budget=20.0, probes=settings)
+    summary = estimate_from_store(
+        db, plan_budget=20.0, probes=settings, chunk_pages=chunk_pages, sample_pages=chunk_pages
+    )
     pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
     marked = sorted(k for k, p in pages.items() if p.probe_delay is not None)
     assert len(marked) == summary.probes == summary.probes_queued == 12
     assert rate[marked].min() > 0.2  # the slowest decade's pages: nothing worth learning
     assert all(pages[k].probe_delay >= 0.01 for k in marked)  # type: ignore[operator]
+    assert len({pages[k].probe_delay for k in marked}) == 1
     with db.read() as conn:
         requests = conn.execute(select(URGENT_REQUESTS.c.page_id, URGENT_REQUESTS.c.source))
         assert sorted(requests.tuples()) == sorted((pages[k].id, "probe") for k in marked)

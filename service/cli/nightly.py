@@ -90,9 +90,11 @@ def nightly(
         out.print(f"dry run: nothing written ({timings})", markup=False)
         return
     recrawls = sum(sum(q.values()) for q in report.cycle.quotas)
+    probes = f", {counted(report.probes, 'page')} probed" if report.probes else ""
     out.print(
         f"published plan {report.plan}: {recrawls:,} "
-        f"re-crawls and {sum(report.cycle.new_pages):,} new pages over the cycle ({timings})",
+        f"re-crawls and {sum(report.cycle.new_pages):,} new pages over the cycle{probes} "
+        f"({timings})",
         markup=False,
     )
 
