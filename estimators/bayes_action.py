@@ -50,7 +50,7 @@ from estimators.evidence import ChangeIntervals, LastModifiedEvidence
 from estimators.prior import exposure_loglik_on_grid, interval_loglik_on_grid
 
 __all__ = [
-    "PROBE_HORIZON_CYCLES",
+    "PROBE_HORIZON_PERIODS",
     "PROBE_SHARE",
     "BayesPlanPrior",
     "BayesRefresh",
@@ -550,8 +550,9 @@ def probe_gains(grid: FloatArray, posterior: FloatArray, price: float, delay: fl
     between, a likelihood ``exp(-lambda delay)`` (unchanged) or its complement. Its gain is
     the knowledge gradient: the expected value of the Bayes action after the outcome less
     its value now, each the best of ``E[F(f, lambda)] - price f`` over crawl rates ``f``
-    (at least 0: no crawl). It is never negative, and it is largest for a page whose
-    posterior straddles the rates worth crawling and whose probe tells them apart."""
+    (at least 0: no crawl). It is never negative (the best action's value is convex in the
+    belief; rounding aside), and it is largest for a page whose posterior straddles the
+    rates worth crawling and whose probe tells them apart."""
     _check_posterior(grid, posterior)
     refresh = _refresh_grid(grid)
     table = _value_table(grid, refresh)
@@ -559,12 +560,12 @@ def probe_gains(grid: FloatArray, posterior: FloatArray, price: float, delay: fl
     keep = np.exp(-np.exp(grid) * delay)  # (G,): P(unchanged over the delay | rate)
     after = _best_values(posterior * keep, table, cost)
     after += _best_values(posterior * (1.0 - keep), table, cost)
-    return np.maximum(after - _best_values(posterior, table, cost), 0.0)
+    return after - _best_values(posterior, table, cost)
 
 
-#: Plan cycles over which what a probe teaches is counted (``plan.probe_horizon``): a page's
-#: rate holds for months, and a crawler runs for longer; at a daily cycle, a month.
-PROBE_HORIZON_CYCLES = 30.0
+#: Periods over which what a probe teaches is counted (``plan.probe_horizon``): a page's
+#: rate holds for months, and a crawler runs for longer; at daily periods, half a year.
+PROBE_HORIZON_PERIODS = 180.0
 #: The most of a cycle's capacity probes may take (two crawls each), best first: the price
 #: that values them is the plan's, set as if no crawl went to probes.
 PROBE_SHARE = 0.3

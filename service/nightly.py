@@ -54,13 +54,13 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from estimators.bayes_action import PROBE_HORIZON_CYCLES, PROBE_SHARE
+from estimators.bayes_action import PROBE_HORIZON_PERIODS, PROBE_SHARE
 from estimators.buckets import BucketScale
 from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
@@ -134,10 +134,10 @@ class NightlySettings:
     #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
     #: off; :func:`planner.cycle.plan_inputs.explore`).
     explore: float = EXPLORE_REVISITS
-    #: Cycles over which what a probe teaches is counted (0: no probes;
+    #: Periods over which what a probe teaches is counted (0: no probes;
     #: ``plan.probe_horizon``, :func:`estimators.bayes_action.choose_probes`); with
     #: ``rates = "bayes"`` only.
-    probe_horizon: float = PROBE_HORIZON_CYCLES
+    probe_horizon: float = PROBE_HORIZON_PERIODS
     #: Plan for a growing web (``plan.renewal = "measured"``; ``False``: ``"off"``;
     #: :func:`planner.cycle.plan_cycle.web_renewal`).
     renewal: bool = True
@@ -234,7 +234,7 @@ class NightlySettings:
             raise ConfigError(f"plan.explore must be >= 0 (0: off), got {self.explore}")
         if not (math.isfinite(self.probe_horizon) and self.probe_horizon >= 0):
             raise ConfigError(
-                f"plan.probe_horizon must be >= 0 cycles (0: no probes), got {self.probe_horizon}"
+                f"plan.probe_horizon must be >= 0 periods (0: no probes), got {self.probe_horizon}"
             )
         if self.horizon < 0:
             raise ConfigError(
@@ -607,7 +607,7 @@ def _run(
         capacity = _capacity(settings, raw_capacity, previous.capacity)
         discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
-        report.probes = _estimate(db, settings, stages, capacity)
+        report.probes = _estimate(db, settings, stages, capacity, _periods_since(current, start))
     with stages.stage("aggregate"):
         try:
             if reuse is not None:
@@ -735,39 +735,56 @@ def _measure(
     return measured, discovery
 
 
-def _probe_settings(settings: NightlySettings, capacity: float) -> ProbeSettings:
-    """The probes' horizon (days), shortest delay (the least delay between two requests to a
-    host) and most probes a run (``PROBE_SHARE`` of the cycle's ``capacity`` crawls a
-    period, two crawls each); none when ``plan.probe_horizon`` is 0 (the last run's marks
-    are then cleared)."""
-    cycle_days = settings.periods * settings.period_days
+def _periods_since(current: PlanSummary | None, start: datetime) -> int | None:
+    """Whole periods from the current plan's start to ``start`` (None without a plan)."""
+    if current is None:
+        return None
+    return round((start - current.starts_at).total_seconds() / (current.period_days * _DAY))
+
+
+def _probe_settings(
+    settings: NightlySettings, capacity: float, periods_since: int | None
+) -> ProbeSettings:
+    """The probes' horizon (``plan.probe_horizon`` periods, in days), shortest delay (the
+    least delay between two requests to a host) and most probes a run: ``PROBE_SHARE`` of the
+    capacity (crawls a period) of the periods since the last run (one at least, the cycle at
+    most: a run a period probes a period's share), two crawls each. A limit of 0 (probes off,
+    or a plan not on Bayes-equivalent rates) clears the last run's marks."""
+    periods = min(max(periods_since or settings.periods, 1), settings.periods)
     return ProbeSettings(
-        horizon_days=settings.probe_horizon * cycle_days,
+        horizon_days=settings.probe_horizon * settings.period_days,
         shortest_days=settings.min_delay_seconds / _DAY,
-        limit=int(PROBE_SHARE * capacity * settings.periods / 2) if settings.probe_horizon else 0,
+        limit=int(PROBE_SHARE * capacity * periods / 2) if settings.probe_horizon else 0,
     )
 
 
-def _estimate(db: Database, settings: NightlySettings, stages: _Stages, capacity: float) -> int:
+def _estimate(
+    db: Database,
+    settings: NightlySettings,
+    stages: _Stages,
+    capacity: float,
+    periods_since: int | None = None,
+) -> int:
     """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
     rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``, and the probes;
     none with ``estimate`` off), then OPIC importance. Returns the pages marked for a probe."""
-    probes = 0
     bayes = settings.rates == "bayes" and settings.optimize and capacity > 0
+    probes = _probe_settings(settings, capacity, periods_since)
+    marked = 0
     if settings.estimate:
         with stages.stage("estimate"):
             # A heartbeat every chunk: a long estimate is alive, not killed.
-            probes = estimate_from_store(
+            marked = estimate_from_store(
                 db,
                 scale=settings.scale,
                 policy=settings.last_modified,
                 min_change=settings.min_change,
                 progress=lambda _pages: stages.beat(),
                 plan_budget=capacity / settings.period_days if bayes else None,
-                probes=_probe_settings(settings, capacity) if bayes else None,
+                probes=probes if bayes else replace(probes, limit=0),
             ).probes
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance
         # (H + C) / (G + 1) stored for the page schedule.
         spread_virtual_cash(db, crawl_virtual_gift)
-    return probes
+    return marked

@@ -137,7 +137,8 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
 
     Pages waiting to be leased (``next_due_at`` set, no live lease at ``now``) that are new or
     in a re-crawl status lose their due time, so that only the new plan's releases make pages
-    due (error and robots-blocked pages keep the retry time their worker set). Does nothing
+    due (error and robots-blocked pages keep the retry time their worker set, and a probe's
+    second crawl its time, :mod:`store.probes`). Does nothing
     once a period of the plan has been released (the check is in the same statement). One
     statement over the pages with a due time (the partial index ``ix_pages_host_due``).
     Returns the number of pages withdrawn.
@@ -152,6 +153,8 @@ def withdraw_due_pages(db: Database, plan_id: int, *, now: datetime | None = Non
             p.c.next_due_at.is_not(None),
             p.c.next_due_at > URGENT_DUE,  # urgent pages stay ahead of the plan
             p.c.status.in_(("new", *REFRESH_STATUSES)),
+            # and so do probes' second crawls (store.probes)
+            (p.c.probe_delay.is_(None)) | (p.c.probe_delay > 0),
             (p.c.leased_until.is_(None)) | (p.c.leased_until < _NOW),
             ~released,
         )

@@ -844,7 +844,8 @@ class LeaseQueue:
             (newer_updates if newer else older_updates).append(values)
             if newer:
                 newest.append(pid)
-                if page.probe_delay is not None and values["p_probe_delay"] is None:
+                pending = values["p_probe_delay"]
+                if (page.probe_delay or 0) > 0 and isinstance(pending, float) and pending < 0:
                     # a probe's second crawl is extra work: charged as an urgent one
                     probes.append(
                         {"page_id": pid, "requested_at": values["p_next_due_at"], "source": "probe"}
@@ -906,14 +907,18 @@ class LeaseQueue:
                 else timedelta(days=page.refresh_interval)
             )
             scheduled = r.fetched_at + interval
-            probe = page.probe_delay
+            probe = page.probe_delay  # store.probes: > 0 marked, < 0 second crawl pending
             if r.next_due_at is not None:
                 due: datetime | None = r.next_due_at
-            elif probe is not None and r.status in _READ:
-                # a probe's first fetch: the second one the probe's delay later (store.probes)
-                due, probe = r.fetched_at + timedelta(days=probe), None
+            elif probe is not None and probe > 0 and r.status == "ok":
+                # a probe's first fetch: the second one the probe's delay later
+                due, probe = r.fetched_at + timedelta(days=probe), -probe
             else:
                 due = None if planned else scheduled
+            if probe is not None and r.status in ("redirect", "gone"):
+                probe = None  # nothing to learn of a rate here
+            elif probe is not None and probe < 0 and page.probe_delay < 0 and r.status == "ok":
+                probe = None  # the second crawl: the probe is done
             values.update(
                 p_status=r.status,
                 p_http_status=r.http_status,

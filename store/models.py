@@ -109,6 +109,9 @@ DUE_PAGE_CONDITION = "next_due_at IS NOT NULL"
 LEASED_PAGE_CONDITION = "lease_id IS NOT NULL"
 #: The rows of the partial index ``ix_hosts_ready``: hosts that may have work.
 READY_HOST_CONDITION = "ready_at IS NOT NULL"
+#: The rows of the partial index ``ix_pages_probe``: pages marked for a probe or waiting for
+#: its second crawl (:mod:`store.probes`), a handful in a store of millions.
+PROBE_PAGE_CONDITION = "probe_delay IS NOT NULL"
 
 
 #: The columns due-URL selection reads and filters on, besides ``bucket`` and
@@ -271,6 +274,12 @@ class Page(Base):
     __table_args__ = (
         CheckConstraint("bucket BETWEEN 0 AND 255", name="ck_pages_bucket"),
         CheckConstraint(_in("status", PAGE_STATUSES), name="ck_pages_status"),
+        Index(
+            "ix_pages_probe",
+            "id",
+            postgresql_where=text(PROBE_PAGE_CONDITION),
+            sqlite_where=text(PROBE_PAGE_CONDITION),
+        ),
         Index(
             "ix_pages_host_due",
             "host_id",

@@ -9,20 +9,27 @@ crawl as an urgent request too, and clears the mark. Both crawls are thus charge
 (the period release subtracts the urgent requests of the period before), and the estimators
 read the short interval between them as any other change/no-change interval.
 
-A new nightly run replaces the marks: a page marked and not yet fetched is marked again only
-if it is still worth a probe. A page whose first fetch failed keeps its mark (and is fetched
+Between the two crawls the mark is the delay negated: a new plan does not withdraw the
+second crawl's due time (:func:`store.due_times.withdraw_due_pages`), and a new night's
+marks leave the page alone. The second crawl's report clears it. A redirect or gone answer
+clears a mark (there is no rate to learn), and a failed fetch keeps it (the page is fetched
 again when its worker said).
+
+A new nightly run replaces the marks: a page marked and not yet fetched is marked again only
+if it is still worth a probe; one that is not stays in the urgent lane, charged already,
+and is fetched once as an urgent page. A release may still take a page whose second crawl
+is pending (its due time is then the release's): the interval it measures is then shorter
+or longer than the probe's delay, still a short one, and the crawl is charged twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, update
+from sqlalchemy import Connection, bindparam, select, update
 
-from store.database import Database
+from store.database import PG_BY_ID, Database
 from store.models import PAGES
 from store.types import utcnow
 from store.urgent import queue_urgent
@@ -44,30 +51,52 @@ def mark_probes(
     now: datetime | None = None,
 ) -> int:
     """Replace the probe marks with ``page_ids``, each probed ``delays`` days apart, and put
-    them in the urgent lane; returns the pages that joined it (a page leased now keeps its
-    lease: its fetch, imminent, is the probe's first)."""
+    them in the urgent lane; returns the pages marked. Only pages whose last fetch answered
+    (status ``ok``) are marked, and a page waiting for its probe's second crawl keeps it (a
+    mark on it would move that crawl). A page leased now keeps its lease: its fetch,
+    imminent, is the probe's first."""
     if len(page_ids) != len(delays):
         raise ValueError(f"need a delay per page: {len(page_ids)} pages, {len(delays)} delays")
     if any(not d > 0 for d in delays):
         raise ValueError("a probe's delay must be > 0 days")
     when = now or utcnow()
+    p = PAGES.c
+    # The marked pages (ix_pages_probe) locked in id order, as every writer of pages locks
+    # them (store.pages.lock_pages), then cleared by primary-key lookups.
+    marked = (
+        select(p.id)
+        .where(p.probe_delay > 0)
+        .order_by(p.id)
+        .with_for_update(of=PAGES, key_share=True)
+    )
+    clear = update(PAGES).where(p.id.in_(marked.scalar_subquery())).values(probe_delay=None)
 
-    def clear(conn: Connection) -> None:
-        conn.execute(update(PAGES).where(PAGES.c.probe_delay.is_not(None)).values(probe_delay=None))
+    def unmark(conn: Connection) -> None:
+        if db.dialect == "postgresql":
+            conn.exec_driver_sql(PG_BY_ID)
+        conn.execute(clear)
 
-    db.run_write(clear)
+    db.run_write(unmark)
+    delay_of = {int(i): float(d) for i, d in zip(page_ids, delays, strict=True)}
+    ids = list(delay_of)
     queued = 0
-    for start in range(0, len(page_ids), _CHUNK):
-        ids = [int(i) for i in page_ids[start : start + _CHUNK]]
-        rows = [
-            {"p_id": i, "p_delay": float(d)}
-            for i, d in zip(ids, delays[start : start + _CHUNK], strict=True)
-        ]
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
 
-        def work(conn: Connection, ids: list[int] = ids, rows: list[dict[str, Any]] = rows) -> int:
-            joined = queue_urgent(conn, db, ids, when, "probe")[0]  # locks hosts, then pages
-            conn.execute(_MARK, rows)
-            return joined
+        def work(conn: Connection, chunk: list[int] = chunk) -> int:
+            ready = conn.execute(
+                select(p.id).where(
+                    p.id.in_(chunk),
+                    p.status == "ok",
+                    p.probe_delay.is_(None),
+                )
+            ).scalars()
+            ids = sorted(ready)
+            if not ids:
+                return 0
+            queue_urgent(conn, db, ids, when, "probe")  # locks hosts, then pages
+            conn.execute(_MARK, [{"p_id": i, "p_delay": delay_of[i]} for i in ids])
+            return len(ids)
 
         queued += db.run_write(work)
     return queued

@@ -72,7 +72,7 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     import numpy, SciPy or Pyomo); each must equal the default of the class that owns it."""
     from crawler.fetch import FetchLimits
     from crawler.worker import CrawlSettings
-    from estimators.bayes_action import PROBE_HORIZON_CYCLES
+    from estimators.bayes_action import PROBE_HORIZON_PERIODS
     from estimators.defaults import CLOCK_TOLERANCE_DAYS, MAX_RATE, MIN_RATE
     from planner.cycle.plan_inputs import EXPLORE_REVISITS
 
@@ -86,4 +86,4 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     assert values["estimate.max_rate"] == MAX_RATE
     assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0
     assert values["plan.explore"] == EXPLORE_REVISITS
-    assert values["plan.probe_horizon"] == PROBE_HORIZON_CYCLES
+    assert values["plan.probe_horizon"] == PROBE_HORIZON_PERIODS

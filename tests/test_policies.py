@@ -268,11 +268,22 @@ def test_planner_weighted_by_importance_hands_each_class_its_mean_weight() -> No
     assert np.ptp(w[populated]) > 0.1
 
 
+class _Recorded(WebFountainPolicy):
+    """The planner, recording the probes' crawls of each period."""
+
+    probe_crawls: dict[int, set[int]]
+
+    def _probe_crawls(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        crawls = super()._probe_crawls(period, budget, log)
+        self.probe_crawls[period] = set(crawls.tolist())
+        return crawls
+
+
 def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     """On a fast web without dates (rates 0.025 to 5 changes a period, a twentieth of the
     pages crawled a period), pages seen changed at every crawl straddle the plan's cut-off:
-    the planner probes some of them, each crawled twice a short delay apart, within the
-    budget. Without a probe horizon it probes none."""
+    the planner probes some of them, each crawled twice the probe's delay apart, and no more
+    than 30 % of a period's budget goes to probes. Without a probe horizon it probes none."""
     spec = WorldSpec(
         pages=600,
         hosts=20,
@@ -283,12 +294,23 @@ def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     )
     world = build_world(spec, 7, 60)
     settings = SimulationSettings(periods=60, budget=30, warmup=0)
-    probing = make_policy({"kind": "webfountain", "cycle": 6, "probe_horizon": 100})
-    assert isinstance(probing, WebFountainPolicy)
+    base = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 600})
+    assert isinstance(base, WebFountainPolicy)
+    probing = _Recorded("p", base.knowledge, cycle=7)
+    probing.probe_crawls = {}
     result = simulate(world, probing, settings)
     assert probing.probes_queued > 0
     assert int(result.crawls.sum()) == 30 * 60
-    off = make_policy({"kind": "webfountain", "cycle": 6, "probe_horizon": 0})
+    assert max(len(c) for c in probing.probe_crawls.values()) <= 9  # 30 % of 30
+    delay = probing._probe_delay
+    firsts = {
+        (t, page)
+        for t, crawls in probing.probe_crawls.items()
+        for page in crawls
+        if page in probing.probe_crawls.get(t + delay, set())
+    }
+    assert len(firsts) >= probing.probes_queued // 4  # crawled again the delay later
+    off = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 0})
     assert isinstance(off, WebFountainPolicy)
     simulate(world, off, settings)
     assert off.probes_queued == 0

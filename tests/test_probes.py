@@ -1,15 +1,17 @@
 """Probes in the store: the nightly run's marks put a page in the urgent lane, and the report
-of its fetch makes it due again the probe's delay later, charged to the plan as urgent work
-(SQLite and PostgreSQL)."""
+of its fetch makes it due again the probe's delay later, charged to the plan as urgent work,
+a due time a new plan does not withdraw (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from service.nightly import NightlySettings, _probe_settings
 from store import Database, LeasePolicy, LeaseQueue
+from store.due_times import withdraw_due_pages
 from store.leases import FetchResult
 from store.models import PAGES, URGENT_REQUESTS
 from store.probes import mark_probes
@@ -41,6 +43,22 @@ def _fetched_pages(db: Database, n: int) -> list[int]:
     )
 
 
+def _fetch(
+    queue: LeaseQueue, at: datetime, status: str = "ok", code: int = 200, **kw: object
+) -> list[int]:
+    """Lease what is due at ``at`` and report every page fetched then; the pages' ids."""
+    leases = queue.lease("w", now=at)
+    ids = []
+    for lease in leases:
+        results = [
+            FetchResult(page_id=p.page_id, fetched_at=at, status=status, http_status=code, **kw)  # type: ignore[arg-type]
+            for p in lease.pages
+        ]
+        queue.finish(lease.lease_id, results, now=at)
+        ids += [p.page_id for p in lease.pages]
+    return ids
+
+
 def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> None:
     ids = _fetched_pages(db, 3)
     _publish(db, {5: [1, 1]})  # a plan: fetched pages wait for a release, but not a probe's
@@ -49,50 +67,66 @@ def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> Non
     assert state[ids[0]] == (DELAY, URGENT_DUE)
     assert state[ids[1]] == (None, None)
     queue = LeaseQueue(db, LeasePolicy(max_urls=5, max_urls_per_host=5))
-    (lease,) = queue.lease("w", now=T0)
-    assert [p.page_id for p in lease.pages] == [ids[0]]
-    fetched_at = T0 + timedelta(seconds=5)
-    queue.finish(
-        lease.lease_id,
-        [FetchResult(page_id=ids[0], fetched_at=fetched_at, status="ok", http_status=200)],
-        now=fetched_at,
-    )
+    first = T0 + timedelta(seconds=5)
+    assert _fetch(queue, first) == [ids[0]]
     delay, due = _state(db)[ids[0]]
-    assert delay is None  # the mark is spent
-    assert due == fetched_at + timedelta(days=DELAY)
-    assert queue.lease("w", now=fetched_at + timedelta(minutes=14)) == []
-    (second,) = queue.lease("w", now=fetched_at + timedelta(minutes=15))
-    assert [p.page_id for p in second.pages] == [ids[0]]
-    queue.finish(
-        second.lease_id,
-        [FetchResult(page_id=ids[0], fetched_at=due, status="ok", http_status=200)],
-        now=due,
-    )
-    assert _state(db)[ids[0]] == (None, None)  # back to the plan's releases
-    sources = _sources(db)
+    assert delay == -DELAY  # the second crawl is pending
+    assert due == first + timedelta(days=DELAY)
+    # a new plan takes over before the second crawl: it keeps its due time
+    _publish(db, {5: [1, 1]})
+    withdraw_due_pages(db, 2, now=first)
+    assert _state(db)[ids[0]] == (-DELAY, due)
+    # and a new night's marks leave it alone
+    assert mark_probes(db, [ids[0], ids[1]], [DELAY, DELAY], now=first) == 1
+    assert _state(db)[ids[0]] == (-DELAY, due)
+    assert _state(db)[ids[1]] == (DELAY, URGENT_DUE)
+    assert _fetch(queue, first + timedelta(minutes=1)) == [ids[1]]
+    assert queue.lease("w", now=first + timedelta(minutes=14)) == []
+    assert isinstance(due, datetime)
+    assert ids[0] in _fetch(queue, due)
+    assert _state(db)[ids[0]] == (None, None)  # done: back to the plan's releases
+    sources = [(page, at, source) for page, at, source in _sources(db) if page == ids[0]]
     assert sources == [(ids[0], T0, "probe"), (ids[0], due, "probe")]
-    assert urgent_requests_between(db, T0, T0 + DAY) == 2
+    assert urgent_requests_between(db, T0, T0 + DAY) == 4
 
 
-def test_a_failed_fetch_keeps_the_mark_and_a_new_run_replaces_the_marks(db: Database) -> None:
+def test_a_failed_fetch_keeps_the_mark_an_answer_without_a_rate_ends_it(db: Database) -> None:
     ids = _fetched_pages(db, 3)
     _publish(db, {5: [1, 1]})
     mark_probes(db, ids[:2], [DELAY, 2 * DELAY], now=T0)
-    queue = LeaseQueue(db, LeasePolicy(max_urls=5, max_urls_per_host=5))
-    (lease,) = queue.lease("w", now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1))
     retry = T0 + timedelta(hours=1)
-    failed = FetchResult(
-        page_id=ids[0], fetched_at=T0, status="error", http_status=503, next_due_at=retry
-    )
-    queue.finish(lease.lease_id, [failed], now=T0)
+    assert _fetch(queue, T0, "error", 503, next_due_at=retry) == [ids[0]]
     state = _state(db)
     assert state[ids[0]] == (DELAY, retry)  # the worker's retry time; still to be probed
-    assert state[ids[1]][0] == 2 * DELAY
+    assert _fetch(queue, T0 + timedelta(seconds=1), "gone", 404) == [ids[1]]
+    assert _state(db)[ids[1]][0] is None  # a gone page has no rate to learn
+    assert len(_sources(db)) == 2  # no second crawl charged for either
     # the next night: only the third page is worth a probe
     assert mark_probes(db, [ids[2]], [DELAY], now=T0 + DAY) == 1
     state = _state(db)
-    assert state[ids[0]][0] is None and state[ids[1]][0] is None
+    assert state[ids[0]][0] is None
     assert state[ids[2]] == (DELAY, URGENT_DUE)
+
+
+def test_only_pages_that_answered_are_marked(db: Database) -> None:
+    ids = _fetched_pages(db, 3)
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == ids[1]).values(status="redirect"))
+    assert mark_probes(db, ids, [DELAY] * 3, now=T0) == 2
+    assert _state(db)[ids[1]] == (None, None)
+
+
+def test_a_run_probes_a_share_of_the_periods_since_the_last() -> None:
+    settings = NightlySettings(period_days=1.0, periods=14, min_delay_seconds=2.0)
+    one = _probe_settings(settings, 1000.0, 1)
+    assert one.limit == 150  # 30 % of a period's 1,000 crawls, two crawls a probe
+    assert one.horizon_days == 180.0 and one.shortest_days == pytest.approx(2 / 86_400)
+    assert _probe_settings(settings, 1000.0, 3).limit == 450
+    assert _probe_settings(settings, 1000.0, None).limit == 2100  # no plan yet: the cycle
+    assert _probe_settings(settings, 1000.0, 99).limit == 2100
+    off = NightlySettings(period_days=1.0, periods=14, probe_horizon=0.0)
+    assert _probe_settings(off, 1000.0, 1).limit == 0
 
 
 @pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)

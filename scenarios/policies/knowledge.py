@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import Probes, fit_bayes_plan, plan_chunk
+from estimators.bayes_action import PROBE_SHARE, Probes, fit_bayes_plan, plan_chunk
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
 from estimators.gamma_updates import RatePosterior
@@ -180,6 +180,8 @@ class RateKnowledge:
             reliable,
             horizon=self.probe_horizon or None,
             shortest=1.0,  # a period: the simulator's clock
+            # as the nightly run: a share of the capacity of the periods between two refits
+            probe_limit=int(PROBE_SHARE * float(log.mean_budget) * self.refit_every / 2),
         )
         on = fetched[probes.page]
         self.probes = Probes(probes.page[on], probes.net[on], probes.delay)

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import PROBE_HORIZON_CYCLES, PROBE_SHARE
+from estimators.bayes_action import PROBE_HORIZON_PERIODS, PROBE_SHARE
 from estimators.buckets import (
     N_BUCKETS,
     BucketAggregates,
@@ -231,10 +231,12 @@ class WebFountainPolicy(Policy):
         self._host_pages = HostPages.none()
         self.last_plan: PlanOutcome | None = None
         self._cycle_start = -1
-        #: Pages queued for a probe (:meth:`_queue_probes`), and by period the pages a probe
-        #: crawls then.
+        #: Pages queued for a probe (:meth:`_queue_probes`); the pages waiting for a probe's
+        #: first crawl, best first; by period the probes' second crawls due then; the delay.
         self.probes_queued = 0
-        self._probe_due: dict[int, IntArray] = {}
+        self._probe_first = np.zeros(0, dtype=np.int64)
+        self._probe_second: dict[int, IntArray] = {}
+        self._probe_delay = 1
         self._old = np.zeros((0, 0), dtype=np.int64)
         self._new = np.zeros(0, dtype=np.int64)
         self._bucket = np.zeros(0, dtype=np.int64)
@@ -255,7 +257,7 @@ class WebFountainPolicy(Policy):
             str(spec.get("rates", DEFAULT_RATES)),
             refit_every=cycle,
             last_modified=str(spec.get("last_modified", "checked")),
-            probe_horizon=float(spec.get("probe_horizon", PROBE_HORIZON_CYCLES)) * cycle,
+            probe_horizon=float(spec.get("probe_horizon", PROBE_HORIZON_PERIODS)),
         )
         return cls(
             name,
@@ -471,17 +473,30 @@ class WebFountainPolicy(Policy):
         self._queue_probes(period, budget)
 
     def _queue_probes(self, period: int, budget: int) -> None:
-        """The pages the last refit found worth a probe, at most ``PROBE_SHARE`` of the
-        cycle's crawls: each crawled now and again the probe's delay later (whole periods,
-        at least one), as the service's urgent lane does (:mod:`store.probes`)."""
+        """The pages the last refit found worth a probe, best first, replace those not yet
+        crawled (as a nightly run replaces the marks, :mod:`store.probes`); a probe's second
+        crawl, once its first is done, stays due."""
         probes = self.knowledge.probes
         self.knowledge.probes = replace(probes, page=probes.page[:0], net=probes.net[:0])
-        pages = probes.page[: int(PROBE_SHARE * budget * self.cycle / 2)]
-        self.probes_queued += int(pages.size)
-        if pages.size:
-            later = period + max(1, round(probes.delay))
-            for at in (period, later):
-                self._probe_due[at] = np.union1d(self._probe_due.get(at, pages[:0]), pages)
+        self._probe_first = probes.page.astype(np.int64)
+        self._probe_delay = max(1, round(probes.delay)) if probes.page.size else 1
+        self.probes_queued += int(probes.page.size)
+
+    def _probe_crawls(self, period: int, budget: int, log: CrawlLog) -> IntArray:
+        """This period's probe crawls, ahead of the plan (the urgent lane): the second crawls
+        due now, then first crawls, best first, up to ``PROBE_SHARE`` of the budget in all;
+        each first crawl's second is due the probe's delay later (whole periods, at least
+        one). Pages no longer eligible (dead) are dropped."""
+        second = self._probe_second.pop(period, np.zeros(0, np.int64))
+        second = second[log.eligible[second]]
+        room = max(int(PROBE_SHARE * budget) - second.size, 0)
+        first = self._probe_first[log.eligible[self._probe_first]]
+        first = first[~np.isin(first, second)][:room]
+        self._probe_first = self._probe_first[~np.isin(self._probe_first, first)]
+        if first.size:
+            later = period + self._probe_delay
+            self._probe_second[later] = np.union1d(self._probe_second.get(later, first[:0]), first)
+        return np.concatenate([second, first])[:budget]
 
     # -- the policy ----------------------------------------------------------------------
 
@@ -552,7 +567,7 @@ class WebFountainPolicy(Policy):
             importance=log.importance[candidates],
         )
         # probes first (the urgent lane), then the plan's releases
-        probing = self._probe_due.pop(period, np.zeros(0, np.int64))[:budget]
+        probing = self._probe_crawls(period, budget, log)
         chosen = np.asarray(selection.page_id, dtype=np.int64)
         chosen = np.concatenate([probing, chosen[~np.isin(chosen, probing)]])[:budget]
         left = budget - chosen.size
