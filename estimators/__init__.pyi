@@ -2,17 +2,21 @@
 
 from .bayes_action import BayesPlanPrior as BayesPlanPrior
 from .bayes_action import BayesRefresh as BayesRefresh
+from .bayes_action import Probes as Probes
 from .bayes_action import bayes_equivalent_rates as bayes_equivalent_rates
 from .bayes_action import bayes_refresh as bayes_refresh
 from .bayes_action import bayes_refresh_at as bayes_refresh_at
+from .bayes_action import choose_probes as choose_probes
 from .bayes_action import evidence_grid as evidence_grid
 from .bayes_action import fit_bayes_plan as fit_bayes_plan
 from .bayes_action import fit_grid_prior as fit_grid_prior
 from .bayes_action import fit_group_grid_priors as fit_group_grid_priors
 from .bayes_action import grid_log_likelihood as grid_log_likelihood
 from .bayes_action import grid_posterior as grid_posterior
+from .bayes_action import plan_chunk as plan_chunk
 from .bayes_action import plan_rates as plan_rates
 from .bayes_action import plug_in_refresh as plug_in_refresh
+from .bayes_action import probe_gains as probe_gains
 from .bayes_action import rate_grid as rate_grid
 from .buckets import (
     BucketAggregates as BucketAggregates,

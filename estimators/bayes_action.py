@@ -32,6 +32,12 @@ lose"). This module plans on each page's whole posterior instead:
    rates: the one on the side of the page's posterior median is taken; a page the Bayes
    action leaves uncrawled gets its median or, if that is below the cut-off, just above it.
 
+5. **Probes** (:func:`probe_gains`, :func:`choose_probes`): where a page's posterior
+   straddles the cut-off rate ``1 / mu``, two crawls a short delay apart tell the rates on
+   either side apart. A probe's value is its knowledge gradient (the expected value of the
+   Bayes action after its outcome, less the value now) over the time its lesson is used; a
+   probe is taken when that pays for its two crawls at the price ``mu``.
+
 Units: rates in changes per unit of the evidence's time (days in production, periods in the
 simulator); crawl rates and the budget in crawls per the same unit. Shapes: ``n`` pages,
 ``G`` grid points, ``K`` crawl-rate points.
