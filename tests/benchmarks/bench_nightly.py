@@ -10,8 +10,9 @@ stage. Baselines measured in the same run on the same database:
 * read: a bare ``SELECT page_id, fetched_at, changed`` of every observation, ordered by page
   and time, through the driver (the least the estimate stage must do to see its evidence);
 * a second nightly run, for the next cycle, warm-started from the first run's plan;
-* a last run on point estimates (``plan.rates = "estimates"``), the baseline of the default
+* a run on point estimates (``plan.rates = "estimates"``), the baseline of the default
   Bayes-equivalent rates (:mod:`estimators.bayes_action`);
+* a last run without probes (``plan.probe_horizon = 0``), the baseline of their cost;
 
 and a third run with ``--polite-hosts`` hosts (default 20) asking robots.txt for 30 minutes
 between requests (48 a day, where the plan gives a host about 100): the hosts whose
@@ -193,6 +194,11 @@ def main() -> None:
     plain = replace(settings, rates="estimates")
     fourth = run_nightly(db, plain, now=now + timedelta(days=3), force=True)
     total4 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    unprobed = run_nightly(
+        db, replace(settings, probe_horizon=0.0), now=now + timedelta(days=4), force=True
+    )
+    total5 = time.perf_counter() - t0
     bound = third.solver.get("bound_hosts", {})
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  baseline: bare ordered read of {rows:,} observations: {read_s:.1f} s")
@@ -219,6 +225,12 @@ def main() -> None:
         f"{fourth.stages.get('estimate', float('nan')):.1f} s (second run: "
         f"{second.stages.get('estimate', float('nan')):.1f} s)"
     )
+    print(
+        f"  probes: {first.probes:,} pages marked by the first run; the next cycle without "
+        f"probes (plan.probe_horizon = 0, the baseline of their cost): {total5:.1f} s, "
+        f"estimate {unprobed.stages.get('estimate', float('nan')):.1f} s (second run, with "
+        f"probes: {second.stages.get('estimate', float('nan')):.1f} s)"
+    )
     print(f"  peak memory: {peak_mib:,.0f} MiB")
     results = {
         "pages": args.pages,
@@ -234,6 +246,9 @@ def main() -> None:
         "bound_hosts": len(bound.get("host_id", [])),
         "nightly_estimates_s": total4,
         "stages_estimates": fourth.stages,
+        "probes": first.probes,
+        "nightly_unprobed_s": total5,
+        "stages_unprobed": unprobed.stages,
         "peak_mib": peak_mib,
     }
     out = Path("bench-results")
