@@ -112,8 +112,8 @@ class EstimateSummary:
     problems: int
     #: Changes smaller than ``min_change`` that were counted as no change.
     small_changes: int = 0
-    #: Pages given a probe (:mod:`store.probes`), and those of them that joined the urgent
-    #: lane (a page leased now is fetched anyway).
+    #: Pages chosen for a probe, and those of them marked (:func:`store.probes.mark_probes`:
+    #: their last fetch answered 200, and no second crawl of an earlier probe is pending).
     probes: int = 0
     probes_queued: int = 0
 
