@@ -17,9 +17,8 @@ again when its worker said).
 
 A new nightly run replaces the marks: a page marked and not yet fetched is marked again only
 if it is still worth a probe; one that is not stays in the urgent lane, charged already,
-and is fetched once as an urgent page. A release may still take a page whose second crawl
-is pending (its due time is then the release's): the interval it measures is then shorter
-or longer than the probe's delay, still a short one, and the crawl is charged twice.
+and is fetched once as an urgent page. A page whose second crawl is pending is no release's
+candidate (:func:`store.releases.refresh_candidates`): that crawl is charged once.
 """
 
 from __future__ import annotations

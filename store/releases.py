@@ -25,7 +25,8 @@ withdraws (``next_due_at`` := NULL) only due times outside the plan's releases t
 candidates left waiting from before the first plan (the lease queue hands out the plan's
 choice, not the old regime's backlog), and the chosen ones (now queued). Pages whose
 ``next_due_at`` the worker owns (status ``error``: retry; ``blocked``: robots.txt expiry) and
-urgent pages are never candidates and keep their due time.
+urgent pages are never candidates and keep their due time, nor are pages waiting for a
+probe's second crawl (:mod:`store.probes`: charged already, as an urgent request).
 
 This module holds what both engines share; each engine's statements are in
 :mod:`store.dialects` (``sqlite_releases``, ``postgresql_releases``), chosen once per
@@ -47,7 +48,15 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from store.backend import ChosenPages
 from store.database import Database
 from store.host_ready import lower_ready_from_queue, refresh_ready
-from store.models import HOSTS, PERIOD_RELEASES, PLAN_PERIODS, PLANS, QUOTAS, RELEASED_PAGES
+from store.models import (
+    HOSTS,
+    PAGES,
+    PERIOD_RELEASES,
+    PLAN_PERIODS,
+    PLANS,
+    QUOTAS,
+    RELEASED_PAGES,
+)
 from store.pages import insert_ignoring_conflicts
 from store.types import utcnow
 
@@ -241,9 +250,29 @@ def refresh_candidates(
             out[bucket].exhausted[bucket] = False
     with db.read() as conn:
         rows = db.backend.releases.refresh_rows(conn, asked, now=now)
+        waiting = _probes_waiting(conn, [row for found in rows for row in found])
     for (bucket, limit), found in zip(asked, rows, strict=True):
-        out[bucket].extend(found, bucket, limit)
+        kept = [row for row in found if row[0] not in waiting]
+        # exhausted as read: a page left out is still one the index held
+        out[bucket].extend(kept, bucket, limit - (len(found) - len(kept)))
     return out
+
+
+def _probes_waiting(conn: Connection, rows: Sequence[Any]) -> set[int]:
+    """The pages among candidate ``rows`` whose probe's second crawl is due (``probe_delay <
+    0``, :mod:`store.probes`): that crawl is charged already, as an urgent request, and
+    a release that took the page would charge it again. Only pages with a due time can be
+    such pages (the candidates' ``pending``, column 4), few once a plan is in force, and
+    those alone are looked up (``ix_pages_probe``)."""
+    pending = [int(row[0]) for row in rows if row[4]]
+    found: set[int] = set()
+    p = PAGES.c
+    stmt = select(p.id).where(
+        p.probe_delay.is_not(None), p.probe_delay < 0, p.id.in_(bindparam("ids", expanding=True))
+    )
+    for start in range(0, len(pending), _HOST_CHUNK):
+        found.update(conn.execute(stmt, {"ids": pending[start : start + _HOST_CHUNK]}).scalars())
+    return found
 
 
 def host_candidates(db: Database, hosts: Sequence[int], limit: int, *, now: datetime) -> Candidates:
@@ -257,6 +286,7 @@ def host_candidates(db: Database, hosts: Sequence[int], limit: int, *, now: date
         return out
     with db.read() as conn:
         per_host = db.backend.releases.host_rows(conn, list(hosts), limit, now=now)
+        waiting = _probes_waiting(conn, [row for rows in per_host for row in rows])
     full: dict[int, bool] = {}
     for rows in per_host:
         start = 0
@@ -265,7 +295,8 @@ def host_candidates(db: Database, hosts: Sequence[int], limit: int, *, now: date
             end = start
             while end < len(rows) and int(rows[end][7]) == bucket:
                 end += 1
-            out.extend([row[:7] for row in rows[start:end]], bucket, limit + 1)
+            kept = [row[:7] for row in rows[start:end] if row[0] not in waiting]
+            out.extend(kept, bucket, limit + 1)
             full[bucket] = full.get(bucket, True) and end - start < limit
             start = end
     out.exhausted = full

@@ -34,7 +34,9 @@ class StoreStatus:
     ``duplicates``: index files that answered as their directory URL does (status
     ``duplicate``, :mod:`store.duplicates`): no candidates, in no bucket.
     ``noise_checked_hosts``: hosts whose noise a twin fetch has checked; ``noisy_hosts``: those
-    with noise rules (``crawler.noise``)."""
+    with noise rules (``crawler.noise``). ``probes_marked``: pages the last nightly run marked
+    for a probe, waiting for its first crawl; ``probes_pending``: pages waiting for their
+    probe's second crawl (:mod:`store.probes`)."""
 
     at: datetime
     pages: int
@@ -52,6 +54,8 @@ class StoreStatus:
     duplicates: int = 0
     noise_checked_hosts: int = 0
     noisy_hosts: int = 0
+    probes_marked: int = 0
+    probes_pending: int = 0
 
 
 def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
@@ -112,6 +116,13 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
             )
         ).one()
         observations = conn.execute(select(func.count()).select_from(Observation)).scalar_one()
+        # the marked pages alone, through the partial index ix_pages_probe
+        probes_marked, probes_pending = conn.execute(
+            select(
+                func.coalesce(func.sum(case((Page.probe_delay > 0, 1), else_=0)), 0),
+                func.coalesce(func.sum(case((Page.probe_delay < 0, 1), else_=0)), 0),
+            ).where(Page.probe_delay.is_not(None))
+        ).one()
         plan = latest_plan(db, conn)
     return StoreStatus(
         at=when,
@@ -130,6 +141,8 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         noise_checked_hosts=int(noise_checked),
         noisy_hosts=int(noisy),
         duplicates=int(by_status.get(DUPLICATE_STATUS, 0)),
+        probes_marked=int(probes_marked),
+        probes_pending=int(probes_pending),
     )
 
 

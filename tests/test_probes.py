@@ -8,13 +8,16 @@ from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import select, update
+from typer.testing import CliRunner
 
+from service.cli.app import app
 from service.nightly import NightlySettings, _probe_settings
-from store import Database, LeasePolicy, LeaseQueue
+from store import Database, LeasePolicy, LeaseQueue, read_status
 from store.due_times import withdraw_due_pages
 from store.leases import FetchResult
 from store.models import PAGES, URGENT_REQUESTS
 from store.probes import mark_probes
+from store.releases import host_candidates, refresh_candidates
 from store.urgent import URGENT_DUE, urgent_requests_between
 from tests.conftest import T0
 from tests.test_page_schedule import _publish
@@ -88,6 +91,48 @@ def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> Non
     sources = [(page, at, source) for page, at, source in _sources(db) if page == ids[0]]
     assert sources == [(ids[0], T0, "probe"), (ids[0], due, "probe")]
     assert urgent_requests_between(db, T0, T0 + DAY) == 4
+
+
+def test_status_counts_the_probes_waiting_for_each_crawl(db: Database, backend_url: str) -> None:
+    ids = _fetched_pages(db, 4)
+    _publish(db, {5: [1, 1]})
+    mark_probes(db, ids[:3], [DELAY] * 3, now=T0)
+    st = read_status(db)
+    assert (st.probes_marked, st.probes_pending) == (3, 0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=1, max_urls_per_host=1))
+    assert _fetch(queue, T0 + timedelta(seconds=5)) == [ids[0]]
+    st = read_status(db)
+    assert (st.probes_marked, st.probes_pending) == (2, 1)
+    shown = CliRunner().invoke(app, ["status", "--db", backend_url])
+    assert shown.exit_code == 0, shown.output
+    assert "probes   2 pages to probe, 1 waiting for the second crawl" in shown.output
+
+
+def test_a_page_waiting_for_its_second_crawl_is_no_release_candidate(db: Database) -> None:
+    ids = _fetched_pages(db, 3)
+    _publish(db, {5: [1, 1]})
+    mark_probes(db, [ids[0]], [DELAY], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=5, max_urls_per_host=5))
+    first = T0 + timedelta(seconds=5)
+    assert _fetch(queue, first) == [ids[0]]
+    assert _state(db)[ids[0]][0] == -DELAY
+    # its second crawl is charged as urgent work: a release taking it would charge it again
+    later = first + timedelta(minutes=1)
+    found = refresh_candidates(db, {5: 10}, now=later)[5]
+    assert sorted(found.page_id) == ids[1:]
+    assert found.exhausted == {5: True}
+    assert found.pending == [False, False]
+    # the bucket read to its limit: not exhausted, though a candidate was left out
+    found = refresh_candidates(db, {5: 3}, now=later)[5]
+    assert (sorted(found.page_id), found.exhausted) == (ids[1:], {5: False})
+    with db.read() as conn:
+        host = conn.execute(select(PAGES.c.host_id).where(PAGES.c.id == ids[0])).scalar_one()
+    assert sorted(host_candidates(db, [host], 10, now=later).page_id) == ids[1:]
+    # once the second crawl is reported the page is a candidate again
+    due = _state(db)[ids[0]][1]
+    assert isinstance(due, datetime)
+    assert ids[0] in _fetch(queue, due)
+    assert ids[0] in refresh_candidates(db, {5: 10}, now=due)[5].page_id
 
 
 def test_a_failed_fetch_keeps_the_mark_an_answer_without_a_rate_ends_it(db: Database) -> None:

@@ -26,8 +26,8 @@ def status(
     config: ConfigOption = None,
 ) -> None:
     """Show pages by status and by change-rate bucket, unfetchable pages (robots.txt), hosts
-    given up (robots.txt unreachable), duplicates (a directory's index file), leases and the
-    current plan."""
+    given up (robots.txt unreachable), duplicates (a directory's index file), probes, leases
+    and the current plan."""
     from store import read_status
 
     database = open_checked(settings_from(db, config))
@@ -48,6 +48,7 @@ def status(
     out.print(f"given up {_given_up(st)}")
     out.print(f"duplicate {_duplicates(st)}")
     out.print(f"noise    {_noise(st)}")
+    out.print(f"probes   {_probes(st)}")
     out.print(_status_table(st))
     out.print(_bucket_table(st))
     if st.plan is None:
@@ -90,6 +91,15 @@ def _noise(st: StoreStatus) -> str:
     if not st.noisy_hosts:
         return text
     return f"{text}, {st.noisy_hosts:,} with noise rules (left out of signatures)"
+
+
+def _probes(st: StoreStatus) -> str:
+    """The pages marked for a probe (two crawls a short delay apart, to learn their change
+    rate): those waiting for its first crawl, and those waiting for its second."""
+    return (
+        f"{counted(st.probes_marked, 'page')} to probe, "
+        f"{st.probes_pending:,} waiting for the second crawl"
+    )
 
 
 def _duplicates(st: StoreStatus) -> str:
