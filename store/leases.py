@@ -846,9 +846,13 @@ class LeaseQueue:
                 newest.append(pid)
                 pending = values["p_probe_delay"]
                 if (page.probe_delay or 0) > 0 and isinstance(pending, float) and pending < 0:
-                    # a probe's second crawl is extra work: charged as an urgent one
+                    # a probe's second crawl is extra work: charged as an urgent one, at
+                    # its due time, or now for a report later than that (a release charges
+                    # the requests of the period before it; one already made would not)
+                    due = values["p_next_due_at"]
+                    assert isinstance(due, datetime)
                     probes.append(
-                        {"page_id": pid, "requested_at": values["p_next_due_at"], "source": "probe"}
+                        {"page_id": pid, "requested_at": max(due, now), "source": "probe"}
                     )
         if observations:
             q.insert_observation.execute(conn, observations)

@@ -5,9 +5,10 @@ The nightly run picks the pages whose change rate is worth learning
 page's ``probe_delay`` (days) is set and the page joins the urgent lane (source ``probe``),
 so its host's next lease fetches it first, politely. The report of that fetch
 (:mod:`store.leases`) makes the page due again ``probe_delay`` later, records that second
-crawl as an urgent request too, and clears the mark. Both crawls are thus charged to the plan
-(the period release subtracts the urgent requests of the period before), and the estimators
-read the short interval between them as any other change/no-change interval.
+crawl as an urgent request too (at its due time, or at the report's if that is later, so
+that the next period's release charges it), and clears the mark. Both crawls are thus charged
+to the plan (the period release subtracts the urgent requests of the period before), and the
+estimators read the short interval between them as any other change/no-change interval.
 
 Between the two crawls the mark is the delay negated: a new plan does not withdraw the
 second crawl's due time (:func:`store.due_times.withdraw_due_pages`), and a new night's

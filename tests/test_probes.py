@@ -135,6 +135,22 @@ def test_a_page_waiting_for_its_second_crawl_is_no_release_candidate(db: Databas
     assert ids[0] in refresh_candidates(db, {5: 10}, now=due)[5].page_id
 
 
+def test_a_report_later_than_the_second_crawls_due_time_charges_it_when_made(
+    db: Database,
+) -> None:
+    ids = _fetched_pages(db, 1)
+    _publish(db, {5: [1, 1]})
+    mark_probes(db, ids, [DELAY], now=T0)
+    queue = LeaseQueue(db, LeasePolicy(max_urls=5, max_urls_per_host=5))
+    first = T0 + timedelta(seconds=5)
+    (lease,) = queue.lease("w", now=first)
+    late = first + timedelta(days=3 * DELAY)  # the report comes after the second crawl's due
+    queue.finish(lease.lease_id, [FetchResult(ids[0], first, "ok", 200)], now=late)
+    assert _state(db)[ids[0]] == (-DELAY, first + timedelta(days=DELAY))
+    # charged when the report made it known: a release of the period before would miss it
+    assert _sources(db)[-1] == (ids[0], late, "probe")
+
+
 def test_a_failed_fetch_keeps_the_mark_an_answer_without_a_rate_ends_it(db: Database) -> None:
     ids = _fetched_pages(db, 3)
     _publish(db, {5: [1, 1]})
