@@ -23,6 +23,7 @@ from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import pdtrc
 
 from estimators.defaults import CLOCK_TOLERANCE_DAYS
 
@@ -471,6 +472,7 @@ def last_modified_evidence_from_fetches(
     n_pages: int | None = None,
     tolerance: float = CLOCK_TOLERANCE_DAYS,
     created_between: tuple[ArrayLike, ArrayLike] | None = None,
+    max_age: float | None = None,
 ) -> LastModifiedEvidence:
     """Per-page Last-Modified sums from a sorted fetch log.
 
@@ -498,6 +500,10 @@ def last_modified_evidence_from_fetches(
         them linked to it then) to its discovery (the store's ``pages.new_after`` and
         ``first_seen``). A first fetch dated inside that window (within
         ``tolerance``) is the page's creation (``LastModifiedEvidence.first_is_creation``).
+    max_age : float, optional
+        Days a first fetch's age counts for at most (``single_fetch_age`` and
+        ``first_fetch_age`` clipped to it; ``LastModifiedPolicy.max_date_age``). None: no
+        limit.
 
     Returns
     -------
@@ -513,7 +519,7 @@ def last_modified_evidence_from_fetches(
         window = tuple(np.asarray(w, dtype=np.float64) for w in created_between)
         if any(w.shape != (n,) for w in window):
             raise ValueError(f"created_between must give two arrays of {n} pages")
-    return sorted_last_modified_evidence(pages, times, dates, n, tolerance, window)
+    return sorted_last_modified_evidence(pages, times, dates, n, tolerance, window, max_age)
 
 
 def sorted_last_modified_evidence(
@@ -523,14 +529,19 @@ def sorted_last_modified_evidence(
     n: int,
     tolerance: float,
     created_between: tuple[FloatArray, ...] | None = None,
+    max_age: float | None = None,
 ) -> LastModifiedEvidence:
     """:func:`last_modified_evidence_from_fetches` of a log already checked."""
+    if max_age is not None and not max_age > tolerance:
+        raise ValueError(f"max_age must exceed the tolerance ({tolerance} days), got {max_age}")
     creation = _first_is_creation(pages, dates, n, tolerance, created_between)
     if pages.size < 2:
         zeros = np.zeros(n)
         single = np.full(n, np.nan)
         if pages.size == 1:
             single[pages[0]] = _age_beyond(times[0] - dates[0], tolerance)
+        if max_age is not None:
+            np.minimum(single, max_age, out=single)
         return LastModifiedEvidence(
             np.zeros(n, np.intp),
             np.zeros(n, np.intp),
@@ -553,7 +564,10 @@ def sorted_last_modified_evidence(
     np.copyto(known_free, 0.0, where=~usable)
     runs = PageRuns(pages[1:], n)
     single, first = _first_fetch_ages(runs, pages, times, dates, tolerance)
-    return LastModifiedEvidence(
+    if max_age is not None:
+        np.minimum(single, max_age, out=single)
+        np.minimum(first, max_age, out=first)
+    evidence = LastModifiedEvidence(
         intervals=runs.count(usable),
         changes=runs.count(moved),
         exposure=runs.total(known_free),
@@ -562,6 +576,44 @@ def sorted_last_modified_evidence(
         first_fetch_age=first,
         first_is_creation=creation,
     )
+    return _without_stale_first_ages(evidence)
+
+
+#: How unlikely the changes the crawl saw must be, under one rate for the first fetch's age
+#: and the intervals after it, for that age to be left out (:func:`_without_stale_first_ages`).
+STALE_FIRST_AGE = 1e-3
+#: The fewest changes seen after the first fetch that can outweigh its age: one change
+#: soon after a long quiet happens to some slow page of every large site, and the interval
+#: alone would then make it look fast.
+STALE_FIRST_AGE_CHANGES = 3
+
+
+def _without_stale_first_ages(evidence: LastModifiedEvidence) -> LastModifiedEvidence:
+    """The evidence without the first-fetch ages that the crawl's own intervals contradict.
+
+    A page whose first date said "unchanged for years" and that then changed at fetch after
+    fetch woke up: its rate changed. One rate for both (changes ``C + 1`` in exposure
+    ``T + A``) would keep it planned as asleep for about as long as it slept, since the age
+    ``A`` outweighs every interval the crawl adds. The age is left out where, under that
+    pooled rate, ``C`` or more changes in the intervals' exposure ``T`` had a probability
+    below :data:`STALE_FIRST_AGE` (Poisson's upper tail), with at least
+    :data:`STALE_FIRST_AGE_CHANGES` changes; the intervals then speak alone. On a page whose
+    rate held, that happens to fewer than one page in a thousand."""
+    age = evidence.first_fetch_age
+    if age is None:
+        return evidence
+    changes = evidence.changes.astype(np.float64)
+    check = ~np.isnan(age) & (changes >= STALE_FIRST_AGE_CHANGES)
+    if not check.any():
+        return evidence
+    a, c, t = age[check], changes[check], evidence.exposure[check]
+    expected = (c + evidence.first_age_changes()[check]) * t / (t + a)
+    stale = pdtrc(c - 1.0, expected) < STALE_FIRST_AGE
+    if not stale.any():
+        return evidence
+    kept = age.copy()
+    kept[np.flatnonzero(check)[stale]] = np.nan
+    return replace(evidence, first_fetch_age=kept)
 
 
 def _first_is_creation(

@@ -189,7 +189,7 @@ def _fit(
         rules = policy or LastModifiedPolicy()
         reliability = assess_sorted_log(pages, times, out, lm, n_pages, host_ids, rules)
         evidence = sorted_last_modified_evidence(
-            pages, times, lm, n_pages, rules.clock_tolerance, created_between
+            pages, times, lm, n_pages, rules.clock_tolerance, created_between, rules.max_date_age
         ).believed(reliability.verified)
         fitted.fit(intervals, evidence, reliability.reliable)
         return fitted, PageEvidence(intervals, evidence, reliability.reliable)

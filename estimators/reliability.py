@@ -157,6 +157,11 @@ class LastModifiedPolicy:
     min_verifying_changes : int
         Content changes a host's dates must have moved with before a page fetched once (or
         a first fetch's age) is believed (module docstring, verified hosts).
+    max_date_age : float or None
+        Days a first fetch's age ("unchanged for A") counts for at most; None (the
+        default): no limit. A limit keeps a page dated years back that starts changing from
+        being planned as asleep, and costs stationary webs' slow pages their evidence
+        (docs/estimators.md, "A page that wakes up").
     """
 
     clock_tolerance: float = CLOCK_TOLERANCE_DAYS
@@ -165,6 +170,7 @@ class LastModifiedPolicy:
     min_host_checks: int = MIN_HOST_CHECKS
     rate_confidence: float | None = LAST_MODIFIED_RATE_CONFIDENCE
     min_verifying_changes: int = MIN_VERIFYING_CHANGES
+    max_date_age: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from estimators import assess_last_modified, last_modified_evidence_from_fetches
+from estimators.defaults import CLOCK_TOLERANCE_DAYS
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
 
 PAGES, EDITED, TOUCHED = 1000, 50, 50
@@ -65,3 +66,62 @@ def test_pages_unchanged_for_weeks_are_estimated_at_about_one_change_in_their_ag
     assert np.all(result.rate[still] > 0.2 / AGE)
     # every page's estimate stays far below what the ten-minute intervals alone say
     assert np.all(result.rate < 1.0)
+
+
+def _woken(age: float, changes: int, gap: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One page dated ``age`` days before its first fetch, then ``changes`` fetches ``gap``
+    days apart, each finding a change half a gap old."""
+    fetched = np.arange(changes + 1) * gap
+    modified = np.r_[-age, fetched[1:] - gap / 2]
+    return np.zeros(changes + 1, np.intp), fetched, modified
+
+
+def test_a_page_that_woke_up_loses_its_first_age() -> None:
+    # asleep for a thousand days, then changed at each of 3 fetches a day apart
+    evidence = last_modified_evidence_from_fetches(*_woken(1000.0, 3, 1.0))
+    assert evidence.first_fetch_age is not None and np.isnan(evidence.first_fetch_age[0])
+    assert (evidence.changes[0], evidence.exposure[0]) == (3, pytest.approx(1.5))
+    # two changes are not enough to tell a woken page from a slow one that happened to change
+    evidence = last_modified_evidence_from_fetches(*_woken(1000.0, 2, 1.0))
+    assert evidence.first_fetch_age is not None
+    assert evidence.first_fetch_age[0] == pytest.approx(1000.0)
+    # nor are changes at what the age says: 3 in 30 days after 100 quiet ones
+    evidence = last_modified_evidence_from_fetches(*_woken(100.0, 3, 10.0))
+    assert evidence.first_fetch_age is not None
+    assert evidence.first_fetch_age[0] == pytest.approx(100.0)
+
+
+def test_pages_whose_rate_held_keep_their_first_age() -> None:
+    """20,000 stationary pages (rates log-uniform over four decades, a fetch a day for 20
+    days, honest dates): under one page in a thousand loses its first age."""
+    rng = np.random.default_rng(3)
+    n, fetches = 20_000, 20
+    rate = np.exp(rng.uniform(np.log(1e-3), np.log(10.0), n))
+    page = np.repeat(np.arange(n), fetches)
+    fetched = np.tile(np.arange(fetches, dtype=float), n)
+    modified = np.empty(n * fetches)
+    for p in range(n):
+        # the last change before the first fetch (a backward recurrence time), then Poisson
+        gaps = rng.exponential(1 / rate[p], int(rate[p] * fetches * 2) + 20)
+        changes = np.r_[-rng.exponential(1 / rate[p]), np.cumsum(gaps)]
+        last = np.searchsorted(changes, np.arange(fetches), side="right") - 1
+        modified[p * fetches : (p + 1) * fetches] = changes[last]
+    evidence = last_modified_evidence_from_fetches(page, fetched, modified)
+    assert evidence.first_fetch_age is not None
+    aged = -modified[::fetches] > CLOCK_TOLERANCE_DAYS
+    assert aged.sum() > 0.95 * n
+    lost = aged & np.isnan(evidence.first_fetch_age)
+    assert np.count_nonzero(lost) < 0.001 * n
+
+
+def test_a_date_speaks_for_at_most_max_age_days() -> None:
+    page, fetched, _changed, modified = _site()
+    capped = last_modified_evidence_from_fetches(page, fetched, modified, max_age=5.0)
+    assert capped.first_fetch_age is not None
+    assert capped.first_fetch_age == pytest.approx(np.full(PAGES, 5.0))
+    once = last_modified_evidence_from_fetches([0], [0.0], [-AGE], max_age=5.0)
+    assert once.single_fetch_age is not None and once.single_fetch_age[0] == 5.0
+    longer = last_modified_evidence_from_fetches(page, fetched, modified, max_age=100.0)
+    assert longer.first_fetch_age == pytest.approx(np.full(PAGES, AGE))
+    with pytest.raises(ValueError, match="max_age"):
+        last_modified_evidence_from_fetches(page, fetched, modified, max_age=0.0)

@@ -179,14 +179,17 @@ def test_only_pages_that_answered_are_marked(db: Database) -> None:
 
 
 def test_a_run_probes_a_share_of_the_periods_since_the_last() -> None:
-    settings = NightlySettings(period_days=1.0, periods=14, min_delay_seconds=2.0)
+    settings = NightlySettings(
+        period_days=1.0, periods=14, min_delay_seconds=2.0, probe_horizon=180.0
+    )
     one = _probe_settings(settings, 1000.0, 1)
     assert one.limit == 150  # 30 % of a period's 1,000 crawls, two crawls a probe
     assert one.horizon_days == 180.0 and one.shortest_days == pytest.approx(2 / 86_400)
     assert _probe_settings(settings, 1000.0, 3).limit == 450
     assert _probe_settings(settings, 1000.0, None).limit == 2100  # no plan yet: the cycle
     assert _probe_settings(settings, 1000.0, 99).limit == 2100
-    off = NightlySettings(period_days=1.0, periods=14, probe_horizon=0.0)
+    off = NightlySettings(period_days=1.0, periods=14)  # off by default
+    assert off.probe_horizon == 0.0
     assert _probe_settings(off, 1000.0, 1).limit == 0
 
 

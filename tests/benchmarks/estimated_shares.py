@@ -58,6 +58,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no revisit ceiling": {"kind": "webfountain", "explore": 0.0},
     "no renewal": {"kind": "webfountain", "renewal": False},
     "freshness schedule": {"kind": "freshness"},
+    "no probes": {"kind": "webfountain", "probe_horizon": 0.0},
 }
 
 #: Worlds built to differ from the shipped ones (WorldSpec fields).

@@ -24,8 +24,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import unquote, urljoin, urlsplit
 
-__all__ = ["DOC_TREE", "LoggedRequest", "NginxSite", "missing"]
+import lxml.html
+
+__all__ = ["DOC_TREE", "LoggedRequest", "NginxSite", "edit_page", "missing", "reachable_pages"]
 
 #: The documentation tree served (Debian ``postgresql-doc-15``: 1,169 XHTML pages that start
 #: with an ``<?xml ... encoding="UTF-8"?>`` declaration, 18 MB).
@@ -246,3 +249,40 @@ def _free_port(address: str = "127.0.0.1") -> int:
         s.bind((address, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def reachable_pages(root: Path, disallowed: str | None = None) -> set[str]:
+    """URL paths of the HTML files reachable by ``<a href>`` from ``/`` (the directory's
+    index.html), not entering paths that start with ``disallowed`` (what robots.txt
+    disallows): lxml on the files, no crawler code."""
+    found: set[str] = set()
+    todo = ["/index.html"]
+    while todo:
+        path = todo.pop()
+        if path in found:
+            continue
+        found.add(path)
+        tree = lxml.html.parse(str(root / path.lstrip("/")))
+        for anchor in tree.getroot().iter("a", "area"):
+            href = anchor.get("href")
+            if not href:
+                continue
+            target = urlsplit(urljoin(f"http://site{path}", href.strip()))
+            if target.netloc != "site" or not target.path.endswith(".html"):
+                continue
+            target_path = unquote(target.path)
+            file = root / target_path.lstrip("/")
+            if file.is_file() and not (disallowed and target_path.startswith(disallowed)):
+                todo.append(target_path)
+    return found
+
+
+def edit_page(file: Path, number: int) -> None:
+    """A real edit: a paragraph added to the page's content, before its footer navigation."""
+    html = file.read_text(encoding="utf-8")
+    paragraph = (
+        f'<p class="note">Editorial note {number}: this section now also explains how the '
+        "setting interacts with replication, with an example of a safe rollout.</p>"
+    )
+    marker = '<div class="navfooter">' if '<div class="navfooter">' in html else "</body>"
+    file.write_text(html.replace(marker, paragraph + marker, 1), encoding="utf-8")

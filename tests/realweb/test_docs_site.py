@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit
 
 import lxml.html
 import pytest
@@ -43,7 +42,7 @@ from store import (
 from store.models import Host, Observation, Page
 from store.types import utcnow
 from tests.conftest import orm_all
-from tests.realweb.nginx_site import DOC_TREE, NginxSite, missing
+from tests.realweb.nginx_site import DOC_TREE, NginxSite, edit_page, missing, reachable_pages
 
 if (why := missing()) is not None:
     pytest.skip(f"real-web tests skipped: {why}", allow_module_level=True)
@@ -88,49 +87,13 @@ def _crawl(db: Database) -> CrawlStats:
     )
 
 
-def _link_walk(root: Path) -> set[str]:
-    """URL paths of the HTML files reachable by ``<a href>`` from ``/`` (the directory's
-    index.html), not entering what robots.txt disallows: lxml on the files, no crawler code."""
-    found: set[str] = set()
-    todo = ["/index.html"]
-    while todo:
-        path = todo.pop()
-        if path in found:
-            continue
-        found.add(path)
-        tree = lxml.html.parse(str(root / path.lstrip("/")))
-        for anchor in tree.getroot().iter("a", "area"):
-            href = anchor.get("href")
-            if not href:
-                continue
-            target = urlsplit(urljoin(f"http://site{path}", href.strip()))
-            if target.netloc != "site" or not target.path.endswith(".html"):
-                continue
-            target_path = unquote(target.path)
-            file = root / target_path.lstrip("/")
-            if file.is_file() and not target_path.startswith(DISALLOWED):
-                todo.append(target_path)
-    return found
-
-
-def _edit(file: Path, number: int) -> None:
-    """A real edit: a paragraph added to the page's content, before its footer navigation."""
-    html = file.read_text(encoding="utf-8")
-    paragraph = (
-        f'<p class="note">Editorial note {number}: this section now also explains how the '
-        "setting interacts with replication, with an example of a safe rollout.</p>"
-    )
-    marker = '<div class="navfooter">' if '<div class="navfooter">' in html else "</body>"
-    file.write_text(html.replace(marker, paragraph + marker, 1), encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     work = tmp_path_factory.mktemp("realweb")
     root = work / "site"
     shutil.copytree(DOC_TREE, root)
     (root / "robots.txt").write_text(ROBOTS)
-    reachable = _link_walk(root)
+    reachable = reachable_pages(root, DISALLOWED)
     db = open_database(f"sqlite:///{work / 'crawl.db'}", create=True)
     upgrade_schema(db)
     with NginxSite(root, work / "nginx") as nginx:
@@ -145,7 +108,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         touched = rest[20 : 20 + TOUCHES]
         controls = rest[20 + TOUCHES : 20 + TOUCHES + CONTROLS]
         for number, path in enumerate(edited):
-            _edit(root / path[1:], number)
+            edit_page(root / path[1:], number)
         later = time.time() + 5
         for path in touched:
             os.utime(root / path[1:], (later, later))
