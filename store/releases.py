@@ -252,7 +252,7 @@ def refresh_candidates(
         rows = db.backend.releases.refresh_rows(conn, asked, now=now)
         waiting = _probes_waiting(conn, [row for found in rows for row in found])
     for (bucket, limit), found in zip(asked, rows, strict=True):
-        kept = [row for row in found if row[0] not in waiting]
+        kept = [row for row in found if row[0] not in waiting] if waiting else found
         # exhausted as read: a page left out is still one the index held
         out[bucket].extend(kept, bucket, limit - (len(found) - len(kept)))
     return out
