@@ -569,11 +569,10 @@ def probe_gains(grid: FloatArray, posterior: FloatArray, price: float, delay: fl
     return after - _best_values(posterior, table, cost)
 
 
-#: Periods over which what a probe teaches is counted, when probes are on
-#: (``plan.probe_horizon``; off by default): a page's rate holds for months, and a crawler runs
-#: for longer; at daily periods, half a year. Off by default because, measured over issue 25's
-#: 28 periods, probes cost more than they taught on two of seven worlds (docs/benchmarks.md,
-#: "Probes off by default").
+#: Periods over which what a probe teaches is counted (``plan.probe_horizon``, the default):
+#: a page's rate holds for months, and a crawler runs for longer; at daily periods, half a
+#: year. Probes cost a young crawl freshness while they learn and pay it back over months
+#: (docs/benchmarks.md, "Probes on again: what they cost early and pay later").
 PROBE_HORIZON_PERIODS = 180.0
 #: The most of a cycle's capacity probes may take (two crawls each), best first: the price
 #: that values them is the plan's, set as if no crawl went to probes.

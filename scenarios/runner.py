@@ -39,6 +39,7 @@ import pandas as pd
 
 from planner.schedules.optimal import refresh_schedule
 from scenarios.estimate_accuracy import accuracy_table, page_errors
+from scenarios.policies.knowledge import ORACLE_RATES
 from scenarios.policies.registry import make_policy
 from scenarios.policies.webfountain import DEFAULT_RATES
 from scenarios.scenario_files import Scenario, Variant
@@ -327,7 +328,7 @@ def _run_one(
         budget=variant.budget,
         warmup=scenario.warmup,
         warm_start=scenario.warm_start,
-        oracle=policy_spec.get("rates") == "true",
+        oracle=policy_spec.get("rates") in ORACLE_RATES,
         seed=seed,
         importance=scenario.importance,
         budget_profile=scenario.budget_profile,

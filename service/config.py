@@ -133,7 +133,7 @@ DEFAULT_MIN_RATE = 1e-3  # estimators.defaults.MIN_RATE, changes per day
 DEFAULT_MAX_RATE = 1e5  # estimators.defaults.MAX_RATE, changes per day
 DEFAULT_CLOCK_TOLERANCE_SECONDS = 60.0  # estimators.defaults.CLOCK_TOLERANCE_DAYS * 86,400
 DEFAULT_EXPLORE_REVISITS = 8.0  # planner.cycle.plan_inputs.EXPLORE_REVISITS
-DEFAULT_PROBE_HORIZON = 0.0  # off; estimators.bayes_action.PROBE_HORIZON_PERIODS when on
+DEFAULT_PROBE_HORIZON = 180.0  # estimators.bayes_action.PROBE_HORIZON_PERIODS
 DEFAULT_PAGE_LIFETIME_DAYS = 200.0  # planner.cycle.plan_cycle.PAGE_LIFETIME_DAYS
 #: The most periods a cycle or a horizon may have: planner.model.instance.MAX_MODEL_CELLS
 #: over one bucket. The model's B x T cells are checked again when it is built; this bound
@@ -428,9 +428,9 @@ SETTINGS: tuple[Setting, ...] = (
         "CRAWLPLAN_PROBE_HORIZON",
         float,
         DEFAULT_PROBE_HORIZON,
-        "periods over which learning a page's change rate is counted: a page whose rate is "
-        "worth learning over them gets a probe (two crawls a short delay apart, charged to "
-        "the plan); 0: no probes",
+        "periods over which learning a page's change rate is counted (at most the time since "
+        "the crawl's first fetch): a page whose rate is worth learning over them gets a probe "
+        "(two crawls a short delay apart, charged to the plan); 0: no probes",
         minimum=0,
     ),
     Setting(

@@ -86,7 +86,7 @@ from store.estimates import write_estimates
 from store.models import OBSERVATIONS, PAGES
 from store.plans import latest_plan, plan_detail
 
-__all__ = ["WORLDS", "DemoReport", "DemoSettings", "progress_line", "run_demo"]
+__all__ = ["WORLDS", "DemoReport", "DemoSettings", "progress_line", "run_demo", "run_settings"]
 
 _DAY = 86_400.0
 _ANSWERED = (200, 304)
@@ -573,7 +573,7 @@ def run_demo(
     n_pages = demo.hosts * demo.pages
     budget = demo.budget
     revisit = n_pages * demo.period / budget  # seconds: the same crawls per second
-    settings, nightly = _settings(demo, revisit)
+    settings, nightly = run_settings(demo, revisit)
     crawl = crawl_settings or settings.crawl_settings(allow_private=True)
     config = _web_config(demo)
     cycle_seconds = demo.period * demo.periods
@@ -712,7 +712,7 @@ def _seed(side: _Side, web: SyntheticWeb) -> None:
     add_pages(side.db, [(u, origin_of(u)) for u in side.by_url])
 
 
-def _settings(demo: DemoSettings, revisit: float) -> tuple[Settings, NightlySettings]:
+def run_settings(demo: DemoSettings, revisit: float) -> tuple[Settings, NightlySettings]:
     """The crawl's settings (``revisit``: seconds between a page's crawls under the uniform
     plan) and the nightly settings of the crawlplan side (the uniform side turns optimize off)."""
     settings = load_settings(

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from estimators.bayes_action import PROBE_SHARE
+from estimators.bayes_action import PROBE_HORIZON_PERIODS, PROBE_SHARE
 from estimators.buckets import BucketScale
 from estimators.capacity import CapacityEstimate, crawl_capacity
 from estimators.discovery import DiscoveryRates, discovery_rates, smoothed, smoothed_discovery
@@ -134,10 +134,10 @@ class NightlySettings:
     #: Every bucket's pages crawled at least once per this many mean revisit intervals (0:
     #: off; :func:`planner.cycle.plan_inputs.explore`).
     explore: float = EXPLORE_REVISITS
-    #: Periods over which what a probe teaches is counted (0, the default: no probes;
-    #: ``plan.probe_horizon``, :func:`estimators.bayes_action.choose_probes`, which suggests
-    #: ``PROBE_HORIZON_PERIODS``); with ``rates = "bayes"`` only.
-    probe_horizon: float = 0.0
+    #: Periods over which what a probe teaches is counted (0: no probes;
+    #: ``plan.probe_horizon``, :func:`estimators.bayes_action.choose_probes`); with
+    #: ``rates = "bayes"`` only.
+    probe_horizon: float = PROBE_HORIZON_PERIODS
     #: Plan for a growing web (``plan.renewal = "measured"``; ``False``: ``"off"``;
     #: :func:`planner.cycle.plan_cycle.web_renewal`).
     renewal: bool = True

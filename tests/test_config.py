@@ -86,5 +86,4 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     assert values["estimate.max_rate"] == MAX_RATE
     assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0
     assert values["plan.explore"] == EXPLORE_REVISITS
-    assert values["plan.probe_horizon"] == 0.0  # off; PROBE_HORIZON_PERIODS when on
-    assert PROBE_HORIZON_PERIODS > 0
+    assert values["plan.probe_horizon"] == PROBE_HORIZON_PERIODS

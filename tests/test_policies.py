@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from scenarios.policies import (
     PolicyError,
@@ -316,3 +317,37 @@ def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     assert off.probes_queued == 0
     with pytest.raises(PolicyError, match="probe_horizon"):
         make_policy({"kind": "webfountain", "probe_horizon": -1})
+
+
+def test_oracle_priors_bound_what_a_prior_can_add() -> None:
+    """On a web whose rates are set by their section (section sigma 2, within 0.2) and that
+    sends no dates, a page crawled once says nothing of itself: under the population's true
+    rates as prior the plan gives such pages one rate, under their section's (less the page
+    itself) each its section's, in the order of the true rates. Both read the truth, so
+    both need an oracle run."""
+    spec = WorldSpec(
+        pages=2000,
+        hosts=20,
+        sections_per_host=5,
+        rate_model="lognormal",
+        fast_median=0.1,
+        fast_sigma=0.2,
+        section_sigma=2.0,
+        last_modified={"missing": 1.0},
+    )
+    world = build_world(spec, 3, 12)
+    order = {}
+    for rates in ("bayes, true prior", "bayes, true section prior"):
+        policy = make_policy({"kind": "webfountain", "rates": rates, "cycle": 7})
+        assert isinstance(policy, WebFountainPolicy)
+        simulate(world, policy, SimulationSettings(periods=12, budget=200, oracle=True))
+        rate = policy.knowledge._rate
+        assert rate is not None and np.isfinite(rate).all()
+        order[rates] = float(spearmanr(rate, world.rate).statistic)
+    assert order["bayes, true section prior"] > 0.95
+    assert order["bayes, true prior"] < 0.7
+    for rates in ("bayes, true prior", "bayes, true section prior"):
+        log = _log(3)
+        log.true_rate = None
+        with pytest.raises(PolicyError, match="oracle"):
+            RateKnowledge(rates).rate(log, 0)

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
+from estimators.bayes_action import PROBE_HORIZON_PERIODS
 from service.cli.app import app
 from service.nightly import NightlySettings, _probe_settings
 from store import Database, LeasePolicy, LeaseQueue, read_status
@@ -188,8 +189,8 @@ def test_a_run_probes_a_share_of_the_periods_since_the_last() -> None:
     assert _probe_settings(settings, 1000.0, 3).limit == 450
     assert _probe_settings(settings, 1000.0, None).limit == 2100  # no plan yet: the cycle
     assert _probe_settings(settings, 1000.0, 99).limit == 2100
-    off = NightlySettings(period_days=1.0, periods=14)  # off by default
-    assert off.probe_horizon == 0.0
+    assert NightlySettings().probe_horizon == PROBE_HORIZON_PERIODS  # on by default
+    off = NightlySettings(period_days=1.0, periods=14, probe_horizon=0.0)
     assert _probe_settings(off, 1000.0, 1).limit == 0
 
 

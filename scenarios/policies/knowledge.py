@@ -10,7 +10,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import PROBE_SHARE, Probes, fit_bayes_plan, plan_chunk
+from estimators.bayes_action import (
+    PROBE_SHARE,
+    Probes,
+    bayes_equivalent_rates,
+    bayes_refresh,
+    evidence_grid,
+    fit_bayes_plan,
+    grid_log_likelihood,
+    plan_chunk,
+)
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.evidence import LastModifiedEvidence, last_modified_evidence_from_fetches
 from estimators.gamma_updates import RatePosterior
@@ -20,13 +29,32 @@ from estimators.reliability import assess_last_modified
 from scenarios.policies.base import PolicyError
 from scenarios.simulator import CrawlLog
 
-__all__ = ["PRIOR_PAGES", "PRIOR_REFITS", "RATES", "RateKnowledge", "filled_rates"]
+__all__ = [
+    "ORACLE_RATES",
+    "PRIOR_PAGES",
+    "PRIOR_REFITS",
+    "RATES",
+    "RateKnowledge",
+    "filled_rates",
+]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 #: What a policy may know of the rates (:class:`RateKnowledge`).
-RATES = ("true", "estimated", "posterior", "bayes")
+RATES = (
+    "true",
+    "estimated",
+    "posterior",
+    "bayes",
+    "bayes, true prior",
+    "bayes, true section prior",
+)
+#: The ``rates`` that read the world's true rates: a simulation runs them as oracle runs.
+ORACLE_RATES = ("true", "bayes, true prior", "bayes, true section prior")
+#: Pages' worth of the population's true histogram mixed into a section's in the
+#: ``"bayes, true section prior"`` bound, so that no rate the section lacks is impossible.
+ORACLE_SECTION_PULL = 1.0
 #: Pages sampled to fit the population prior of change rates at each refit.
 PRIOR_PAGES = 3000
 #: Rate refits between two fits of the population prior, once it has settled: it is fitted
@@ -45,7 +73,12 @@ class RateKnowledge:
         ``"posterior"`` (a Gamma posterior per page, :meth:`posterior`; :meth:`rate` gives
         its mean) or ``"bayes"`` (each page's Bayes-equivalent rate,
         :func:`estimators.bayes_action.bayes_equivalent_rates`: its posterior on a log-rate
-        grid under a prior fitted to the population, at the mean budget).
+        grid under a prior fitted to the population, at the mean budget). Two bounds, for
+        oracle runs: ``"bayes, true prior"``, the same under the histogram of the live pages'
+        true rates instead of the fitted prior, and ``"bayes, true section prior"``, under
+        the histogram of the true rates of the other live pages of its site section (what
+        the best prior by section could know). Each page's evidence is its own: they bound
+        what any prior, pooled or hierarchical, adds to the evidence the crawl gathered.
     refit_every : periods between two estimations.
     last_modified : ``"checked"`` (the default, as ``crawlplan estimate`` and the nightly run
         do: use the dates that pass :func:`estimators.reliability.assess_last_modified`),
@@ -98,7 +131,12 @@ class RateKnowledge:
         if self.rates == "posterior":
             return self.posterior(log, period).mean
         if self.due(period) or self._rate is None:
-            self._rate = self._bayes(log) if self.rates == "bayes" else self._estimate(log)
+            if self.rates == "bayes":
+                self._rate = self._bayes(log)
+            elif self.rates in ORACLE_RATES:
+                self._rate = self._oracle_prior(log)
+            else:
+                self._rate = self._estimate(log)
             self._fitted_at = period
         return self._rate
 
@@ -185,6 +223,40 @@ class RateKnowledge:
         )
         on = fetched[probes.page]
         self.probes = Probes(probes.page[on], probes.net[on], probes.delay)
+        return np.where(fetched, rates, np.nan)
+
+    def _oracle_prior(self, log: CrawlLog) -> FloatArray:
+        """Bayes-equivalent rates of the live fetched pages (NaN elsewhere) under the true
+        rates' histogram on the grid (the population's, or with ``"bayes, true section
+        prior"`` each page's section's less the page itself), the price spending the mean
+        budget on them: the ``"bayes"`` plan with an oracle's prior."""
+        if log.true_rate is None:
+            raise PolicyError(f"rates = {self.rates!r} needs an oracle run (the simulator's)")
+        intervals = log.change_intervals()
+        evidence, reliable = self._dates(log)
+        fetched = log.eligible & (log.fetches > 0)
+        grid = evidence_grid(intervals, evidence)
+        if grid is None or not fetched.any():
+            return np.full(log.n_pages, np.nan)
+        loglik, has = grid_log_likelihood(grid, intervals, evidence, reliable)
+        loglik[~has] = 0.0
+        step = float(grid[1] - grid[0])
+        cell = np.clip(np.rint((np.log(log.true_rate) - grid[0]) / step), 0, grid.size - 1)
+        cell = cell.astype(np.intp)
+        live = np.flatnonzero(log.eligible)
+        population = np.bincount(cell[live], minlength=grid.size) / live.size
+        if self.rates == "bayes, true prior":
+            prior = np.broadcast_to(population, loglik.shape)
+        else:
+            counts = np.zeros((int(log.section.max()) + 1, grid.size))
+            np.add.at(counts, (log.section[live], cell[live]), 1.0)
+            own = np.zeros_like(loglik)
+            own[live, cell[live]] = 1.0
+            prior = counts[log.section] - own + ORACLE_SECTION_PULL * population
+        post = np.exp(loglik - loglik.max(axis=1, keepdims=True)) * prior
+        post /= post.sum(axis=1, keepdims=True)
+        price = bayes_refresh(grid, post[fetched], float(log.mean_budget)).price
+        rates = bayes_equivalent_rates(grid, post, price=price)[0]
         return np.where(fetched, rates, np.nan)
 
     def _dates(self, log: CrawlLog) -> tuple[LastModifiedEvidence | None, BoolArray | None]:

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from estimators.bayes_action import PROBE_SHARE
+from estimators.bayes_action import PROBE_HORIZON_PERIODS, PROBE_SHARE
 from estimators.buckets import (
     N_BUCKETS,
     BucketAggregates,
@@ -257,7 +257,7 @@ class WebFountainPolicy(Policy):
             str(spec.get("rates", DEFAULT_RATES)),
             refit_every=cycle,
             last_modified=str(spec.get("last_modified", "checked")),
-            probe_horizon=float(spec.get("probe_horizon", 0.0)),
+            probe_horizon=float(spec.get("probe_horizon", PROBE_HORIZON_PERIODS)),
         )
         return cls(
             name,

@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from estimators.bayes_action import PROBE_HORIZON_PERIODS
 from scenarios.policies import make_policy
+from scenarios.policies.knowledge import ORACLE_RATES
 from scenarios.scenario_files import load_scenario
 from scenarios.simulator import SimulationSettings, simulate
 from scenarios.world import WorldSpec, build_world
@@ -59,6 +61,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no renewal": {"kind": "webfountain", "renewal": False},
     "freshness schedule": {"kind": "freshness"},
     "no probes": {"kind": "webfountain", "probe_horizon": 0.0},
+    "probes": {"kind": "webfountain", "probe_horizon": PROBE_HORIZON_PERIODS},
+    "true rates": {"kind": "webfountain", "rates": "true"},
+    "true prior": {"kind": "webfountain", "rates": "bayes, true prior"},
+    "true section prior": {"kind": "webfountain", "rates": "bayes, true section prior"},
 }
 
 #: Worlds built to differ from the shipped ones (WorldSpec fields).
@@ -108,19 +114,26 @@ def world_spec(name: str, pages: int) -> WorldSpec:
     return replace(spec, pages=pages, hosts=max(1, pages // 100))
 
 
-def run(spec: WorldSpec, every: int, seed: int, variants: list[str]) -> dict[str, float]:
+def run(
+    spec: WorldSpec,
+    every: int,
+    seed: int,
+    variants: list[str],
+    warmup: int = WARMUP,
+    periods: int = PERIODS,
+) -> dict[str, float]:
     """Freshness of every policy of :data:`POLICIES` and of the ``variants`` at a budget of
-    every page once in ``every`` periods."""
-    world = build_world(spec, seed, WARMUP + PERIODS)
+    every page once in ``every`` periods, measured over ``periods`` after ``warmup``."""
+    world = build_world(spec, seed, warmup + periods)
     budget = max(1, round(spec.pages / every))
     out: dict[str, float] = {}
     for name, policy_spec in [*POLICIES.items(), *((v, VARIANTS[v]) for v in variants)]:
         policy = make_policy({**policy_spec, "name": name}, period_days=spec.period_days)
         settings = SimulationSettings(
-            periods=PERIODS,
+            periods=periods,
             budget=budget,
-            warmup=WARMUP,
-            oracle=policy_spec.get("rates") == "true",
+            warmup=warmup,
+            oracle=policy_spec.get("rates") in ORACLE_RATES,
             seed=seed,
         )
         out[name] = float(simulate(world, policy, settings).summary()["freshness"])
@@ -148,6 +161,12 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--variants", nargs="*", default=[], choices=list(VARIANTS))
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP, help="periods before the measure (issue 25: 21)"
+    )
+    parser.add_argument(
+        "--periods", type=int, default=PERIODS, help="periods measured (issue 25: 28)"
+    )
     args = parse_world_args(parser)
     extra = "".join(f" {v} (share) |" for v in args.variants)
     print(
@@ -163,7 +182,7 @@ def main() -> None:
             runs = []
             for seed in args.seeds:
                 t0 = time.perf_counter()
-                runs.append(run(spec, every, seed, args.variants))
+                runs.append(run(spec, every, seed, args.variants, args.warmup, args.periods))
                 each = ", ".join(f"{k} {v:.4f}" for k, v in runs[-1].items())
                 print(
                     f"<!-- {name} 1/{every} seed {seed}: {each} "

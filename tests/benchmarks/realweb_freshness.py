@@ -68,7 +68,7 @@ from crawler.urls import normalize_url
 from crawler.worker import run_crawl
 from planner.cycle.due_urls import DUE_SHARE
 from scenarios.demo_report import reference_freshness, share_of_gain
-from service.demo import DemoSettings, _settings
+from service.demo import DemoSettings, run_settings
 from service.nightly import NightlySettings, run_nightly
 from service.pipeline import release_period
 from store import Database, LeaseQueue, add_pages, open_database, upgrade_schema
@@ -260,7 +260,7 @@ def main() -> None:
         directory=work, hosts=1, pages=n, period=args.period, periods=args.periods,
         capacity=budget, workers=2,
     )  # fmt: skip
-    settings, nightly = _settings(demo, revisit)
+    settings, nightly = run_settings(demo, revisit)
     nightly = replace(nightly, min_delay_seconds=MIN_DELAY)
     if args.date_horizon is not None:
         policy = nightly.last_modified or settings.last_modified_policy
