@@ -193,9 +193,9 @@ def _em_weights(
     weights = start
     extra = 0.0 if pull is None else strength * pull
     for _ in range(iterations):
-        post = lik * weights
-        post /= post.sum(axis=1, keepdims=True)
-        step = (post.sum(axis=0) + extra) / (lik.shape[0] + strength)
+        # sum_i lik_ig w_g / sum_h lik_ih w_h, as two matrix-vector products: no (n, G)
+        # array of posteriors each step
+        step = (weights * (lik.T @ (1.0 / (lik @ weights))) + extra) / (lik.shape[0] + strength)
         moved = float(np.abs(step - weights).max())
         weights = step
         if moved < tolerance:

@@ -89,6 +89,20 @@ def test_the_prior_finds_two_clusters_that_a_log_normal_cannot_hold() -> None:
     assert weights[between].sum() < 0.02
 
 
+def test_an_em_step_is_the_mean_of_the_pages_posteriors() -> None:
+    """The EM step ``w <- mean over pages of their posteriors under w`` (the NPMLE's fixed
+    point), here from equal weights: one step, and the second from the first."""
+    rng = np.random.default_rng(3)
+    exposure = rng.uniform(5.0, 80.0, 300)
+    changes = rng.poisson(np.exp(rng.normal(-2.0, 1.5, 300)) * exposure).astype(float)
+    loglik = exposure_loglik_on_grid(changes, exposure, GRID)
+    flat = np.full(GRID.size, 1.0 / GRID.size)
+    first = grid_posterior(loglik, flat).mean(axis=0)
+    np.testing.assert_allclose(fit_grid_prior(loglik, iterations=1), first, rtol=1e-10)
+    second = grid_posterior(loglik, first).mean(axis=0)
+    np.testing.assert_allclose(fit_grid_prior(loglik, iterations=2), second, rtol=1e-10)
+
+
 def test_a_page_seen_changed_at_every_fetch_is_worth_less_than_its_knee_says() -> None:
     """Three intervals of 10 days, each with a change: flat above about 0.1 a day. Under a
     population where such pages are mostly fast, the Bayes action crawls it far less than a

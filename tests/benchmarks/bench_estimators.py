@@ -21,6 +21,10 @@ baseline measured in the same run:
   alone, with host and section priors (sections of 5 pages, 4 per host), and with host and
   section priors and Last-Modified (its reliability check included), beside the point
   estimates of the whole pipeline above.
+* the Bayes plan's prior (``fit_grid_prior``, the nightly run's EM on a sample of
+  ``PRIOR_PAGES`` pages): its EM steps as two matrix-vector products, beside the same steps
+  on the (n, G) array of posteriors (the code until 2026-12-07), and their largest
+  difference.
 
 Writes ``bench-results/estimators.json`` and, when matplotlib is importable,
 ``bench-results/estimators.png``.
@@ -56,6 +60,13 @@ from estimators import (
     assess_last_modified,
     change_intervals_from_fetches,
     last_modified_evidence_from_fetches,
+)
+from estimators.bayes_action import (
+    PRIOR_ITERATIONS,
+    PRIOR_PAGES,
+    evidence_grid,
+    fit_grid_prior,
+    grid_log_likelihood,
 )
 from estimators.defaults import CONFIDENCE
 from estimators.fetch_table import estimate_fetch_arrays
@@ -417,6 +428,53 @@ def bench_speed(n_pages: int, n_fetches: int, sample: int, seed: int) -> dict:
     return result
 
 
+def _em_on_posteriors(loglik: FloatArray, iterations: int) -> FloatArray:
+    """The baseline: ``fit_grid_prior``'s EM as it ran until 2026-12-07, each step forming
+    every page's posterior, (n, G)."""
+    lik = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+    weights = np.full(lik.shape[1], 1.0 / lik.shape[1])
+    for _ in range(iterations):
+        post = lik * weights
+        post /= post.sum(axis=1, keepdims=True)
+        weights = post.sum(axis=0) / lik.shape[0]
+    return weights
+
+
+def bench_bayes_prior(n_fetches: int, seed: int) -> dict:
+    """The Bayes plan's prior on the nightly run's sample, ``PRIOR_PAGES`` pages."""
+    web = Web(PRIOR_PAGES, n_fetches, 0.0, seed)
+    intervals = change_intervals_from_fetches(
+        web.page, web.fetched_at, web.changed, n_pages=PRIOR_PAGES
+    )
+    grid = evidence_grid(intervals)
+    assert grid is not None
+    loglik, has = grid_log_likelihood(grid, intervals)
+    loglik = loglik[has]
+    times: dict[str, list[float]] = {"ours": [], "baseline": []}
+    for _ in range(ROUNDS):  # interleaved, best of each
+        t0 = time.perf_counter()
+        ours = fit_grid_prior(loglik)
+        times["ours"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        baseline = _em_on_posteriors(loglik, PRIOR_ITERATIONS)
+        times["baseline"].append(time.perf_counter() - t0)
+    result = {
+        "pages": int(loglik.shape[0]),
+        "grid_points": int(grid.size),
+        "seconds": min(times["ours"]),
+        "baseline_seconds": min(times["baseline"]),
+        "max_weight_difference": float(np.abs(ours - baseline).max()),
+    }
+    print(
+        f"\nBayes plan prior, {result['pages']:,} pages x {grid.size} grid points, "
+        f"{PRIOR_ITERATIONS} EM steps (best of {ROUNDS}):"
+    )
+    print(f"  matrix-vector steps:                        {result['seconds']:7.2f} s")
+    print(f"  baseline, every page's posterior each step: {result['baseline_seconds']:7.2f} s")
+    print(f"  largest weight difference: {result['max_weight_difference']:.1e}")
+    return result
+
+
 def plot(results: dict, path: Path) -> bool:
     try:
         import matplotlib
@@ -457,6 +515,7 @@ def main() -> None:
     results = {
         "accuracy": bench_accuracy(args.accuracy_pages, args.fetches, args.lying_share, args.seed),
         "speed": bench_speed(args.speed_pages, args.fetches, args.sample, args.seed),
+        "bayes_prior": bench_bayes_prior(args.fetches, args.seed),
     }
     OUT.mkdir(exist_ok=True)
     (OUT / "estimators.json").write_text(json.dumps(results, indent=2))
