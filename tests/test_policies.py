@@ -280,6 +280,48 @@ class _Recorded(WebFountainPolicy):
         return crawls
 
 
+class _NewPagesRecorded(_Recorded):
+    """The planner, recording per period its plan's new-page quota and the never-fetched
+    pages it crawled."""
+
+    new_pages: dict[int, tuple[int, int]]
+
+    def select(self, period: int, budget: int, log: CrawlLog) -> np.ndarray:
+        chosen = super().select(period, budget, log)
+        planned = int(self._new[period - self._cycle_start])
+        self.new_pages[period] = (planned, int(np.sum(log.fetches[chosen] == 0)))
+        return chosen
+
+
+def test_probes_are_charged_to_every_quota_new_pages_included() -> None:
+    """As the service's release charges urgent crawls (``charge_spent``), a period's probes
+    take crawls from each of the plan's quotas in proportion, the new pages' too: on a web
+    where pages are born every period, the periods with probes still crawl about their
+    share of the new pages the plan asked for, not none."""
+    spec = WorldSpec(
+        pages=600,
+        hosts=20,
+        rate_model="loguniform",
+        rate_low=0.025,
+        rate_high=5.0,
+        last_modified={"missing": 1.0},
+        birth_rate=0.02,
+    )
+    world = build_world(spec, 7, 60)
+    settings = SimulationSettings(periods=60, budget=30, warmup=0)
+    base = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 600})
+    assert isinstance(base, WebFountainPolicy)
+    probing = _NewPagesRecorded("p", base.knowledge, cycle=7)
+    probing.probe_crawls, probing.new_pages = {}, {}
+    simulate(world, probing, settings)
+    busy = [t for t, c in probing.probe_crawls.items() if len(c) >= 3]
+    assert len(busy) > 20
+    for t in busy:
+        asked, crawled = probing.new_pages[t]
+        # the quota less its share of the probes (rounding: a crawl either way)
+        assert crawled >= asked * (1 - len(probing.probe_crawls[t]) / 30) - 1.5, t
+
+
 def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     """On a fast web without dates (rates 0.025 to 5 changes a period, a twentieth of the
     pages crawled a period), pages seen changed at every crawl straddle the plan's cut-off:

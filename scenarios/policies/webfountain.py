@@ -87,6 +87,7 @@ from planner.cycle.plan_cycle import (
     PlanOutcome,
 )
 from planner.cycle.plan_inputs import EXPLORE_REVISITS
+from planner.cycle.quotas import charge_spent
 from planner.model.steady_rates import STEADY_OBJECTIVES, revisit_interval
 from planner.model.weights import Strategy
 from planner.schedules.objectives import OBJECTIVES
@@ -514,6 +515,11 @@ class WebFountainPolicy(Policy):
             order = np.argsort(-log.importance[fresh_pages], kind="stable")
         fresh_pages = fresh_pages[order]
         quotas = {int(b): int(self._old[b, k]) for b in range(1, self._old.shape[0])}
+        # Probes first (the urgent lane), charged to the plan's quotas as the service's
+        # period release charges urgent crawls: each quota, the new pages' too, gives up
+        # crawls in proportion to its size, so the plan's mix is kept.
+        probing = self._probe_crawls(period, budget, log)
+        quotas, new_quota = charge_spent(quotas, int(self._new[k]), int(probing.size))
         hosts = np.arange(log.n_hosts, dtype=np.int64)
         ranking: dict[str, Any]
         if self.within_bucket == LONGEST_UNVISITED and self.release_order != "oldest":
@@ -558,7 +564,7 @@ class WebFountainPolicy(Policy):
             quotas=quotas,
             new_page_id=fresh_pages,
             new_host_id=log.host[fresh_pages],
-            new_quota=int(self._new[k]),
+            new_quota=new_quota,
             host_ids=hosts,
             host_delay=np.where(np.isfinite(log.host_cap), _SECONDS / log.host_cap, 0.0),
             start=period * _SECONDS,
@@ -566,8 +572,6 @@ class WebFountainPolicy(Policy):
             now=period * _SECONDS,
             importance=log.importance[candidates],
         )
-        # probes first (the urgent lane), then the plan's releases
-        probing = self._probe_crawls(period, budget, log)
         chosen = np.asarray(selection.page_id, dtype=np.int64)
         chosen = np.concatenate([probing, chosen[~np.isin(chosen, probing)]])[:budget]
         left = budget - chosen.size
