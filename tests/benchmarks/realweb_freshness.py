@@ -299,7 +299,11 @@ def main() -> None:
                 time.sleep(max(began + cycle * args.period * args.periods - time.time(), 0.0))
                 if cycle < args.cycles:
                     done = list(pool.map(lambda s: run_nightly(s.db, s.nightly), sides))
-                    print(f"cycle {cycle}: plans {', '.join(d.status for d in done)}", flush=True)
+                    print(
+                        f"cycle {cycle}: plans {', '.join(d.status for d in done)}; "
+                        f"pages marked for a probe {done[0].probes}",
+                        flush=True,
+                    )
         ended = time.time()
         for side in sides:
             side.stop.set()
