@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
@@ -19,7 +21,7 @@ from scenarios.policies import (
 from scenarios.policies.sampling import SamplingPolicy
 from scenarios.policies.webfountain import WebFountainPolicy, section_rates
 from scenarios.simulator import CrawlLog, Observations, SimulationSettings, simulate
-from scenarios.world import WorldSpec, build_world
+from scenarios.world import World, WorldSpec, build_world
 
 
 def _log(pages: int = 3, **spec: object) -> CrawlLog:
@@ -280,6 +282,21 @@ class _Recorded(WebFountainPolicy):
         return crawls
 
 
+def _fast_undated_world(**extra: Any) -> World:
+    """600 pages changing 0.025 to 5 times a period, no dates, 60 periods (seed 7): pages
+    seen changed at every crawl straddle a thin crawl's cut-off, so the planner probes."""
+    spec = WorldSpec(
+        pages=600,
+        hosts=20,
+        rate_model="loguniform",
+        rate_low=0.025,
+        rate_high=5.0,
+        last_modified={"missing": 1.0},
+        **extra,
+    )
+    return build_world(spec, 7, 60)
+
+
 class _NewPagesRecorded(_Recorded):
     """The planner, recording per period its plan's new-page quota and the never-fetched
     pages it crawled."""
@@ -298,16 +315,7 @@ def test_probes_are_charged_to_every_quota_new_pages_included() -> None:
     take crawls from each of the plan's quotas in proportion, the new pages' too: on a web
     where pages are born every period, the periods with probes still crawl about their
     share of the new pages the plan asked for, not none."""
-    spec = WorldSpec(
-        pages=600,
-        hosts=20,
-        rate_model="loguniform",
-        rate_low=0.025,
-        rate_high=5.0,
-        last_modified={"missing": 1.0},
-        birth_rate=0.02,
-    )
-    world = build_world(spec, 7, 60)
+    world = _fast_undated_world(birth_rate=0.02)
     settings = SimulationSettings(periods=60, budget=30, warmup=0)
     base = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 600})
     assert isinstance(base, WebFountainPolicy)
@@ -327,15 +335,7 @@ def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     pages crawled a period), pages seen changed at every crawl straddle the plan's cut-off:
     the planner probes some of them, each crawled twice the probe's delay apart, and no more
     than 30 % of a period's budget goes to probes. Without a probe horizon it probes none."""
-    spec = WorldSpec(
-        pages=600,
-        hosts=20,
-        rate_model="loguniform",
-        rate_low=0.025,
-        rate_high=5.0,
-        last_modified={"missing": 1.0},
-    )
-    world = build_world(spec, 7, 60)
+    world = _fast_undated_world()
     settings = SimulationSettings(periods=60, budget=30, warmup=0)
     base = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 600})
     assert isinstance(base, WebFountainPolicy)
