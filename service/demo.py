@@ -136,6 +136,20 @@ class DemoSettings:
         if self.world not in WORLDS:
             raise ValueError(f"unknown world {self.world!r}; known: {', '.join(WORLDS)}")
 
+    @classmethod
+    def steady(cls, directory: Path, **changes: Any) -> DemoSettings:
+        """``crawlplan demo --steady``: a smaller web crawled for longer, so that the steady
+        state rests on pages fetched many times rather than on the prior.
+
+        40 hosts x 25 pages = 1,000 pages, 50 crawls per 2.5 s period, 6 periods a cycle
+        (0.3 crawls a page a cycle: a uniform recrawl revisits a page every 50 s), 40 cycles:
+        600 s of crawling, 12 fetches a page on average, 4 cycles of warm-up and 36 of steady
+        state (``make demo``'s 8 cycles give 4 fetches a page, 3 of them in its steady
+        state). About 11 minutes in all. ``changes`` override any of these (and the other
+        fields)."""
+        preset = cls(directory, hosts=40, pages=25, period=2.5, periods=6, cycles=40, capacity=50)
+        return replace(preset, **changes)
+
     @property
     def budget(self) -> int:
         """Crawls per period of each crawl."""
@@ -164,6 +178,9 @@ class DemoReport:
     short: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Per crawl, crawls that quotas left unused and releases gave to other pages (spill).
     spilled: dict[str, int] = field(default_factory=dict)
+    #: Per crawl, urgent crawls (a probe's two crawls) the releases charged to the quotas:
+    #: fetched from the urgent lane, not released with a period.
+    urgent: dict[str, int] = field(default_factory=dict)
     quotas: dict[int, float] = field(default_factory=dict)
     #: The last plan's never-fetched pages per period (its new-page quota).
     new_pages_quota: float = 0.0
@@ -183,6 +200,9 @@ class DemoReport:
     #: true rates at the same budget.
     steady: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, float] = field(default_factory=dict)
+    #: Per crawl, each page's fetches over the whole run (answers in its server's log),
+    #: shape (pages,): how well its plans could know the pages.
+    fetches_per_page: dict[str, np.ndarray] = field(default_factory=dict)
     uniform_computed: float = float("nan")
     optimum: float = float("nan")
     detection: str = ""
@@ -582,7 +602,7 @@ def run_demo(
     )
     say(
         f"synthetic web: {demo.hosts} hosts x {demo.pages} pages = {n_pages:,} pages on "
-        f"127.0.0.1 (one port per host), change rates {demo.rate_low:g}-{demo.rate_high:g} "
+        f"127.0.0.1 (one port per host), change rates {config.rate_low:g}-{config.rate_high:g} "
         "per second; starting, for each crawl, its web server, its worker API (crawlplan serve) "
         "and its worker pool (crawlplan worker --api), each in a process of its own"
     )
@@ -825,6 +845,7 @@ def _count_release(
     for gap in summary.shortfalls:
         short[gap.reason] = short.get(gap.reason, 0) + gap.quota - gap.chosen
     report.spilled[name] = report.spilled.get(name, 0) + sum(summary.spilled.values())
+    report.urgent[name] = report.urgent.get(name, 0) + summary.urgent
 
 
 def _nightly_done(
@@ -833,7 +854,8 @@ def _nightly_done(
     report.plans += done.status == "published"
     solver = done.solver
     detail = (
-        f"{solver.get('buckets', 0)} buckets, solver {solver.get('status')}"
+        f"{solver.get('buckets', 0)} buckets, solver {solver.get('status')}, "
+        f"{done.probes:,} pages marked for a probe"
         if side.nightly.optimize
         else "the uniform plan"
     )
@@ -947,6 +969,12 @@ def _steady_state(
         host_capacity=demo.period / delays,
     )
     report.uniform_computed, report.optimum = ref.uniform, ref.optimum
+    served = {name: _served(web, logs[name]) for name in _NAMES}
+    for name, times_of in served.items():
+        counts = np.zeros(web.n_pages, dtype=int)
+        for page, times in times_of.items():
+            counts[page] = len(times)
+        report.fetches_per_page[name] = counts
     first = report.warmup_cycles * demo.periods
     if len(report.planned) <= first:
         say(
@@ -959,8 +987,7 @@ def _steady_state(
         report.sampled[name] = float(np.mean(series[first:]))
         times = report.server_seconds[name]
         start = times[first - 1] if first > 0 else times[0] - demo.period
-        served = _served(web, logs[name])
-        report.steady[name] = time_averaged_freshness(web, served, start, times[-1])
+        report.steady[name] = time_averaged_freshness(web, served[name], start, times[-1])
 
 
 def _steady_line(report: DemoReport) -> str:
@@ -1099,10 +1126,12 @@ def _keeping_up(report: DemoReport) -> list[str]:
             if short
             else ""
         )
+        urgent = report.urgent.get(name, 0)
+        also = f" and {urgent:,} urgent crawls (probes) charged to its quotas" if urgent else ""
         lines.append(
-            f"Kept up, {name}: {fetched:,} fetched of {released:,} released "
-            f"({fetched / max(released, 1):.0%}); the most pages still queued from earlier "
-            f"releases when a period was released: {max(carried, default=0):,}{unmet}."
+            f"Kept up, {name}: {fetched:,} fetched of {released:,} released{also} "
+            f"({fetched / max(released + urgent, 1):.0%}); the most pages still queued from "
+            f"earlier releases when a period was released: {max(carried, default=0):,}{unmet}."
         )
     return lines
 
@@ -1166,7 +1195,8 @@ def _write(
     lines += [
         "",
         f"Fetches: crawlplan {report.fetched.get('crawlplan', 0):,}, uniform "
-        f"{report.fetched.get('uniform', 0):,}. Plans published: {report.plans}.",
+        f"{report.fetched.get('uniform', 0):,}{_per_page(report)}. Plans published: "
+        f"{report.plans}.",
         *_keeping_up(report),
         *([_steady_line(report)] if report.steady else []),
         "",
@@ -1192,9 +1222,23 @@ def _write(
     )
 
 
+def _per_page(report: DemoReport, enough: int = 4) -> str:
+    """The fetches a page over the run, each crawl, from its server's log: the median, and
+    the share of pages fetched at least ``enough`` times (issue 25's steady state: a plan
+    on pages fetched that often rests on their own changes, not on the prior)."""
+    counts = [report.fetches_per_page.get(name) for name in _NAMES]
+    if any(c is None or c.size == 0 for c in counts):
+        return ""
+    medians = " and ".join(f"{np.median(c):g}" for c in counts if c is not None)
+    shares = " and ".join(f"{np.mean(c >= enough):.0%}" for c in counts if c is not None)
+    return f" (a page: median {medians}; fetched at least {enough} times: {shares} of the pages)"
+
+
 def _merged_quota_rows(report: DemoReport, small: float = 5.0) -> list[str]:
     """The quota table for the terminal: runs of adjacent buckets with under ``small`` crawls
-    a period each merged into one row (bucket and rate ranges, quotas summed)."""
+    a period each merged into one row (bucket and rate ranges, quotas summed), a run ending
+    once its quotas reach ``small`` (so a small budget spread thin over many buckets, as in
+    ``--steady``, still shows where its crawls go)."""
     rows: list[str] = []
     run: list[tuple[int, float, float]] = []
 
@@ -1213,6 +1257,8 @@ def _merged_quota_rows(report: DemoReport, small: float = 5.0) -> list[str]:
         rate = report.bucket_rates.get(bucket, float("nan"))
         if bucket > 0 and quota < small:
             run.append((bucket, rate, quota))
+            if sum(q for _, _, q in run) >= small:
+                flush()
             continue
         flush()
         rows.append(f"| {bucket} | {rate:.4f} | {quota:.1f} |")

@@ -31,6 +31,7 @@ from service.demo import (
     DemoReport,
     DemoSettings,
     _host_delays,
+    _keeping_up,
     _merged_quota_rows,
     _Truth,
     _web_config,
@@ -99,6 +100,8 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     assert sum(report.released["crawlplan"]) >= released - max(report.released["crawlplan"])
     assert any(line.startswith("| 3 |") for line in lines)  # the per-cycle table
     assert any(line.startswith("Kept up, uniform") for line in lines)
+    nightly = [line for line in lines if line.startswith("  nightly (crawlplan): plan")]
+    assert nightly and all("pages marked for a probe" in line for line in nightly)
     assert "0 false alarms" in report.detection
     # Steady state after one uniform revisit of the 36 pages (7.7 s: two 4.5 s cycles),
     # beside the references computed from the true rates; no request robots.txt disallows
@@ -127,6 +130,14 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
     for name in ("crawlplan", "uniform"):
         steady = sum(int(r[f"fetches_{name}"]) for r in rows)
         assert 0 < steady <= report.fetched[name]
+        # each page's fetches over the whole run, from its server's log: at least those of
+        # the steady state, and in all the crawl's answered fetches of the web's pages
+        whole = report.fetches_per_page[name]
+        assert whole.shape == (36,)
+        assert all(whole[int(r["page"])] >= int(r[f"fetches_{name}"]) for r in rows)
+        assert steady < whole.sum() <= report.fetched[name]
+    fetches_line = next(line for line in lines if line.startswith("Fetches: crawlplan"))
+    assert "(a page: median " in fetches_line and "fetched at least 4 times: " in fetches_line
 
 
 def test_the_oracle_plans_on_the_webs_true_rates_and_estimates_nothing(tmp_path: Path) -> None:
@@ -289,8 +300,9 @@ def _started(pid: int) -> str | None:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
-    options = ["--hosts", "4", "--pages", "4", "--period", "1", "--periods", "2"]
-    options += ["--cycles", "100", "--workers", "2"]
+    # --steady, every setting of its preset overridden but the web's: options win
+    options = ["--steady", "--hosts", "4", "--pages", "4", "--period", "1", "--periods", "2"]
+    options += ["--cycles", "100", "--workers", "2", "--capacity", "8"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "service", "demo", "--dir", str(tmp_path / "out"), *options],
         cwd=ROOT,
@@ -309,6 +321,8 @@ def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
                 break
         else:
             pytest.fail("the demo ended before crawling:\n" + "".join(seen))
+        said = "".join(seen)
+        assert "4 hosts x 4 pages = 16 pages" in said and "budget: 8 crawls per 1 s" in said
         children = {pid: _started(pid) for pid in _descendants(proc.pid)}
         # two web servers, two worker APIs and two worker pools, at least
         assert len(children) >= 6, children
@@ -329,6 +343,22 @@ def test_ctrl_c_stops_the_demo_and_every_child(tmp_path: Path) -> None:
     assert not left(), "child processes left behind"
 
 
+def test_urgent_crawls_count_with_the_releases_a_crawl_kept_up_with() -> None:
+    report = DemoReport(
+        released={"crawlplan": [90, 80], "uniform": [100, 100]},
+        fetched_per_period={"crawlplan": [100, 100], "uniform": [100, 99]},
+        carried_over={"crawlplan": [0, 3], "uniform": [0, 0]},
+        urgent={"crawlplan": 30},
+    )
+    planned, uniform = _keeping_up(report)
+    assert planned.startswith(
+        "Kept up, crawlplan: 200 fetched of 170 released and 30 urgent crawls (probes) "
+        "charged to its quotas (100%); the most pages still queued from earlier releases "
+        "when a period was released: 3."
+    )
+    assert uniform.startswith("Kept up, uniform: 199 fetched of 200 released (100%);")
+
+
 def test_the_terminal_quota_table_merges_runs_of_small_quotas() -> None:
     report = DemoReport(
         quotas={0: 300.0, 10: 1.0, 11: 2.0, 12: 40.0, 13: 0.0, 20: 0.5},
@@ -339,6 +369,14 @@ def test_the_terminal_quota_table_merges_runs_of_small_quotas() -> None:
         "| 10-11 | 0.0100-0.0110 | 3.0 |",
         "| 12 | 0.0120 | 40.0 |",
         "| 13-20 | 0.0130-0.0200 | 0.5 |",
+    ]
+    # a run of small quotas ends once it sums to 5 crawls a period
+    thin = DemoReport(
+        quotas={b: 2.0 for b in range(1, 6)}, bucket_rates={b: b / 10 for b in range(1, 6)}
+    )
+    assert _merged_quota_rows(thin) == [
+        "| 1-3 | 0.1000-0.3000 | 6.0 |",
+        "| 4-5 | 0.4000-0.5000 | 4.0 |",
     ]
 
 
@@ -370,6 +408,24 @@ def test_the_optimum_beats_uniform_within_host_capacity() -> None:
     assert share_of_gain(0.6, 0.5, 0.7) == pytest.approx(0.5)
     assert share_of_gain(0.4, 0.5, 0.7) == pytest.approx(-0.5)
     assert math.isnan(share_of_gain(0.4, 0.5, 0.5))
+
+
+def test_the_steady_preset_fetches_every_page_four_times_after_its_warm_up(
+    tmp_path: Path,
+) -> None:
+    steady = DemoSettings.steady(tmp_path)
+    pages, cycle = steady.hosts * steady.pages, steady.period * steady.periods
+    assert (pages, steady.budget, cycle) == (1_000, 50, 15.0)
+    revisit = pages * steady.period / steady.budget  # a uniform recrawl's, seconds
+    warmup = math.ceil(revisit / cycle)
+    assert (revisit, warmup) == (50.0, 4)
+    # after the warm-up (the first lap) a uniform recrawl comes round at least 4 more times
+    assert (steady.cycles - warmup) * cycle / revisit >= 4
+    assert steady.cycles * cycle * steady.budget / steady.period / pages == 12
+    # options given beside --steady override it; the rest keep the demo's defaults
+    seeded = DemoSettings.steady(tmp_path, cycles=5, seed=8, world="robots")
+    assert (seeded.cycles, seeded.seed, seeded.world, seeded.hosts) == (5, 8, "robots", 40)
+    assert DemoSettings(tmp_path).budget == 1_000
 
 
 def test_worlds_differ_from_the_demos_web(tmp_path: Path) -> None:
