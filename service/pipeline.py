@@ -259,6 +259,7 @@ def estimate_from_store(
     min_change: float = 0.0,
     plan_budget: float | None = None,
     probes: ProbeSettings | None = None,
+    now: datetime | None = None,
 ) -> EstimateSummary:
     """Re-estimate every fetched page from its observations and store rates and buckets
     (``scale``: the 255 buckets' rate range, changes per day; ``policy``: the Last-Modified
@@ -288,10 +289,14 @@ def estimate_from_store(
     ``probes`` (with ``plan_budget``) also picks the pages whose rate is worth learning, the
     best ``probes.limit`` of the store, and marks them for a probe (:mod:`store.probes`),
     replacing the last run's marks (a limit or horizon of 0 only clears them).
+
+    ``now``: the time the estimates are for (default: the clock); fetches recorded after it
+    are left out, so that a store is estimated as its fetches stood then
+    (``tests/benchmarks/probe_value.py``).
     """
     pages = fetches = small_changes = 0
     by_estimator: dict[str, int] = {}
-    now_days = datetime.now(UTC).timestamp() / _DAY_S
+    now_days = (now or datetime.now(UTC)).timestamp() / _DAY_S
     notes = np.array(notification_times(db), dtype=np.float64).reshape(-1, 2)
     sized = min_change > 0
     fetched_pages = sum(host_page_counts(db).fetched) if plan_budget else 0

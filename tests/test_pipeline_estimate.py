@@ -44,6 +44,22 @@ def test_estimates_are_written_back_chunk_by_chunk(db: Database) -> None:
         assert page.bucket == expected > 0
 
 
+def test_a_store_is_estimated_as_its_fetches_stood_at_now(db: Database) -> None:
+    changes_every = {0: 1, 1: 2, 2: 5, 3: 0}
+    _crawl_history(db, pages=5, visits=11, changes_every=changes_every)
+
+    def rates() -> list[float]:
+        return [p.rate for p in sorted(orm_all(db, select(Page)), key=lambda p: p.url)]
+
+    # the sixth visit (day 5) in, the later five left out: 6 fetches a page, as a store of
+    # six visits gives (each page's first fetch's outcome ignored)
+    then = estimate_from_store(db, now=T0 + timedelta(days=5, hours=12))
+    assert (then.pages, then.fetches) == (5, 30)
+    early = rates()
+    whole = estimate_from_store(db)
+    assert whole.fetches == 55 and rates() != early
+
+
 def test_bucket_aggregates_from_the_store_match_one_pass(db: Database) -> None:
     changes_every = {0: 1, 1: 2, 2: 5, 3: 0}
     _crawl_history(db, pages=5, visits=6, changes_every=changes_every)
