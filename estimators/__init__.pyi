@@ -18,6 +18,7 @@ from .bayes_action import plan_rates as plan_rates
 from .bayes_action import plug_in_refresh as plug_in_refresh
 from .bayes_action import probe_gains as probe_gains
 from .bayes_action import rate_grid as rate_grid
+from .bayes_action import straddling as straddling
 from .buckets import (
     BucketAggregates as BucketAggregates,
 )

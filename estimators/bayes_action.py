@@ -76,6 +76,7 @@ __all__ = [
     "plug_in_refresh",
     "probe_gains",
     "rate_grid",
+    "straddling",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -586,6 +587,15 @@ PROBE_DELAYS = (0.25, 0.5, 1.0, 2.0)
 PROBE_STRADDLE = 0.02
 
 
+def straddling(plan: BayesPlanPrior, posterior: FloatArray) -> IntArray:
+    """The pages (rows of ``posterior``, shape (n, G)) worth valuing for a probe: those with
+    between :data:`PROBE_STRADDLE` and its complement of their posterior mass below the
+    cut-off rate ``1 / plan.price``; the others are surely worth crawling or surely not."""
+    _check_posterior(plan.grid, posterior)
+    below = posterior[:, np.exp(plan.grid) < 1.0 / plan.price].sum(axis=1)
+    return np.flatnonzero((below > PROBE_STRADDLE) & (below < 1.0 - PROBE_STRADDLE))
+
+
 def choose_probes(
     plan: BayesPlanPrior,
     posterior: FloatArray,
@@ -609,10 +619,8 @@ def choose_probes(
     at one price tries them on its first chunk with probes and keeps the one it chose."""
     if not horizon > 0:
         raise ValueError(f"horizon must be > 0, got {horizon}")
-    _check_posterior(plan.grid, posterior)
     cutoff = 1.0 / plan.price
-    below = posterior[:, np.exp(plan.grid) < cutoff].sum(axis=1)
-    straddle = np.flatnonzero((below > PROBE_STRADDLE) & (below < 1.0 - PROBE_STRADDLE))
+    straddle = straddling(plan, posterior)
     none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
     if straddle.size == 0 or (limit is not None and limit <= 0):
         return none

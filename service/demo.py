@@ -145,7 +145,7 @@ class DemoSettings:
         (0.3 crawls a page a cycle: a uniform recrawl revisits a page every 50 s), 40 cycles:
         600 s of crawling, 12 fetches a page on average, 4 cycles of warm-up and 36 of steady
         state (``make demo``'s 8 cycles give 4 fetches a page, 3 of them in its steady
-        state). About 11 minutes in all. ``changes`` override any of these (and the other
+        state). About 10 minutes in all. ``changes`` override any of these (and the other
         fields)."""
         preset = cls(directory, hosts=40, pages=25, period=2.5, periods=6, cycles=40, capacity=50)
         return replace(preset, **changes)

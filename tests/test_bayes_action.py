@@ -25,6 +25,7 @@ from estimators.bayes_action import (
     plug_in_refresh,
     probe_gains,
     rate_grid,
+    straddling,
 )
 from estimators.evidence import change_intervals_from_fetches, last_modified_evidence_from_fetches
 from estimators.prior import exposure_loglik_on_grid
@@ -353,6 +354,8 @@ def test_probes_go_to_pages_whose_rate_is_worth_learning() -> None:
             _two_points(grid, 0.05, 20.0, 0.2),  # straddles, less likely worth a crawl
         ]
     )
+    # only the pages with mass on both sides of the cut-off are valued
+    assert straddling(plan, post).tolist() == [1, 3]
     probes = choose_probes(plan, post, horizon=100.0)
     assert sorted(probes.page.tolist()) == [1, 3]
     assert np.all(np.diff(probes.net) <= 0) and np.all(probes.net > 0)

@@ -26,7 +26,7 @@ def demo(
             "--steady",
             help="A smaller web crawled for longer, so that the steady state rests on pages "
             "fetched many times: 40 hosts x 25 pages, 50 crawls per 2.5 s period, 6 periods a "
-            "cycle, 40 cycles (12 fetches a page, about 11 minutes). Other options override it.",
+            "cycle, 40 cycles (12 fetches a page, about 10 minutes). Other options override it.",
         ),
     ] = False,
     hosts: Annotated[

@@ -49,13 +49,12 @@ def _report(seen: list[str], original: Any) -> Any:
     def choose(plan: Any, posterior: np.ndarray, horizon: float, **options: Any) -> Any:
         chosen = original(plan, posterior, horizon, **options)
         cutoff = 1.0 / plan.price
-        below = posterior[:, np.exp(plan.grid) < cutoff].sum(axis=1)
-        straddle = (below > bayes_action.PROBE_STRADDLE) & (below < 1 - bayes_action.PROBE_STRADDLE)
+        straddle = bayes_action.straddling(plan, posterior)
         seen.append(
             f"  cut-off {cutoff / _DAY:.4f} a second; {posterior.shape[0]:,} pages, "
-            f"{int(straddle.sum()):,} straddling it"
+            f"{straddle.size:,} straddling it"
         )
-        if straddle.any():
+        if straddle.size:
             for multiple in bayes_action.PROBE_DELAYS:
                 delay = max(multiple / cutoff, options.get("shortest", 0.0))
                 gain = bayes_action.probe_gains(plan.grid, posterior[straddle], plan.price, delay)
