@@ -131,13 +131,18 @@ def test_short_demo_end_to_end(tmp_path: Path) -> None:
         steady = sum(int(r[f"fetches_{name}"]) for r in rows)
         assert 0 < steady <= report.fetched[name]
         # each page's fetches over the whole run, from its server's log: at least those of
-        # the steady state, and in all the crawl's answered fetches of the web's pages
+        # the steady state (the log also holds answers the workers' counters may not: the
+        # noise check's repeated fetches, a fetch after the pool's last count)
         whole = report.fetches_per_page[name]
         assert whole.shape == (36,)
         assert all(whole[int(r["page"])] >= int(r[f"fetches_{name}"]) for r in rows)
-        assert steady < whole.sum() <= report.fetched[name]
+        assert steady < whole.sum()
+    planned, uniform = report.fetches_per_page["crawlplan"], report.fetches_per_page["uniform"]
     fetches_line = next(line for line in lines if line.startswith("Fetches: crawlplan"))
-    assert "(a page: median " in fetches_line and "fetched at least 4 times: " in fetches_line
+    assert (
+        f"(a page: median {np.median(planned):g} and {np.median(uniform):g}; fetched at least "
+        f"4 times: {np.mean(planned >= 4):.0%} and {np.mean(uniform >= 4):.0%} of the pages)"
+    ) in fetches_line
 
 
 def test_the_oracle_plans_on_the_webs_true_rates_and_estimates_nothing(tmp_path: Path) -> None:
