@@ -150,7 +150,8 @@ def parse_world_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
-def _share(m: dict[str, float], name: str) -> float:
+def share_of_gain(m: dict[str, float], name: str) -> float:
+    """``name``'s share of the optimum's gain over uniform in the run means ``m``."""
     return (m[name] - m["uniform"]) / (m["optimum"] - m["uniform"])
 
 
@@ -190,14 +191,14 @@ def main() -> None:
                     flush=True,
                 )
             m = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
-            share = _share(m, "planner")
+            share = share_of_gain(m, "planner")
             margin = m["planner"] - max(m["uniform"], m["Nutch"], m["StormCrawler"])
             held &= share >= (0.7 if every <= 14 else 0.5) and margin >= 0
             print(
                 f"| {name} 1/{every} | {m['uniform']:.4f} | {m['Nutch']:.4f} | "
                 f"{m['StormCrawler']:.4f} | {m['planner']:.4f} ({share:.0%}) | "
                 f"{m['optimum']:.4f} | {margin:+.4f} |"
-                + "".join(f" {m[v]:.4f} ({_share(m, v):.0%}) |" for v in args.variants),
+                + "".join(f" {m[v]:.4f} ({share_of_gain(m, v):.0%}) |" for v in args.variants),
                 flush=True,
             )
         verdicts.append(f"{name}: {'bars hold' if held else 'bars not met'}")

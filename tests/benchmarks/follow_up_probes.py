@@ -42,7 +42,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from estimated_shares import GENERATED, POLICIES, SHIPPED, parse_world_args, world_spec
+from estimated_shares import (
+    GENERATED,
+    POLICIES,
+    SHIPPED,
+    parse_world_args,
+    share_of_gain,
+    world_spec,
+)
 
 import estimators.bayes_action as bayes_action
 from scenarios.policies import make_policy
@@ -198,10 +205,6 @@ def run(
     return out
 
 
-def _share(m: dict[str, float], name: str) -> float:
-    return (m[name] - m["uniform"]) / (m["optimum"] - m["uniform"])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", nargs="+", default=[*SHIPPED, *GENERATED])
@@ -246,8 +249,9 @@ def main() -> None:
             m = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
             print(
                 f"| {name} 1/{every} | {m['uniform']:.4f} | {m['optimum']:.4f} | "
-                f"{m['planner']:.4f} ({_share(m, 'planner'):.0%}) | "
-                f"{m['follow-ups']:.4f} ({_share(m, 'follow-ups'):.0%}) | {m['spent']:,.0f} |",
+                f"{m['planner']:.4f} ({share_of_gain(m, 'planner'):.0%}) | "
+                f"{m['follow-ups']:.4f} ({share_of_gain(m, 'follow-ups'):.0%}) | "
+                f"{m['spent']:,.0f} |",
                 flush=True,
             )
 
