@@ -19,6 +19,7 @@ shortest interval is over twice the delay.
 Which pages (``--rule``):
 
 * ``censored``: every page whose intervals all held a change;
+* ``censored twice``: the same, once it has at least two intervals;
 * ``pays``: the pages whose posterior straddles the cut-off and whose follow-up's knowledge
   gradient over ``plan.probe_horizon`` exceeds the price of one crawl.
 
@@ -156,8 +157,9 @@ class FollowUps:
         shortest = np.full(n, np.inf)
         np.minimum.at(shortest, intervals.page, intervals.length)
         wide = (shortest[pages] > 2 * self.delay()) & (self.policy._bucket[pages] > 0)
-        if self.rule == "censored":
-            return wide & (count[pages] > 0) & (changed[pages] == count[pages])
+        if self.rule in ("censored", "censored twice"):
+            least = 2 if self.rule == "censored twice" else 1
+            return wide & (count[pages] >= least) & (changed[pages] == count[pages])
         pays = np.zeros(n, np.bool_)
         pays[: min(n, self.pays.size)] = self.pays[:n]
         return wide & pays[pages]
@@ -213,7 +215,9 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=112)
     parser.add_argument("--periods", type=int, default=56)
-    parser.add_argument("--rule", choices=["censored", "pays"], default="censored")
+    parser.add_argument(
+        "--rule", choices=["censored", "censored twice", "pays"], default="censored"
+    )
     parser.add_argument(
         "--charge",
         choices=["urgent", "own"],
