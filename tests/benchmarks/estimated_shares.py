@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -150,6 +152,22 @@ def parse_world_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
+def mean_over_seeds(
+    label: str, seeds: list[int], run_seed: Callable[[int], dict[str, float]]
+) -> dict[str, float]:
+    """``run_seed`` for each of ``seeds``, each run's figures printed as an HTML comment
+    headed ``label`` (kept in the Markdown table, unseen), and their means."""
+    runs = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        runs.append(run_seed(seed))
+        each = ", ".join(f"{k} {v:.4f}" for k, v in runs[-1].items())
+        print(
+            f"<!-- {label} seed {seed}: {each} ({time.perf_counter() - t0:.0f} s) -->", flush=True
+        )
+    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+
+
 def share_of_gain(m: dict[str, float], name: str) -> float:
     """``name``'s share of the optimum's gain over uniform in the run means ``m``."""
     return (m[name] - m["uniform"]) / (m["optimum"] - m["uniform"])
@@ -180,17 +198,18 @@ def main() -> None:
         spec = world_spec(name, args.pages)
         held = True
         for every in args.budgets:
-            runs = []
-            for seed in args.seeds:
-                t0 = time.perf_counter()
-                runs.append(run(spec, every, seed, args.variants, args.warmup, args.periods))
-                each = ", ".join(f"{k} {v:.4f}" for k, v in runs[-1].items())
-                print(
-                    f"<!-- {name} 1/{every} seed {seed}: {each} "
-                    f"({time.perf_counter() - t0:.0f} s) -->",
-                    flush=True,
-                )
-            m = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+            m = mean_over_seeds(
+                f"{name} 1/{every}",
+                args.seeds,
+                partial(
+                    run,
+                    spec,
+                    every,
+                    variants=args.variants,
+                    warmup=args.warmup,
+                    periods=args.periods,
+                ),
+            )
             share = share_of_gain(m, "planner")
             margin = m["planner"] - max(m["uniform"], m["Nutch"], m["StormCrawler"])
             held &= share >= (0.7 if every <= 14 else 0.5) and margin >= 0

@@ -38,7 +38,7 @@ docs/benchmarks.md, "Follow-up probes".
 from __future__ import annotations
 
 import argparse
-import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from estimated_shares import (
     GENERATED,
     POLICIES,
     SHIPPED,
+    mean_over_seeds,
     parse_world_args,
     share_of_gain,
     world_spec,
@@ -229,28 +230,20 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name in args.worlds:
         for every in args.budgets:
-            runs = []
-            for seed in args.seeds:
-                t0 = time.perf_counter()
-                runs.append(
-                    run(
-                        name,
-                        args.pages,
-                        every,
-                        seed,
-                        args.rule,
-                        args.warmup,
-                        args.periods,
-                        args.charge,
-                    )
-                )
-                each = ", ".join(f"{k} {v:.4f}" for k, v in runs[-1].items())
-                print(
-                    f"<!-- {name} 1/{every} seed {seed}: {each} "
-                    f"({time.perf_counter() - t0:.0f} s) -->",
-                    flush=True,
-                )
-            m = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+            m = mean_over_seeds(
+                f"{name} 1/{every}",
+                args.seeds,
+                partial(
+                    run,
+                    name,
+                    args.pages,
+                    every,
+                    rule=args.rule,
+                    warmup=args.warmup,
+                    periods=args.periods,
+                    charge=args.charge,
+                ),
+            )
             print(
                 f"| {name} 1/{every} | {m['uniform']:.4f} | {m['optimum']:.4f} | "
                 f"{m['planner']:.4f} ({share_of_gain(m, 'planner'):.0%}) | "
