@@ -37,6 +37,11 @@ lose"). This module plans on each page's whole posterior instead:
    either side apart. A probe's value is its knowledge gradient (the expected value of the
    Bayes action after its outcome, less the value now) over the time its lesson is used; a
    probe is taken when that pays for its two crawls at the price ``mu``.
+6. **Follow-ups**: a probe whose first crawl is the page's next planned crawl, so it costs
+   one crawl, not two, and teaches the same, later. A page whose lesson pays for one crawl
+   but not for two (or is past the probes' limit) gets one. At thin budgets they are what
+   learns the rates of the pages seen changed at every fetch (docs/benchmarks.md,
+   "Follow-ups").
 
 Units: rates in changes per unit of the evidence's time (days in production, periods in the
 simulator); crawl rates and the budget in crawls per the same unit. Shapes: ``n`` pages,
@@ -47,7 +52,7 @@ Imports: numpy, :mod:`estimators.evidence`, :mod:`estimators.prior`. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -69,6 +74,7 @@ __all__ = [
     "fit_bayes_plan",
     "fit_grid_prior",
     "fit_group_grid_priors",
+    "follow_up_gains",
     "grid_log_likelihood",
     "grid_posterior",
     "plan_chunk",
@@ -528,11 +534,16 @@ class Probes:
     """The pages worth a probe (:func:`choose_probes`): ``page`` (m,), indices into the
     pages planned, best first; ``net`` (m,), each probe's net value (freshness x time,
     the unit of the plan's rates: what knowing its outcome adds over ``horizon`` less the
-    price of its crawls); ``delay``, the time between a probe's two crawls."""
+    price of its crawls); ``delay``, the time between a probe's two crawls. ``follow``
+    (k,), the pages worth a follow-up (a probe whose first crawl is the page's next planned
+    one, the same ``delay`` before its second), best first, none of them in ``page``, and
+    ``follow_net`` (k,), each one's net value (its gain less one crawl)."""
 
     page: IntArray
     net: FloatArray
     delay: float
+    follow: IntArray = field(default_factory=lambda: np.zeros(0, np.intp))
+    follow_net: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def _value_table(grid: FloatArray, refresh: FloatArray) -> FloatArray:
@@ -570,13 +581,47 @@ def probe_gains(grid: FloatArray, posterior: FloatArray, price: float, delay: fl
     return after - _best_values(posterior, table, cost)
 
 
+def follow_up_gains(
+    grid: FloatArray, posterior: FloatArray, price: float, delay: float, interval: FloatArray
+) -> FloatArray:
+    """What a follow-up adds to each page's value rate, shape (n,), over what the page's
+    next planned crawl teaches anyway.
+
+    A follow-up's first crawl is that planned crawl, ``interval`` (n,) after the page's
+    last (``inf``: none planned, nothing learnt from it); it sees a change with likelihood
+    ``1 - exp(-lambda interval)``, and the follow-up's second crawl, ``delay`` later, the
+    same over ``delay``. The gain is the knowledge gradient of both outcomes less that of
+    the first alone. A page whose next crawl will tell it apart anyway (fetched once: its
+    first interval still to come) gains little; a page seen changed at every fetch, whose
+    next crawl will most likely see a change again, gains nearly what a probe would."""
+    _check_posterior(grid, posterior)
+    interval = np.asarray(interval, dtype=np.float64)
+    if interval.shape != (posterior.shape[0],) or np.any(~(interval > 0)):
+        raise ValueError(f"interval must be (n,) times > 0, got shape {interval.shape}")
+    refresh = _refresh_grid(grid)
+    table = _value_table(grid, refresh)
+    cost = price * refresh
+    rate = np.exp(grid)
+    keep = np.exp(-rate * delay)  # (G,): P(unchanged over the delay | rate)
+    planned = np.exp(-np.outer(interval, rate))  # (n, G): unchanged at the planned crawl
+    gain = np.zeros(posterior.shape[0])
+    for seen in (planned, 1.0 - planned):
+        weights = posterior * seen
+        gain += _best_values(weights * keep, table, cost)
+        gain += _best_values(weights * (1.0 - keep), table, cost)
+        gain -= _best_values(weights, table, cost)
+    return gain
+
+
 #: Periods over which what a probe teaches is counted (``plan.probe_horizon``, the default):
 #: a page's rate holds for months, and a crawler runs for longer; at daily periods, half a
 #: year. Probes cost a young crawl freshness while they learn and pay it back over months
 #: (docs/benchmarks.md, "Probes on again: what they cost early and pay later").
 PROBE_HORIZON_PERIODS = 180.0
 #: The most of a cycle's capacity probes may take (two crawls each), best first: the price
-#: that values them is the plan's, set as if no crawl went to probes.
+#: that values them is the plan's, set as if no crawl went to probes. Also the most of the
+#: fetched pages marked for a follow-up at once: their second crawls then take about that
+#: share of the planned crawls' capacity.
 PROBE_SHARE = 0.3
 #: Probe delays tried, as multiples of the time ``1 / c`` of the cut-off rate ``c`` (the
 #: fastest rate still worth a crawl at the plan's price): a probe tells rates around
@@ -604,15 +649,24 @@ def choose_probes(
     shortest: float = 0.0,
     limit: int | None = None,
     delays: tuple[float, ...] | None = None,
+    follow_ups: bool = True,
+    follow_limit: int | None = None,
+    planned_interval: FloatArray | None = None,
 ) -> Probes:
     """The pages whose probe pays for its two crawls within ``horizon`` (the time the
-    knowledge is used for, the plan's time unit), best first, at most ``limit``.
+    knowledge is used for, the plan's time unit), best first, at most ``limit``; and, with
+    ``follow_ups``, the pages whose lesson pays for one crawl (the others, and those past
+    ``limit``): their follow-ups, best first, at most ``follow_limit``. A follow-up is
+    valued over what the page's next planned crawl teaches anyway
+    (:func:`follow_up_gains`), that crawl ``planned_interval`` (n,) after the page's last
+    (None: a probe's gain, as if it taught nothing).
 
     The delay is the one of :data:`PROBE_DELAYS` (times the cut-off rate's time, no shorter
     than ``shortest``: what the crawl can do) with the most net value in total. A probe's
     net value is its gain (:func:`probe_gains`) times ``horizon`` less its two crawls at the
     plan's price (a crawl a unit of time for ``horizon`` is ``horizon`` crawls, worth
-    ``price x horizon``; so one crawl costs ``price``). Only pages whose posterior mass
+    ``price x horizon``; so one crawl costs ``price``); a follow-up's, the same gain less one
+    crawl: its first crawl is one the plan makes anyway. Only pages whose posterior mass
     below the cut-off is between :data:`PROBE_STRADDLE` and its complement are valued: the
     others' probes change little, and skipping them keeps this cheap on a whole store.
     ``delays`` (the plan's time unit) replaces the tried delays: a store planned in chunks
@@ -622,17 +676,44 @@ def choose_probes(
     cutoff = 1.0 / plan.price
     straddle = straddling(plan, posterior)
     none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
-    if straddle.size == 0 or (limit is not None and limit <= 0):
+    limit = None if limit is None else max(limit, 0)
+    if straddle.size == 0 or (limit == 0 and not follow_ups):
         return none
-    best = none
+    best, best_total = none, 0.0
     tried = delays if delays is not None else [m / cutoff for m in PROBE_DELAYS]
     for delay in sorted({max(d, shortest) for d in tried}):
-        net = probe_gains(plan.grid, posterior[straddle], plan.price, delay) * horizon
-        net -= 2.0 * plan.price
+        gain = probe_gains(plan.grid, posterior[straddle], plan.price, delay) * horizon
+        net = gain - 2.0 * plan.price
         paying = np.flatnonzero(net > 0)
         order = paying[np.argsort(-net[paying], kind="stable")][:limit]
-        if net[order].sum() > best.net.sum():
-            best = Probes(straddle[order].astype(np.intp), net[order], float(delay))
+        total = float(net[order].sum())
+        follow, once = np.zeros(0, np.intp), np.zeros(straddle.size)
+        if follow_ups:
+            once = gain
+            if planned_interval is not None:
+                once = follow_up_gains(
+                    plan.grid,
+                    posterior[straddle],
+                    plan.price,
+                    delay,
+                    np.asarray(planned_interval, np.float64)[straddle],
+                )
+                once *= horizon
+            once = once - plan.price
+            rest = np.ones(straddle.size, np.bool_)
+            rest[order] = False
+            worth = np.flatnonzero(rest & (once > 0))
+            follow = worth[np.argsort(-once[worth], kind="stable")][:follow_limit]
+            total += float(once[follow].sum())
+        if total > best_total:
+            best_total = total
+            best = Probes(
+                straddle[order].astype(np.intp),
+                net[order],
+                float(delay),
+                straddle[follow].astype(np.intp),
+                once[follow],
+            )
     return best
 
 
@@ -662,8 +743,10 @@ def plan_chunk(
     shortest: float = 0.0,
     probe_limit: int | None = None,
     probe_delays: tuple[float, ...] | None = None,
+    follow_ups: bool = True,
+    follow_limit: int | None = None,
 ) -> tuple[FloatArray, Probes]:
-    """:func:`plan_rates`, and with a ``horizon`` the pages worth a probe
+    """:func:`plan_rates`, and with a ``horizon`` the pages worth a probe or a follow-up
     (:func:`choose_probes`, on the same posteriors, trying ``probe_delays``; none
     without)."""
     none = Probes(np.zeros(0, np.intp), np.zeros(0), float("nan"))
@@ -672,9 +755,19 @@ def plan_chunk(
     if intervals.n_pages == 0:
         return np.zeros(0), none
     posterior = plan.posterior(loglik, groups)
-    rates = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)[0]
+    rates, action = bayes_equivalent_rates(plan.grid, posterior, price=plan.price)
     if horizon is None:
         return rates, none
+    with np.errstate(divide="ignore"):
+        planned = 1.0 / action.refresh  # the Bayes action's interval; inf: not crawled
     return rates, choose_probes(
-        plan, posterior, horizon, shortest=shortest, limit=probe_limit, delays=probe_delays
+        plan,
+        posterior,
+        horizon,
+        shortest=shortest,
+        limit=probe_limit,
+        delays=probe_delays,
+        follow_ups=follow_ups,
+        follow_limit=follow_limit,
+        planned_interval=planned,
     )

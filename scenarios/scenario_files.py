@@ -104,6 +104,7 @@ _POLICY_TYPES: dict[str, type] = {
     "terminal_value": bool,
     "explore": float,
     "probe_horizon": float,
+    "follow_ups": bool,
     "group": str,
     "sample_share": float,
 }

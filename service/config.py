@@ -428,10 +428,20 @@ SETTINGS: tuple[Setting, ...] = (
         "CRAWLPLAN_PROBE_HORIZON",
         float,
         DEFAULT_PROBE_HORIZON,
-        "periods over which learning a page's change rate is counted (at most the time since "
-        "the crawl's first fetch): a page whose rate is worth learning over them gets a probe "
-        "(two crawls a short delay apart, charged to the plan); 0: no probes",
+        "periods over which learning a page's change rate is counted: a page whose rate is "
+        "worth learning over them gets a probe (two crawls a short delay apart, charged to the "
+        "plan) or a follow-up; 0: neither",
         minimum=0,
+    ),
+    Setting(
+        "plan.follow_ups",
+        "CRAWLPLAN_FOLLOW_UPS",
+        str,
+        "off",
+        "on: a page whose rate is worth one crawl to learn, not two, gets a follow-up (one "
+        "more crawl a short delay after its next planned one, charged to the plan), which "
+        "pays back over months, not weeks; off: only probes",
+        choices=("on", "off"),
     ),
     Setting(
         "plan.weights",

@@ -855,7 +855,7 @@ def _nightly_done(
     solver = done.solver
     detail = (
         f"{solver.get('buckets', 0)} buckets, solver {solver.get('status')}, "
-        f"{done.probes:,} pages marked for a probe"
+        f"{done.probes:,} pages marked for a probe, {done.follow_ups:,} for a follow-up"
         if side.nightly.optimize
         else "the uniform plan"
     )

@@ -138,6 +138,9 @@ class NightlySettings:
     #: ``plan.probe_horizon``, :func:`estimators.bayes_action.choose_probes`); with
     #: ``rates = "bayes"`` only.
     probe_horizon: float = PROBE_HORIZON_PERIODS
+    #: Follow-ups, probes whose first crawl is a page's next planned one (``plan.follow_ups``
+    #: on; :mod:`store.probes`), where a page's lesson pays for one crawl, not two.
+    follow_ups: bool = False
     #: Plan for a growing web (``plan.renewal = "measured"``; ``False``: ``"off"``;
     #: :func:`planner.cycle.plan_cycle.web_renewal`).
     renewal: bool = True
@@ -197,6 +200,7 @@ class NightlySettings:
             crawl_cost=str(v["plan.crawl_cost"]),
             explore=float(v["plan.explore"]),
             probe_horizon=float(v["plan.probe_horizon"]),
+            follow_ups=str(v["plan.follow_ups"]) == "on",
             renewal=str(v["plan.renewal"]) == "measured",
             strategy=int(v["plan.strategy"]),
             capacity=float(v["plan.capacity"]),
@@ -296,8 +300,9 @@ class NightlyReport:
     solver: dict[str, Any] = field(default_factory=dict)
     resumed: int | None = None
     reading: StoreReading | None = None
-    #: Pages the estimate stage marked for a probe (:mod:`store.probes`).
+    #: Pages the estimate stage marked for a probe, and for a follow-up (:mod:`store.probes`).
     probes: int = 0
+    follow_ups: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -607,7 +612,9 @@ def _run(
         capacity = _capacity(settings, raw_capacity, previous.capacity)
         discovery = smoothed_discovery(fitted, previous.discovery)
     if not dry_run:
-        report.probes = _estimate(db, settings, stages, capacity, _periods_since(current, start))
+        report.probes, report.follow_ups = _estimate(
+            db, settings, stages, capacity, _periods_since(current, start)
+        )
     with stages.stage("aggregate"):
         try:
             if reuse is not None:
@@ -755,6 +762,7 @@ def _probe_settings(
         horizon_days=settings.probe_horizon * settings.period_days,
         shortest_days=settings.min_delay_seconds / _DAY,
         limit=int(PROBE_SHARE * capacity * periods / 2) if settings.probe_horizon else 0,
+        follow_ups=settings.follow_ups and settings.probe_horizon > 0,
     )
 
 
@@ -764,25 +772,27 @@ def _estimate(
     stages: _Stages,
     capacity: float,
     periods_since: int | None = None,
-) -> int:
+) -> tuple[int, int]:
     """The estimate and importance stages: change rates and buckets (by the Bayes-equivalent
-    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``, and the probes;
-    none with ``estimate`` off), then OPIC importance. Returns the pages marked for a probe."""
+    rates at ``capacity`` crawls per period, with ``plan.rates = "bayes"``, and the probes
+    and follow-ups; none with ``estimate`` off), then OPIC importance. Returns the pages
+    marked for a probe and for a follow-up."""
     bayes = settings.rates == "bayes" and settings.optimize and capacity > 0
     probes = _probe_settings(settings, capacity, periods_since)
-    marked = 0
+    marked = (0, 0)
     if settings.estimate:
         with stages.stage("estimate"):
             # A heartbeat every chunk: a long estimate is alive, not killed.
-            marked = estimate_from_store(
+            done = estimate_from_store(
                 db,
                 scale=settings.scale,
                 policy=settings.last_modified,
                 min_change=settings.min_change,
                 progress=lambda _pages: stages.beat(),
                 plan_budget=capacity / settings.period_days if bayes else None,
-                probes=probes if bayes else replace(probes, limit=0),
-            ).probes
+                probes=probes if bayes else replace(probes, limit=0, follow_ups=False),
+            )
+            marked = (done.probes_queued, done.follow_ups_marked)
     with stages.stage("importance"):
         # OPIC: the virtual page's cash to every page, and every page's importance
         # (H + C) / (G + 1) stored for the page schedule.

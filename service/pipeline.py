@@ -37,7 +37,14 @@ import numpy as np
 import numpy.typing as npt
 
 from crawler.signature import changes_at_least
-from estimators.bayes_action import GROUP_PRIOR_PAGES, BayesPlanPrior, fit_bayes_plan, plan_chunk
+from estimators.bayes_action import (
+    GROUP_PRIOR_PAGES,
+    PROBE_SHARE,
+    BayesPlanPrior,
+    Probes,
+    fit_bayes_plan,
+    plan_chunk,
+)
 from estimators.buckets import BucketAggregates, BucketScale, bucket_aggregates, combine_aggregates
 from estimators.estimator_choice import ChangeRateEstimator
 from estimators.fetch_table import FetchArrayEstimate, estimate_fetch_arrays
@@ -72,7 +79,7 @@ from store.estimates import (
 )
 from store.notifications import notification_times
 from store.plans import extend_plan_in_force
-from store.probes import mark_probes
+from store.probes import ProbeMarks, mark_probes
 from store.releases import (
     Candidates,
     PeriodWork,
@@ -116,44 +123,86 @@ class EstimateSummary:
     #: their last fetch answered 200, and no second crawl of an earlier probe is pending).
     probes: int = 0
     probes_queued: int = 0
+    #: Pages chosen for a follow-up, and those of them marked (the same conditions).
+    follow_ups: int = 0
+    follow_ups_marked: int = 0
 
 
 @dataclass(frozen=True)
 class ProbeSettings:
     """What the estimate stage needs to pick probes (:func:`estimators.bayes_action.
     choose_probes`): the ``horizon_days`` over which what a probe teaches is counted, the
-    ``shortest_days`` a probe's two crawls may be apart, and the most probes (``limit``; 0:
-    none, and the last run's marks are cleared)."""
+    ``shortest_days`` a probe's two crawls may be apart, the most probes (``limit``), and
+    whether pages whose lesson pays for one crawl get a follow-up (``follow_ups``; with a
+    limit of 0 and none, the last run's marks are cleared)."""
 
     horizon_days: float
     shortest_days: float
     limit: int
+    follow_ups: bool = False
 
 
 class _BestProbes:
-    """The ``limit`` best probes over the chunks (net value, page id, delay in days)."""
+    """The ``limit`` best probes over the chunks (net value, page id, delay in days), and
+    with ``follow_ups`` the ``follow_limit`` best follow-ups (the same): a page whose probe
+    is past the limit is followed up instead (what pays for two crawls pays for one)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, follow_ups: bool = False, follow_limit: int = 0) -> None:
         self.limit = limit
+        self.following = follow_ups
+        self.follow_limit = follow_limit
         self.net = np.zeros(0)
         self.page = np.zeros(0, np.int64)
         self.delay = np.zeros(0)
+        self.follow_net = np.zeros(0)
+        self.follow = np.zeros(0, np.int64)
+        self.follow_delay = np.zeros(0)
+        self._chosen: float | None = None
 
     @property
     def delays(self) -> tuple[float, ...] | None:
-        """The delay the first chunk with probes chose, for the next chunks to keep (every
-        chunk is planned at one price): a quarter of the work of trying them all."""
-        return (float(self.delay[0]),) if self.delay.size else None
+        """The delay the first chunk with probes or follow-ups chose, for the next chunks to
+        keep (every chunk is planned at one price): a quarter of the work of trying them all."""
+        return None if self._chosen is None else (self._chosen,)
 
-    def add(self, net: npt.NDArray[Any], page: npt.NDArray[Any], delay: float) -> None:
-        if not net.size:
+    def add(self, found: Probes, page_ids: npt.NDArray[Any], price: float) -> None:
+        """Add a chunk's probes and follow-ups, ``found`` (indices into the chunk's pages,
+        whose ids are ``page_ids``), valued at the plan's ``price`` of a crawl."""
+        if found.page.size or found.follow.size:
+            self._chosen = float(found.delay) if self._chosen is None else self._chosen
+        if self.following and found.follow.size:
+            self._add_follow_ups(
+                found.follow_net,
+                page_ids[found.follow],
+                np.full(found.follow.size, found.delay),
+            )
+        if not found.page.size:
             return
-        self.net = np.concatenate([self.net, net])
-        self.page = np.concatenate([self.page, page.astype(np.int64)])
-        self.delay = np.concatenate([self.delay, np.full(net.size, delay)])
+        self.net = np.concatenate([self.net, found.net])
+        self.page = np.concatenate([self.page, page_ids[found.page].astype(np.int64)])
+        self.delay = np.concatenate([self.delay, np.full(found.page.size, found.delay)])
         if self.net.size > self.limit:
-            keep = np.argsort(-self.net, kind="stable")[: self.limit]
+            order = np.argsort(-self.net, kind="stable")
+            keep, out = order[: self.limit], order[self.limit :]
+            if self.following:  # its net value as a follow-up: one crawl less to pay for
+                self._add_follow_ups(self.net[out] + price, self.page[out], self.delay[out])
             self.net, self.page, self.delay = self.net[keep], self.page[keep], self.delay[keep]
+
+    def _add_follow_ups(
+        self, net: npt.NDArray[Any], page: npt.NDArray[Any], delay: npt.NDArray[Any]
+    ) -> None:
+        self.follow_net = np.concatenate([self.follow_net, net])
+        self.follow = np.concatenate([self.follow, page.astype(np.int64)])
+        self.follow_delay = np.concatenate([self.follow_delay, delay.astype(np.float64)])
+        if self.follow.size > self.follow_limit:
+            keep = np.argsort(-self.follow_net, kind="stable")[: self.follow_limit]
+            self.follow_net = self.follow_net[keep]
+            self.follow, self.follow_delay = self.follow[keep], self.follow_delay[keep]
+
+    def follow_ups(self) -> tuple[list[int], list[float]]:
+        """The follow-ups' page ids and delays (days), best first."""
+        order = np.argsort(-self.follow_net, kind="stable")
+        return self.follow[order].tolist(), self.follow_delay[order].tolist()
 
 
 def _prefetched(chunks: Iterator[T], depth: int = 1) -> Iterator[T]:
@@ -310,9 +359,18 @@ def estimate_from_store(
         db, estimate_chunk, sample_pages, chunk_pages, sized, plan_budget, fetched_pages
     )
     probing = (
-        probes if probes is not None and probes.limit > 0 and probes.horizon_days > 0 else None
+        probes
+        if probes is not None
+        and (probes.limit > 0 or probes.follow_ups)
+        and probes.horizon_days > 0
+        else None
     )
-    best = _BestProbes(probing.limit if probing else 0)
+    # follow-ups: at most a share of the fetched pages marked at once (PROBE_SHARE)
+    best = _BestProbes(
+        probing.limit if probing else 0,
+        bool(probing and probing.follow_ups),
+        int(PROBE_SHARE * fetched_pages),
+    )
     for chunk in _prefetched(iter_fetch_chunks(db, chunk_pages=chunk_pages, signatures=sized)):
         estimator = ChangeRateEstimator(prior=prior) if prior is not None else None
         result, page_id, fetched_s, changed, demoted = estimate_chunk(chunk, estimator)
@@ -338,14 +396,25 @@ def estimate_from_store(
                 shortest=probing.shortest_days if probing else 0.0,
                 probe_limit=probing.limit if probing else None,
                 probe_delays=best.delays,
+                follow_ups=bool(probing and probing.follow_ups),
             )
             notified = chosen.estimator == NOTIFIED
             plan[notified] = np.nan
             if probing:
                 # a page known from notifications needs no probe; never-fetched pages are
                 # not in a chunk
-                on = ~notified[probed.page]
-                best.add(probed.net[on], result.page[probed.page[on]], probed.delay)
+                on, follow = ~notified[probed.page], ~notified[probed.follow]
+                best.add(
+                    replace(
+                        probed,
+                        page=probed.page[on],
+                        net=probed.net[on],
+                        follow=probed.follow[follow],
+                        follow_net=probed.follow_net[follow],
+                    ),
+                    result.page,
+                    bayes.price,
+                )
             bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (
             [None if math.isnan(v) else v for v in column.tolist()]
@@ -368,11 +437,26 @@ def estimate_from_store(
         fetches += int(result.fetches.sum())
         if progress is not None:
             progress(pages)
-    queued = 0
+    marks = ProbeMarks(0, 0)
+    follow, follow_delays = best.follow_ups()
     if probes is not None:
-        queued = mark_probes(db, best.page.tolist(), best.delay.tolist())
+        marks = mark_probes(
+            db,
+            best.page.tolist(),
+            best.delay.tolist(),
+            follow_ups=follow,
+            follow_delays=follow_delays,
+        )
     return EstimateSummary(
-        pages, fetches, by_estimator, 0, small_changes, int(best.page.size), queued
+        pages,
+        fetches,
+        by_estimator,
+        0,
+        small_changes,
+        int(best.page.size),
+        marks.probes,
+        len(follow),
+        marks.follow_ups,
     )
 
 

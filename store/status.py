@@ -19,7 +19,7 @@ from store.models import (
 )
 from store.models import Lease as LeaseRow
 from store.plans import PlanSummary, latest_plan
-from store.types import utcnow
+from store.types import URGENT_DUE, utcnow
 
 __all__ = ["StoreStatus", "read_status", "work_remaining"]
 
@@ -35,8 +35,9 @@ class StoreStatus:
     ``duplicate``, :mod:`store.duplicates`): no candidates, in no bucket.
     ``noise_checked_hosts``: hosts whose noise a twin fetch has checked; ``noisy_hosts``: those
     with noise rules (``crawler.noise``). ``probes_marked``: pages the last nightly run marked
-    for a probe, waiting for its first crawl; ``probes_pending``: pages waiting for their
-    probe's second crawl (:mod:`store.probes`)."""
+    for a probe, waiting for its first crawl (in the urgent lane); ``follow_ups_marked``:
+    those marked for a follow-up, waiting for their next planned crawl; ``probes_pending``:
+    pages waiting for their probe's or follow-up's second crawl (:mod:`store.probes`)."""
 
     at: datetime
     pages: int
@@ -56,6 +57,7 @@ class StoreStatus:
     noisy_hosts: int = 0
     probes_marked: int = 0
     probes_pending: int = 0
+    follow_ups_marked: int = 0
 
 
 def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
@@ -117,8 +119,11 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         ).one()
         observations = conn.execute(select(func.count()).select_from(Observation)).scalar_one()
         # the marked pages alone, through the partial index ix_pages_probe
-        probes_marked, probes_pending = conn.execute(
+        # (a probe's page is in the urgent lane, a follow-up's where the plan put it)
+        urgent = (Page.probe_delay > 0) & (Page.next_due_at == URGENT_DUE)
+        probes_marked, marked, probes_pending = conn.execute(
             select(
+                func.coalesce(func.sum(case((urgent, 1), else_=0)), 0),
                 func.coalesce(func.sum(case((Page.probe_delay > 0, 1), else_=0)), 0),
                 func.coalesce(func.sum(case((Page.probe_delay < 0, 1), else_=0)), 0),
             ).where(Page.probe_delay.is_not(None))
@@ -143,6 +148,7 @@ def read_status(db: Database, *, now: datetime | None = None) -> StoreStatus:
         duplicates=int(by_status.get(DUPLICATE_STATUS, 0)),
         probes_marked=int(probes_marked),
         probes_pending=int(probes_pending),
+        follow_ups_marked=int(marked) - int(probes_marked),
     )
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 __all__ = [
+    "URGENT_DUE",
     "UTCDateTime",
     "epoch_seconds",
     "seconds_micros",
@@ -20,6 +21,10 @@ __all__ = [
     "utcnow",
     "whole_micros",
 ]
+
+
+#: The due time of an urgent page (:mod:`store.urgent`): before any real due time.
+URGENT_DUE = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def utcnow() -> datetime:

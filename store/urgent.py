@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, and_, func, or_, select, update
 
@@ -25,7 +25,7 @@ from store.database import Database
 from store.host_ready import hold_hosts, lower_ready_to
 from store.models import PAGES, URGENT_REQUESTS, URGENT_SOURCES
 from store.pages import add_pages, lock_pages
-from store.types import utcnow
+from store.types import URGENT_DUE, utcnow
 
 __all__ = [
     "URGENT_DUE",
@@ -35,8 +35,6 @@ __all__ = [
     "urgent_requests_between",
 ]
 
-#: The due time of an urgent page: before any real due time.
-URGENT_DUE = datetime(1970, 1, 1, tzinfo=UTC)
 
 _CHUNK = 5_000
 

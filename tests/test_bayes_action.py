@@ -19,6 +19,7 @@ from estimators.bayes_action import (
     fit_bayes_plan,
     fit_grid_prior,
     fit_group_grid_priors,
+    follow_up_gains,
     grid_log_likelihood,
     grid_posterior,
     plan_rates,
@@ -376,3 +377,55 @@ def test_probes_go_to_pages_whose_rate_is_worth_learning() -> None:
     with pytest.raises(ValueError, match="horizon must be > 0"):
         choose_probes(plan, post, horizon=0.0)
     assert 0 < PROBE_STRADDLE < 0.5
+
+
+def test_a_lesson_worth_one_crawl_not_two_gets_a_follow_up() -> None:
+    grid = rate_grid(0.01, 1000.0)
+    price = 2.0
+    plan = BayesPlanPrior(grid, np.full(grid.size, 1.0 / grid.size), price)
+    post = np.vstack(
+        [
+            _two_points(grid, 0.05, 20.0, 0.2),
+            _two_points(grid, 0.05, 20.0, 0.99),  # nothing to learn
+            _two_points(grid, 0.05, 20.0, 0.4),
+        ]
+    )
+    delay = 0.5 * price
+    gain = probe_gains(grid, post, price, delay)
+    assert gain[0] > gain[2] > 0
+    # a horizon at which the best lesson pays for one crawl, not for two
+    horizon = 1.5 * price / gain[0]
+    chosen = choose_probes(plan, post, horizon=horizon, delays=(delay,))
+    assert chosen.page.size == 0
+    assert chosen.follow.tolist() == ([0, 2] if gain[2] * horizon > price else [0])
+    assert chosen.follow_net[0] == pytest.approx(gain[0] * horizon - price)
+    assert chosen.delay == delay
+    assert choose_probes(plan, post, horizon, delays=(delay,), follow_ups=False).follow.size == 0
+    # a long horizon: both pay for two crawls; past the limit, a page gets a follow-up
+    long = 10 * price / gain[2]
+    both = choose_probes(plan, post, horizon=long, delays=(delay,))
+    assert both.page.tolist() == [0, 2] and both.follow.size == 0
+    one = choose_probes(plan, post, horizon=long, delays=(delay,), limit=1)
+    assert one.page.tolist() == [0] and one.follow.tolist() == [2]
+    assert one.follow_net[0] == pytest.approx(gain[2] * long - price)
+    # no limit left for probes: every page worth it gets a follow-up instead
+    assert choose_probes(plan, post, long, delays=(delay,), limit=0).follow.tolist() == [0, 2]
+    # nothing pays for even one crawl: nothing
+    none = choose_probes(plan, post, horizon=0.5 * price / gain[0], delays=(delay,))
+    assert none.page.size == 0 and none.follow.size == 0
+
+
+def test_a_follow_up_is_worth_what_it_adds_to_the_planned_crawl() -> None:
+    """A follow-up's first crawl is the page's next planned one. Where that crawl teaches
+    nothing (none planned, or so far off that both rates will have changed) the follow-up
+    is worth a probe's gain; where it tells the rates apart in part (a slow page is often
+    unchanged after 5 periods, a fast one never), the follow-up adds less."""
+    grid = rate_grid(0.01, 1000.0)
+    post = np.vstack([_two_points(grid, 0.05, 20.0, 0.4)] * 4)
+    probe = probe_gains(grid, post, 2.0, 1.0)
+    gain = follow_up_gains(grid, post, 2.0, 1.0, np.array([np.inf, 1e4, 5.0, 50.0]))
+    assert gain[:2] == pytest.approx(probe[:2], rel=1e-9)
+    assert 0 < gain[2] < 0.75 * probe[2]
+    assert gain[2] < gain[3] < probe[3]
+    with pytest.raises(ValueError, match="interval"):
+        follow_up_gains(grid, post, 2.0, 1.0, np.array([1.0, 0.0, 1.0, 1.0]))

@@ -87,3 +87,8 @@ def test_defaults_written_in_config_match_their_owners() -> None:
     assert values["estimate.clock_tolerance"] == CLOCK_TOLERANCE_DAYS * 86_400.0
     assert values["plan.explore"] == EXPLORE_REVISITS
     assert values["plan.probe_horizon"] == PROBE_HORIZON_PERIODS
+    from scenarios.policies.knowledge import RateKnowledge
+    from service.nightly import NightlySettings
+
+    assert (values["plan.follow_ups"] == "on") == NightlySettings().follow_ups
+    assert NightlySettings().follow_ups == RateKnowledge().follow_ups  # the simulator's too

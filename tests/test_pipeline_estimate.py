@@ -20,6 +20,7 @@ from service.pipeline import (
 from store import Database, FetchResult, LeasePolicy, LeaseQueue, add_pages
 from store.estimates import iter_fetch_chunks, sample_fetch_chunk
 from store.models import URGENT_REQUESTS, Page
+from store.types import URGENT_DUE
 from tests.conftest import T0, orm_all
 
 
@@ -391,4 +392,43 @@ def test_pages_whose_rate_is_worth_learning_get_a_probe(db: Database, chunk_page
         assert sorted(requests.tuples()) == sorted((pages[k].id, "probe") for k in marked)
     cleared = estimate_from_store(db, plan_budget=20.0, probes=replace(settings, limit=0))
     assert cleared.probes == 0
+    assert all(p.probe_delay is None for p in orm_all(db, select(Page)))
+
+
+@pytest.mark.parametrize("chunk_pages", [500, 40], ids=["one-chunk", "chunks"])
+def test_pages_past_the_probes_limit_get_a_follow_up(db: Database, chunk_pages: int) -> None:
+    """The same web with follow-ups on and a limit of 4 probes: the 4 best are queued; the
+    other pages whose lesson pays for a crawl (the probes past the limit among them) are
+    marked for a follow-up, no more than 30 % of the fetched pages: marked with the probes'
+    delay but left out of the urgent lane, no crawl charged yet. A run with neither clears
+    every mark."""
+    rng = np.random.default_rng(3)
+    rate = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 160))  # changes a day
+    seen = rng.random((160, 8)) < -np.expm1(-rate[:, None])
+    kinds = {k: ("ok", 200, 0) for k in range(160)}
+    _crawl_answers(db, kinds, visits=8, changes=lambda k, visit: bool(seen[k, visit]))
+    settings = ProbeSettings(horizon_days=365.0, shortest_days=0.01, limit=4, follow_ups=True)
+    summary = estimate_from_store(
+        db, plan_budget=20.0, probes=settings, chunk_pages=chunk_pages, sample_pages=chunk_pages
+    )
+    pages = {int(p.url.rsplit("p", 1)[1]): p for p in orm_all(db, select(Page))}
+    marked = {k for k, p in pages.items() if p.probe_delay is not None}
+    with db.read() as conn:
+        rows = conn.execute(select(URGENT_REQUESTS.c.page_id, URGENT_REQUESTS.c.source))
+        requests = set(rows.tuples())
+    probed = {k for k, p in pages.items() if (p.id, "probe") in requests}
+    followed = marked - probed
+    assert len(probed) == summary.probes_queued == 4
+    # what pays for two crawls pays for one: the probes past the limit are followed up
+    assert len(followed) >= 12 - 4
+    assert len(followed) == summary.follow_ups == summary.follow_ups_marked
+    assert 0 < len(followed) <= int(0.3 * 160)
+    assert all(pages[k].next_due_at != URGENT_DUE for k in followed)  # not in the urgent lane
+    assert all(pages[k].next_due_at == URGENT_DUE for k in probed)
+    assert len({pages[k].probe_delay for k in marked}) == 1  # one delay: the probes'
+    assert rate[sorted(followed)].min() > 0.2  # nothing to learn of the slowest decade
+    cleared = estimate_from_store(
+        db, plan_budget=20.0, probes=replace(settings, limit=0, follow_ups=False)
+    )
+    assert cleared.probes == cleared.follow_ups == 0
     assert all(p.probe_delay is None for p in orm_all(db, select(Page)))

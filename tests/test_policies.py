@@ -334,10 +334,12 @@ def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     """On a fast web without dates (rates 0.025 to 5 changes a period, a twentieth of the
     pages crawled a period), pages seen changed at every crawl straddle the plan's cut-off:
     the planner probes some of them, each crawled twice the probe's delay apart, and no more
-    than 30 % of a period's budget goes to probes. Without a probe horizon it probes none."""
+    than 30 % of a period's budget goes to probes (follow-ups off). Without a probe horizon
+    it probes none."""
     world = _fast_undated_world()
     settings = SimulationSettings(periods=60, budget=30, warmup=0)
     base = make_policy({"kind": "webfountain", "cycle": 7, "probe_horizon": 600})
+    assert isinstance(base, WebFountainPolicy) and not base.knowledge.follow_ups  # off
     assert isinstance(base, WebFountainPolicy)
     probing = _Recorded("p", base.knowledge, cycle=7)
     probing.probe_crawls = {}
@@ -359,6 +361,47 @@ def test_the_planner_probes_pages_whose_rate_is_worth_learning() -> None:
     assert off.probes_queued == 0
     with pytest.raises(PolicyError, match="probe_horizon"):
         make_policy({"kind": "webfountain", "probe_horizon": -1})
+
+
+class _FollowedUp(_Recorded):
+    """The planner, recording the probes' crawls and the follow-ups' first crawls."""
+
+    firsts: dict[int, tuple[set[int], int]]
+    marked: list[int]
+
+    def _follow_up(self, period: int, crawled: np.ndarray) -> None:
+        first = set(crawled[np.isin(crawled, self._follow)].tolist())
+        self.firsts[period] = (first, self._probe_delay)
+        super()._follow_up(period, crawled)
+
+    def _queue_probes(self, period: int, budget: int) -> None:
+        super()._queue_probes(period, budget)
+        self.marked.append(int(self._follow.size))
+
+
+def test_follow_ups_ride_on_planned_crawls() -> None:
+    """On the same fast web without dates, pages whose lesson pays for one crawl but not
+    two are marked for a follow-up (no more than 30 % of the fetched pages at once): the
+    plan's own crawl of such a page is the probe's first, and the page is crawled again the
+    probe's delay later, in the probe lane. The budget is spent exactly."""
+    world = _fast_undated_world()
+    settings = SimulationSettings(periods=60, budget=30, warmup=0)
+    base = make_policy(
+        {"kind": "webfountain", "cycle": 7, "probe_horizon": 600, "follow_ups": True}
+    )
+    assert isinstance(base, WebFountainPolicy) and base.knowledge.follow_ups
+    policy = _FollowedUp("f", base.knowledge, cycle=7)
+    policy.probe_crawls, policy.firsts, policy.marked = {}, {}, []
+    result = simulate(world, policy, settings)
+    assert int(result.crawls.sum()) == 30 * 60
+    assert policy.follow_ups_queued > 0
+    assert max(policy.marked) <= 0.3 * 600
+    firsts = [(t, p, delay) for t, (pages, delay) in policy.firsts.items() for p in pages]
+    assert len(firsts) >= policy.follow_ups_queued // 4
+    for t, page, delay in firsts:
+        assert page not in policy.probe_crawls.get(t, set())  # a planned crawl
+        if t + delay < 60:
+            assert page in policy.probe_crawls[t + delay], (t, page, delay)  # the probe lane
 
 
 def test_oracle_priors_bound_what_a_prior_can_add() -> None:

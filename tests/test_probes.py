@@ -4,6 +4,7 @@ a due time a new plan does not withdraw (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -12,6 +13,8 @@ from typer.testing import CliRunner
 
 from estimators.bayes_action import PROBE_HORIZON_PERIODS
 from service.cli.app import app
+from service.config import load_settings
+from service.errors import ConfigError
 from service.nightly import NightlySettings, _probe_settings
 from store import Database, LeasePolicy, LeaseQueue, read_status
 from store.due_times import withdraw_due_pages
@@ -66,7 +69,7 @@ def _fetch(
 def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> None:
     ids = _fetched_pages(db, 3)
     _publish(db, {5: [1, 1]})  # a plan: fetched pages wait for a release, but not a probe's
-    assert mark_probes(db, [ids[0]], [DELAY], now=T0) == 1
+    assert mark_probes(db, [ids[0]], [DELAY], now=T0).probes == 1
     state = _state(db)
     assert state[ids[0]] == (DELAY, URGENT_DUE)
     assert state[ids[1]] == (None, None)
@@ -81,7 +84,7 @@ def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> Non
     withdraw_due_pages(db, 2, now=first)
     assert _state(db)[ids[0]] == (-DELAY, due)
     # and a new night's marks leave it alone
-    assert mark_probes(db, [ids[0], ids[1]], [DELAY, DELAY], now=first) == 1
+    assert mark_probes(db, [ids[0], ids[1]], [DELAY, DELAY], now=first).probes == 1
     assert _state(db)[ids[0]] == (-DELAY, due)
     assert _state(db)[ids[1]] == (DELAY, URGENT_DUE)
     assert _fetch(queue, first + timedelta(minutes=1)) == [ids[1]]
@@ -92,6 +95,39 @@ def test_a_probe_is_two_crawls_its_delay_apart_both_charged(db: Database) -> Non
     sources = [(page, at, source) for page, at, source in _sources(db) if page == ids[0]]
     assert sources == [(ids[0], T0, "probe"), (ids[0], due, "probe")]
     assert urgent_requests_between(db, T0, T0 + DAY) == 4
+
+
+def test_a_follow_up_rides_on_the_pages_planned_crawl_one_crawl_charged(db: Database) -> None:
+    ids = _fetched_pages(db, 3)
+    _publish(db, {5: [1, 1]})
+    marks = mark_probes(db, [ids[0]], [DELAY], follow_ups=[ids[1]], follow_delays=[DELAY], now=T0)
+    assert marks == (1, 1)
+    state = _state(db)
+    assert state[ids[0]] == (DELAY, URGENT_DUE)  # a probe: in the urgent lane
+    assert state[ids[1]] == (DELAY, None)  # a follow-up: left where the plan put it
+    assert [page for page, _, _ in _sources(db)] == [ids[0]]  # only the probe charged now
+    queue = LeaseQueue(db, LeasePolicy(max_urls=5, max_urls_per_host=5))
+    assert _fetch(queue, T0 + timedelta(seconds=5)) == [ids[0]]
+    # the plan's crawl of the follow-up's page (a release made it due) is the probe's first
+    planned = T0 + timedelta(hours=2)
+    with db.write() as conn:
+        conn.execute(update(PAGES).where(PAGES.c.id == ids[1]).values(next_due_at=planned))
+    # (and the probe's second crawl, due by then)
+    assert sorted(_fetch(queue, planned)) == ids[:2]
+    assert _state(db)[ids[1]] == (-DELAY, planned + timedelta(days=DELAY))
+    # its second crawl is extra work: an urgent request at its due time
+    assert _sources(db)[-1] == (ids[1], planned + timedelta(days=DELAY), "probe")
+    # a new night's marks leave it alone (its second crawl is pending); others are replaced
+    assert mark_probes(db, [], [], follow_ups=[ids[1], ids[2]], follow_delays=[DELAY] * 2) == (
+        0,
+        1,
+    )
+    assert _state(db)[ids[1]][0] == -DELAY
+    assert _state(db)[ids[2]] == (DELAY, None)
+    assert ids[1] in _fetch(queue, planned + timedelta(days=DELAY))
+    assert _state(db)[ids[1]] == (None, None)  # done
+    assert mark_probes(db, [], []) == (0, 0)  # a night with none clears the marks
+    assert _state(db)[ids[2]] == (None, None)
 
 
 def test_status_counts_the_probes_waiting_for_each_crawl(db: Database, backend_url: str) -> None:
@@ -106,7 +142,9 @@ def test_status_counts_the_probes_waiting_for_each_crawl(db: Database, backend_u
     assert (st.probes_marked, st.probes_pending) == (2, 1)
     shown = CliRunner().invoke(app, ["status", "--db", backend_url])
     assert shown.exit_code == 0, shown.output
-    assert "probes   2 pages to probe, 1 waiting for the second crawl" in shown.output
+    assert (
+        "probes   2 pages to probe, 0 to follow up, 1 waiting for the second crawl" in shown.output
+    )
 
 
 def test_a_page_waiting_for_its_second_crawl_is_no_release_candidate(db: Database) -> None:
@@ -165,7 +203,7 @@ def test_a_failed_fetch_keeps_the_mark_an_answer_without_a_rate_ends_it(db: Data
     assert _state(db)[ids[1]][0] is None  # a gone page has no rate to learn
     assert len(_sources(db)) == 2  # no second crawl charged for either
     # the next night: only the third page is worth a probe
-    assert mark_probes(db, [ids[2]], [DELAY], now=T0 + DAY) == 1
+    assert mark_probes(db, [ids[2]], [DELAY], now=T0 + DAY).probes == 1
     state = _state(db)
     assert state[ids[0]][0] is None
     assert state[ids[2]] == (DELAY, URGENT_DUE)
@@ -175,7 +213,7 @@ def test_only_pages_that_answered_are_marked(db: Database) -> None:
     ids = _fetched_pages(db, 3)
     with db.write() as conn:
         conn.execute(update(PAGES).where(PAGES.c.id == ids[1]).values(status="redirect"))
-    assert mark_probes(db, ids, [DELAY] * 3, now=T0) == 2
+    assert mark_probes(db, ids, [DELAY] * 3, now=T0).probes == 2
     assert _state(db)[ids[1]] == (None, None)
 
 
@@ -192,11 +230,23 @@ def test_a_run_probes_a_share_of_the_periods_since_the_last() -> None:
     assert NightlySettings().probe_horizon == PROBE_HORIZON_PERIODS  # on by default
     off = NightlySettings(period_days=1.0, periods=14, probe_horizon=0.0)
     assert _probe_settings(off, 1000.0, 1).limit == 0
+    # follow-ups: off by default, on with plan.follow_ups = "on", never without a horizon
+    assert not _probe_settings(settings, 1000.0, 1).follow_ups
+    env = {"CRAWLPLAN_FOLLOW_UPS": "on"}
+    following = NightlySettings.from_config(load_settings(environ=env))
+    assert following.follow_ups and _probe_settings(following, 1000.0, 1).follow_ups
+    assert not _probe_settings(replace(following, probe_horizon=0.0), 1000.0, 1).follow_ups
+    with pytest.raises(ConfigError, match=r"plan\.follow_ups must be one of on, off, got 'yes'"):
+        load_settings(environ={"CRAWLPLAN_FOLLOW_UPS": "yes"})
 
 
 @pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
 def test_bad_marks_are_refused(db: Database) -> None:
-    with pytest.raises(ValueError, match="a delay per page"):
+    with pytest.raises(ValueError, match="a delay per probe"):
         mark_probes(db, [1, 2], [DELAY])
+    with pytest.raises(ValueError, match="a delay per follow-up"):
+        mark_probes(db, [], [], follow_ups=[1], follow_delays=[])
+    with pytest.raises(ValueError, match="a follow-up's delay must be > 0 days"):
+        mark_probes(db, [], [], follow_ups=[1], follow_delays=[-1.0])
     with pytest.raises(ValueError, match="must be > 0 days"):
         mark_probes(db, [1], [0.0])

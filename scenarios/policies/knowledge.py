@@ -85,7 +85,10 @@ class RateKnowledge:
         ``"ignore"`` (change/no-change intervals alone) or ``"trusted"`` (every date).
     probe_horizon : periods over which what a probe teaches is counted (``rates = "bayes"``;
         0: none). Each refit then leaves in :attr:`probes` the fetched pages worth a probe
-        (:func:`estimators.bayes_action.choose_probes`), best first, for the policy to crawl.
+        (:func:`estimators.bayes_action.choose_probes`), best first, for the policy to crawl,
+        and with ``follow_ups`` those worth a follow-up.
+    follow_ups : whether pages whose lesson pays for one crawl, not two, get a follow-up (a
+        probe whose first crawl is the page's next planned one).
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class RateKnowledge:
         refit_every: int = 7,
         last_modified: str = "checked",
         probe_horizon: float = 0.0,
+        follow_ups: bool = False,
     ) -> None:
         if rates not in RATES:
             raise PolicyError(f"rates: use one of {', '.join(map(repr, RATES))}, got {rates!r}")
@@ -106,6 +110,7 @@ class RateKnowledge:
         if not (np.isfinite(probe_horizon) and probe_horizon >= 0):
             raise PolicyError(f"probe_horizon: give >= 0 periods (0: none), got {probe_horizon}")
         self.probe_horizon = float(probe_horizon)
+        self.follow_ups = bool(follow_ups)
         self.rates = rates
         self.refit_every = refit_every
         self.last_modified = last_modified
@@ -220,9 +225,19 @@ class RateKnowledge:
             shortest=1.0,  # a period: the simulator's clock
             # as the nightly run: a share of the capacity of the periods between two refits
             probe_limit=int(PROBE_SHARE * float(log.mean_budget) * self.refit_every / 2),
+            follow_ups=self.follow_ups,
+            # as the nightly run: a share of the fetched pages, their second crawls about
+            # that share of the planned crawls
+            follow_limit=int(PROBE_SHARE * np.count_nonzero(fetched)),
         )
-        on = fetched[probes.page]
-        self.probes = Probes(probes.page[on], probes.net[on], probes.delay)
+        on, follow = fetched[probes.page], fetched[probes.follow]
+        self.probes = Probes(
+            probes.page[on],
+            probes.net[on],
+            probes.delay,
+            probes.follow[follow],
+            probes.follow_net[follow],
+        )
         return np.where(fetched, rates, np.nan)
 
     def _oracle_prior(self, log: CrawlLog) -> FloatArray:

@@ -45,6 +45,7 @@ POLICY_KINDS: dict[str, tuple[str, ...]] = {
         "terminal_value",
         "explore",
         "probe_horizon",
+        "follow_ups",
         "renewal",
         "importance",
     ),

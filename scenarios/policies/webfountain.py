@@ -235,6 +235,10 @@ class WebFountainPolicy(Policy):
         #: Pages queued for a probe (:meth:`_queue_probes`); the pages waiting for a probe's
         #: first crawl, best first; by period the probes' second crawls due then; the delay.
         self.probes_queued = 0
+        #: Pages marked for a follow-up (:meth:`_queue_probes`): their next crawl is a probe's
+        #: first, its second due the probe's delay later; and how many were marked in all.
+        self.follow_ups_queued = 0
+        self._follow = np.zeros(0, dtype=np.int64)
         self._probe_first = np.zeros(0, dtype=np.int64)
         self._probe_second: dict[int, IntArray] = {}
         self._probe_delay = 1
@@ -259,6 +263,7 @@ class WebFountainPolicy(Policy):
             refit_every=cycle,
             last_modified=str(spec.get("last_modified", "checked")),
             probe_horizon=float(spec.get("probe_horizon", PROBE_HORIZON_PERIODS)),
+            follow_ups=bool(spec.get("follow_ups", False)),
         )
         return cls(
             name,
@@ -478,10 +483,22 @@ class WebFountainPolicy(Policy):
         crawled (as a nightly run replaces the marks, :mod:`store.probes`); a probe's second
         crawl, once its first is done, stays due."""
         probes = self.knowledge.probes
-        self.knowledge.probes = replace(probes, page=probes.page[:0], net=probes.net[:0])
+        self.knowledge.probes = replace(
+            probes,
+            page=probes.page[:0],
+            net=probes.net[:0],
+            follow=probes.follow[:0],
+            follow_net=probes.follow_net[:0],
+        )
         self._probe_first = probes.page.astype(np.int64)
-        self._probe_delay = max(1, round(probes.delay)) if probes.page.size else 1
+        # a page whose probe's second crawl is pending keeps it (as store.probes does)
+        follow = probes.follow.astype(np.int64)
+        pending = [*self._probe_second.values(), follow[:0]]
+        self._follow = follow[~np.isin(follow, np.concatenate(pending))]
+        marked = probes.page.size + self._follow.size
+        self._probe_delay = max(1, round(probes.delay)) if marked else self._probe_delay
         self.probes_queued += int(probes.page.size)
+        self.follow_ups_queued += int(self._follow.size)
 
     def _probe_crawls(self, period: int, budget: int, log: CrawlLog) -> IntArray:
         """This period's probe crawls, ahead of the plan (the urgent lane): the second crawls
@@ -582,7 +599,20 @@ class WebFountainPolicy(Policy):
             priority = overdue_priority(log, float(period), planned)
             priority[chosen] = -np.inf
             chosen = np.concatenate([chosen, top_pages(priority, left, log, taken=chosen)])
+        self._follow_up(period, chosen[probing.size :])
         return chosen
+
+    def _follow_up(self, period: int, crawled: IntArray) -> None:
+        """The marked pages among ``crawled`` (this period's crawls but the probe lane's)
+        have had their follow-up's first crawl: each one's second is due the probe's delay
+        later, in the probe lane (as a service report of a marked page makes it due, an
+        urgent request)."""
+        first = crawled[np.isin(crawled, self._follow)]
+        if not first.size:
+            return
+        self._follow = self._follow[~np.isin(self._follow, first)]
+        later = period + self._probe_delay
+        self._probe_second[later] = np.union1d(self._probe_second.get(later, first[:0]), first)
 
     def _section_change_ratio(self, log: CrawlLog) -> FloatArray:
         """Share of each section's re-crawls that saw a change (0.5 where none yet)."""

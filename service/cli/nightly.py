@@ -91,6 +91,8 @@ def nightly(
         return
     recrawls = sum(sum(q.values()) for q in report.cycle.quotas)
     probes = f", {counted(report.probes, 'page')} probed" if report.probes else ""
+    if report.follow_ups:
+        probes += f", {counted(report.follow_ups, 'page')} to follow up"
     out.print(
         f"published plan {report.plan}: {recrawls:,} "
         f"re-crawls and {sum(report.cycle.new_pages):,} new pages over the cycle{probes} "

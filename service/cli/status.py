@@ -95,9 +95,11 @@ def _noise(st: StoreStatus) -> str:
 
 def _probes(st: StoreStatus) -> str:
     """The pages marked for a probe (two crawls a short delay apart, to learn their change
-    rate): those waiting for its first crawl, and those waiting for its second."""
+    rate): those waiting for its first crawl, those marked for a follow-up (a probe whose
+    first crawl is the page's next planned one), and those waiting for the second."""
     return (
         f"{counted(st.probes_marked, 'page')} to probe, "
+        f"{st.follow_ups_marked:,} to follow up, "
         f"{st.probes_pending:,} waiting for the second crawl"
     )
 

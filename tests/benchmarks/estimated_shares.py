@@ -63,6 +63,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no renewal": {"kind": "webfountain", "renewal": False},
     "freshness schedule": {"kind": "freshness"},
     "no probes": {"kind": "webfountain", "probe_horizon": 0.0},
+    "follow-ups": {"kind": "webfountain", "follow_ups": True},
     "probes": {"kind": "webfountain", "probe_horizon": PROBE_HORIZON_PERIODS},
     "true rates": {"kind": "webfountain", "rates": "true"},
     "true prior": {"kind": "webfountain", "rates": "bayes, true prior"},
