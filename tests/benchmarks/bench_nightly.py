@@ -12,8 +12,10 @@ stage. Baselines measured in the same run on the same database:
 * a second nightly run, for the next cycle, warm-started from the first run's plan;
 * a run on point estimates (``plan.rates = "estimates"``), the baseline of the default
   Bayes-equivalent rates (:mod:`estimators.bayes_action`);
-* a last run with probes off (``plan.probe_horizon = 0``; 180, on, by default), the
+* a run with probes off (``plan.probe_horizon = 0``; 180, on, by default), the
   baseline of the second run's estimate stage, which picks and marks the probes;
+* a last run with follow-ups on (``plan.follow_ups = "on"``; off by default), beside the
+  second run, which marks probes alone;
 
 and a third run with ``--polite-hosts`` hosts (default 20) asking robots.txt for 30 minutes
 between requests (48 a day, where the plan gives a host about 100): the hosts whose
@@ -201,6 +203,11 @@ def main() -> None:
         db, replace(settings, probe_horizon=0.0), now=now + timedelta(days=4), force=True
     )
     total5 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    following = run_nightly(
+        db, replace(settings, follow_ups=True), now=now + timedelta(days=5), force=True
+    )
+    total6 = time.perf_counter() - t0
     bound = third.solver.get("bound_hosts", {})
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  baseline: bare ordered read of {rows:,} observations: {read_s:.1f} s")
@@ -234,6 +241,12 @@ def main() -> None:
         f"(plan.probe_horizon = 0): {total5:.1f} s, estimate "
         f"{unprobed.stages.get('estimate', float('nan')):.1f} s"
     )
+    print(
+        f"  follow-ups (plan.follow_ups = on): {total6:.1f} s, {following.probes:,} probes and "
+        f"{following.follow_ups:,} follow-ups marked, estimate "
+        f"{following.stages.get('estimate', float('nan')):.1f} s (second run, off: "
+        f"{second.stages.get('estimate', float('nan')):.1f} s)"
+    )
     print(f"  peak memory: {peak_mib:,.0f} MiB")
     results = {
         "pages": args.pages,
@@ -252,6 +265,9 @@ def main() -> None:
         "probes": second.probes,
         "nightly_unprobed_s": total5,
         "stages_unprobed": unprobed.stages,
+        "nightly_follow_ups_s": total6,
+        "follow_ups": following.follow_ups,
+        "stages_follow_ups": following.stages,
         "peak_mib": peak_mib,
     }
     out = Path("bench-results")
