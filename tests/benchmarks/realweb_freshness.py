@@ -42,7 +42,7 @@ believes them (docs/benchmarks.md, "Freshness on a real documentation site");
 
 Options: ``--period`` (seconds), ``--periods`` (a cycle), ``--cycles``, ``--share`` (of the
 pages crawled a period), ``--rate-low``, ``--rate-high``, ``--static``, ``--seed``,
-``--package-dates``, ``--date-horizon``, ``--dir``.
+``--package-dates``, ``--date-horizon``, ``--follow-ups``, ``--dir``.
 """
 
 from __future__ import annotations
@@ -239,6 +239,11 @@ def main() -> None:
         default=None,
         help="periods a first fetch's date counts for at most (LastModifiedPolicy.max_date_age)",
     )
+    parser.add_argument(
+        "--follow-ups",
+        action="store_true",
+        help="crawlplan's nightly runs with plan.follow_ups = on (off by default)",
+    )
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     if (why := missing()) is not None:
@@ -261,7 +266,7 @@ def main() -> None:
         capacity=budget, workers=2,
     )  # fmt: skip
     settings, nightly = run_settings(demo, revisit)
-    nightly = replace(nightly, min_delay_seconds=MIN_DELAY)
+    nightly = replace(nightly, min_delay_seconds=MIN_DELAY, follow_ups=args.follow_ups)
     if args.date_horizon is not None:
         policy = nightly.last_modified or settings.last_modified_policy
         horizon = args.date_horizon * args.period / 86_400
@@ -301,7 +306,8 @@ def main() -> None:
                     done = list(pool.map(lambda s: run_nightly(s.db, s.nightly), sides))
                     print(
                         f"cycle {cycle}: plans {', '.join(d.status for d in done)}; "
-                        f"pages marked for a probe {done[0].probes}",
+                        f"pages marked for a probe {done[0].probes}, for a follow-up "
+                        f"{done[0].follow_ups}",
                         flush=True,
                     )
         ended = time.time()
