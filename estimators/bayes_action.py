@@ -537,13 +537,16 @@ class Probes:
     price of its crawls); ``delay``, the time between a probe's two crawls. ``follow``
     (k,), the pages worth a follow-up (a probe whose first crawl is the page's next planned
     one, the same ``delay`` before its second), best first, none of them in ``page``, and
-    ``follow_net`` (k,), each one's net value (its gain less one crawl)."""
+    ``follow_net`` (k,), each one's net value (its gain less one crawl). ``as_follow_up``
+    (m,), each probe's net value were it a follow-up instead (0 without follow-ups): a store
+    planned in chunks follows up the probes past its limit."""
 
     page: IntArray
     net: FloatArray
     delay: float
     follow: IntArray = field(default_factory=lambda: np.zeros(0, np.intp))
     follow_net: FloatArray = field(default_factory=lambda: np.zeros(0))
+    as_follow_up: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def _value_table(grid: FloatArray, refresh: FloatArray) -> FloatArray:
@@ -713,6 +716,7 @@ def choose_probes(
                 float(delay),
                 straddle[follow].astype(np.intp),
                 once[follow],
+                once[order],
             )
     return best
 

@@ -154,6 +154,7 @@ class _BestProbes:
         self.net = np.zeros(0)
         self.page = np.zeros(0, np.int64)
         self.delay = np.zeros(0)
+        self.once = np.zeros(0)  # each probe's net value as a follow-up
         self.follow_net = np.zeros(0)
         self.follow = np.zeros(0, np.int64)
         self.follow_delay = np.zeros(0)
@@ -165,9 +166,9 @@ class _BestProbes:
         keep (every chunk is planned at one price): a quarter of the work of trying them all."""
         return None if self._chosen is None else (self._chosen,)
 
-    def add(self, found: Probes, page_ids: npt.NDArray[Any], price: float) -> None:
+    def add(self, found: Probes, page_ids: npt.NDArray[Any]) -> None:
         """Add a chunk's probes and follow-ups, ``found`` (indices into the chunk's pages,
-        whose ids are ``page_ids``), valued at the plan's ``price`` of a crawl."""
+        whose ids are ``page_ids``)."""
         if found.page.size or found.follow.size:
             self._chosen = float(found.delay) if self._chosen is None else self._chosen
         if self.following and found.follow.size:
@@ -181,12 +182,15 @@ class _BestProbes:
         self.net = np.concatenate([self.net, found.net])
         self.page = np.concatenate([self.page, page_ids[found.page].astype(np.int64)])
         self.delay = np.concatenate([self.delay, np.full(found.page.size, found.delay)])
+        self.once = np.concatenate([self.once, found.as_follow_up])
         if self.net.size > self.limit:
             order = np.argsort(-self.net, kind="stable")
             keep, out = order[: self.limit], order[self.limit :]
-            if self.following:  # its net value as a follow-up: one crawl less to pay for
-                self._add_follow_ups(self.net[out] + price, self.page[out], self.delay[out])
+            if self.following:
+                out = out[self.once[out] > 0]
+                self._add_follow_ups(self.once[out], self.page[out], self.delay[out])
             self.net, self.page, self.delay = self.net[keep], self.page[keep], self.delay[keep]
+            self.once = self.once[keep]
 
     def _add_follow_ups(
         self, net: npt.NDArray[Any], page: npt.NDArray[Any], delay: npt.NDArray[Any]
@@ -411,9 +415,9 @@ def estimate_from_store(
                         net=probed.net[on],
                         follow=probed.follow[follow],
                         follow_net=probed.follow_net[follow],
+                        as_follow_up=probed.as_follow_up[on],
                     ),
                     result.page,
-                    bayes.price,
                 )
             bucket = (scale or BucketScale()).assign(np.where(np.isfinite(plan), plan, chosen.rate))
         rate, low, high, planned = (

@@ -408,6 +408,10 @@ def test_a_lesson_worth_one_crawl_not_two_gets_a_follow_up() -> None:
     one = choose_probes(plan, post, horizon=long, delays=(delay,), limit=1)
     assert one.page.tolist() == [0] and one.follow.tolist() == [2]
     assert one.follow_net[0] == pytest.approx(gain[2] * long - price)
+    # the probe's own value as a follow-up (a store in chunks follows up those past its limit)
+    assert one.as_follow_up.tolist() == pytest.approx([gain[0] * long - price])
+    off = choose_probes(plan, post, long, delays=(delay,), follow_ups=False)
+    assert off.as_follow_up.tolist() == [0.0, 0.0]
     # no limit left for probes: every page worth it gets a follow-up instead
     assert choose_probes(plan, post, long, delays=(delay,), limit=0).follow.tolist() == [0, 2]
     # nothing pays for even one crawl: nothing

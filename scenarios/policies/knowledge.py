@@ -237,6 +237,7 @@ class RateKnowledge:
             probes.delay,
             probes.follow[follow],
             probes.follow_net[follow],
+            probes.as_follow_up[on],
         )
         return np.where(fetched, rates, np.nan)
 

@@ -489,6 +489,7 @@ class WebFountainPolicy(Policy):
             net=probes.net[:0],
             follow=probes.follow[:0],
             follow_net=probes.follow_net[:0],
+            as_follow_up=probes.as_follow_up[:0],
         )
         self._probe_first = probes.page.astype(np.int64)
         # a page whose probe's second crawl is pending keeps it (as store.probes does)
