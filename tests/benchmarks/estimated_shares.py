@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 
 from estimators.bayes_action import PROBE_HORIZON_PERIODS
-from scenarios.policies import make_policy
+from scenarios.policies import Policy, make_policy
 from scenarios.policies.knowledge import ORACLE_RATES
 from scenarios.scenario_files import load_scenario
 from scenarios.simulator import SimulationSettings, simulate
-from scenarios.world import WorldSpec, build_world
+from scenarios.world import World, WorldSpec, build_world
 
 WARMUP = 21
 PERIODS = 28
@@ -132,15 +132,30 @@ def run(
     out: dict[str, float] = {}
     for name, policy_spec in [*POLICIES.items(), *((v, VARIANTS[v]) for v in variants)]:
         policy = make_policy({**policy_spec, "name": name}, period_days=spec.period_days)
-        settings = SimulationSettings(
-            periods=periods,
-            budget=budget,
-            warmup=warmup,
-            oracle=policy_spec.get("rates") in ORACLE_RATES,
-            seed=seed,
-        )
-        out[name] = float(simulate(world, policy, settings).summary()["freshness"])
+        out[name] = freshness(world, policy, policy_spec, budget, warmup, periods, seed)
     return out
+
+
+def freshness(
+    world: World,
+    policy: Policy,
+    policy_spec: dict[str, Any],
+    budget: int,
+    warmup: int,
+    periods: int,
+    seed: int,
+) -> float:
+    """Mean freshness of ``policy`` (built from ``policy_spec``; an oracle run if its rates
+    read the truth) on ``world``, ``budget`` crawls a period, over ``periods`` after
+    ``warmup``."""
+    settings = SimulationSettings(
+        periods=periods,
+        budget=budget,
+        warmup=warmup,
+        oracle=policy_spec.get("rates") in ORACLE_RATES,
+        seed=seed,
+    )
+    return float(simulate(world, policy, settings).summary()["freshness"])
 
 
 def parse_world_args(parser: argparse.ArgumentParser) -> argparse.Namespace:

@@ -49,6 +49,7 @@ from estimated_shares import (
     GENERATED,
     POLICIES,
     SHIPPED,
+    freshness,
     mean_over_seeds,
     parse_world_args,
     share_of_gain,
@@ -57,8 +58,7 @@ from estimated_shares import (
 
 import estimators.bayes_action as bayes_action
 from scenarios.policies import make_policy
-from scenarios.policies.knowledge import ORACLE_RATES
-from scenarios.simulator import CrawlLog, SimulationSettings, simulate
+from scenarios.simulator import CrawlLog
 from scenarios.world import build_world
 
 IntArray = npt.NDArray[np.int64]
@@ -197,15 +197,8 @@ def run(
         spec_policy = POLICIES[policy_name]  # the planner's own follow-ups off (the default)
         policy = make_policy({**spec_policy, "name": label}, period_days=spec.period_days)
         wrapper = FollowUps(policy, rule, charge, sample) if label == "follow-ups" else None
-        settings = SimulationSettings(
-            periods=periods,
-            budget=budget,
-            warmup=warmup,
-            oracle=spec_policy.get("rates") in ORACLE_RATES,
-            seed=seed,
-        )
         try:
-            out[label] = float(simulate(world, policy, settings).summary()["freshness"])
+            out[label] = freshness(world, policy, spec_policy, budget, warmup, periods, seed)
         finally:
             bayes_action.choose_probes = original
         if wrapper is not None:
